@@ -1,0 +1,28 @@
+/** What a backend's log tells the lifecycle. Produced by the pure log parsers. */
+
+export type Phase =
+  | 'launching'
+  | 'loading_weights'
+  | 'allocating_kv_cache'
+  | 'capturing_cuda_graphs'
+  | 'starting_http'
+  | 'warming_up'
+  | 'serving';
+
+export interface Progress {
+  done: number;
+  total: number;
+}
+
+export type LogEvent =
+  /** A line that only appears at the very beginning of a process start (e.g. `server_args=`). */
+  | { type: 'start' }
+  | { type: 'phase'; phase: Phase; progress: Progress | null; etaSeconds: number | null }
+  /** `The server is fired up and ready to roll!` (SGLang) / `Application startup complete.` (vLLM). */
+  | { type: 'ready' }
+  | { type: 'fatal'; reason: string };
+
+export interface LogParser {
+  /** Feed one complete line (no `\n`/`\r`); returns the events it implies, in order. */
+  push(line: string): LogEvent[];
+}
