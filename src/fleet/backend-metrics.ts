@@ -1,0 +1,67 @@
+/** Parses the load figures out of a backend's Prometheus text (SGLang or vLLM names). Pure. */
+import type { BackendKind } from '../config/types.js';
+
+export interface BackendLoad {
+  running: number;
+  queued: number;
+  tokenUsage: number | null;
+}
+
+const NAMES = {
+  sglang: {
+    running: 'sglang:num_running_reqs',
+    queued: 'sglang:num_queue_reqs',
+    usage: 'sglang:token_usage',
+  },
+  vllm: {
+    running: 'vllm:num_requests_running',
+    queued: 'vllm:num_requests_waiting',
+    usage: 'vllm:kv_cache_usage_perc',
+  },
+} as const;
+
+/** Sums each gauge over its series (one per DP/TP rank); null when the running gauge is absent. */
+export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad | null {
+  const names = kind === 'vllm' ? NAMES.vllm : NAMES.sglang;
+  const sums = new Map<string, number>();
+  const usage: number[] = [];
+  for (const line of text.split('\n')) {
+    if (line.length === 0 || line.charCodeAt(0) === 35 /* # */) continue;
+    const nameEnd = line.search(/[{ ]/);
+    if (nameEnd <= 0) continue;
+    const name = line.slice(0, nameEnd);
+    if (name !== names.running && name !== names.queued && name !== names.usage) continue;
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (!Number.isFinite(value)) continue;
+    if (name === names.usage) usage.push(value);
+    else sums.set(name, (sums.get(name) ?? 0) + value);
+  }
+  const running = sums.get(names.running);
+  if (running === undefined) return null;
+  return {
+    running,
+    queued: sums.get(names.queued) ?? 0,
+    tokenUsage: usage.length > 0 ? Math.max(...usage) : null,
+  };
+}
+
+/**
+ * The concurrency limit SGLang reports in `/server_info`: per DP rank
+ * `effective_max_running_requests_per_dp` in `internal_states` (reference 1.4), else the
+ * `max_running_requests` server argument.
+ */
+export function parseMaxRunning(serverInfo: string): number | null {
+  try {
+    const info = JSON.parse(serverInfo) as {
+      max_running_requests?: unknown;
+      internal_states?: Array<{ effective_max_running_requests_per_dp?: unknown }>;
+    };
+    const perRank = (info.internal_states ?? [])
+      .map((state) => state.effective_max_running_requests_per_dp)
+      .filter((value): value is number => typeof value === 'number' && value > 0);
+    if (perRank.length > 0) return perRank.reduce((a, b) => a + b, 0);
+    return typeof info.max_running_requests === 'number' && info.max_running_requests > 0 ? info.max_running_requests : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * Backend-reported load: scrapes each ready backend's `/metrics` at a short interval so that
+ * least-loaded compares what the backend really runs and queues (several fleetgate replicas, or
+ * other clients, also load it), refined by fleetgate's own dispatches since the scrape.
+ */
+import { Client } from 'undici';
+import { parseBackendLoad, parseMaxRunning } from './backend-metrics.js';
+import type { Backend, FleetRegistry } from './registry.js';
+
+export interface LoadScraperOptions {
+  registry: FleetRegistry;
+  /** 0 disables scraping. */
+  intervalMs: number;
+  /** `max_inflight_per_backend: auto`: cap each backend at its reported concurrency limit. */
+  autoCap: boolean;
+  timeoutMs: number;
+  apiKey: string | null;
+}
+
+export class LoadScraper {
+  readonly #opts: LoadScraperOptions;
+  readonly #clients = new Map<Backend, Client>();
+  /** Backends whose `/metrics` is missing (404): they fall back to in-flight counts. */
+  readonly #unsupported = new WeakSet<Backend>();
+  /** Backends whose reported concurrency limit was read (once per admission). */
+  readonly #capped = new WeakSet<Backend>();
+  #timer: NodeJS.Timeout | null = null;
+  #running = false;
+
+  constructor(opts: LoadScraperOptions) {
+    this.#opts = opts;
+    opts.registry.on('removed', (backend) => {
+      void this.#clients.get(backend)?.close();
+      this.#clients.delete(backend);
+    });
+    opts.registry.on('transition', ({ backend, to }) => {
+      if (to !== 'ready') {
+        backend.reported = null;
+        this.#capped.delete(backend);
+      }
+    });
+  }
+
+  start(): void {
+    if (this.#opts.intervalMs <= 0) return;
+    this.#timer = setInterval(() => void this.scrapeAll(), this.#opts.intervalMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    for (const client of this.#clients.values()) void client.destroy();
+    this.#clients.clear();
+  }
+
+  async scrapeAll(): Promise<void> {
+    if (this.#running) return;
+    this.#running = true;
+    try {
+      await Promise.all(this.#opts.registry.ready.map((backend) => this.#scrape(backend)));
+    } finally {
+      this.#running = false;
+    }
+  }
+
+  async #get(client: Client, path: string): Promise<{ status: number; body: string }> {
+    const headers: Record<string, string> = {};
+    if (this.#opts.apiKey !== null) headers.authorization = `Bearer ${this.#opts.apiKey}`;
+    const res = await client.request({
+      method: 'GET',
+      path,
+      headers,
+      headersTimeout: this.#opts.timeoutMs,
+      bodyTimeout: this.#opts.timeoutMs,
+    });
+    return { status: res.statusCode, body: await res.body.text() };
+  }
+
+  async #scrape(backend: Backend): Promise<void> {
+    if (this.#unsupported.has(backend)) return;
+    let client = this.#clients.get(backend);
+    if (!client) {
+      client = new Client(backend.url, { connect: { timeout: this.#opts.timeoutMs } });
+      this.#clients.set(backend, client);
+    }
+    try {
+      const metrics = await this.#get(client, '/metrics');
+      if (metrics.status === 404) {
+        this.#unsupported.add(backend);
+        return;
+      }
+      if (metrics.status !== 200) return;
+      const load = parseBackendLoad(metrics.body, backend.config.kind);
+      if (load === null) return;
+      if (this.#opts.autoCap && !this.#capped.has(backend)) {
+        const info = await this.#get(client, '/server_info');
+        const maxRunning = info.status === 200 ? parseMaxRunning(info.body) : null;
+        if (maxRunning !== null) backend.cap = maxRunning;
+        this.#capped.add(backend);
+      }
+      backend.reported = {
+        ...load,
+        maxRunning: backend.cap || null,
+        inflightAtScrape: backend.inflight,
+      };
+    } catch {
+      // The prober and the proxy judge health; a failed scrape only leaves the last figures stale.
+    }
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * Follows each backend's log: watcher → parser → registry. A replaced or truncated file starts a
+ * fresh parser (the new process's lines); the ready line triggers an immediate probe so a backend
+ * is admitted within about a second of becoming ready.
+ */
+import type { Config } from '../config/types.js';
+import { createLogParser } from './log-parser.js';
+import { LogWatcher } from './log-watcher.js';
+import type { Backend, FleetRegistry } from './registry.js';
+
+export interface LogFollowerOptions {
+  registry: FleetRegistry;
+  fatalPatterns: Config['health']['fatal_patterns'];
+  /** Called when the log says the server is up (ready line). */
+  onReadyLine: (backend: Backend) => void;
+  pollMs?: number;
+}
+
+export class LogFollowers {
+  readonly #opts: LogFollowerOptions;
+  readonly #watchers = new Map<Backend, LogWatcher>();
+
+  constructor(opts: LogFollowerOptions) {
+    this.#opts = opts;
+    opts.registry.on('added', (backend) => this.#add(backend));
+    opts.registry.on('removed', (backend) => this.#remove(backend));
+  }
+
+  start(): void {
+    for (const backend of this.#opts.registry.list()) this.#add(backend);
+  }
+
+  stop(): void {
+    for (const backend of [...this.#watchers.keys()]) this.#remove(backend);
+  }
+
+  #add(backend: Backend): void {
+    const path = backend.config.log;
+    if (path === null || this.#watchers.has(backend)) return;
+    const { registry, fatalPatterns, onReadyLine } = this.#opts;
+    const newParser = () => createLogParser(backend.config.kind, fatalPatterns);
+    let parser = newParser();
+    const watcher = new LogWatcher(path, { pollMs: this.#opts.pollMs });
+    watcher.on('reset', () => {
+      parser = newParser();
+    });
+    watcher.on('lines', (lines: string[]) => {
+      for (const line of lines) {
+        for (const event of parser.push(line)) {
+          registry.apply(backend, { type: 'log', event });
+          if (event.type === 'ready') onReadyLine(backend);
+        }
+      }
+      const last = lines.at(-1);
+      if (last !== undefined) registry.apply(backend, { type: 'log_line', line: last });
+    });
+    this.#watchers.set(backend, watcher);
+    watcher.start();
+  }
+
+  #remove(backend: Backend): void {
+    this.#watchers.get(backend)?.stop();
+    this.#watchers.delete(backend);
+  }
+}

@@ -1,0 +1,191 @@
+/**
+ * The fleet registry: the one source of truth about backends. Router, metrics, status API and
+ * page read it or subscribe to its events; the prober, log followers, proxy and admin API feed it
+ * events. It does no I/O.
+ */
+import { EventEmitter } from 'node:events';
+import type { BackendConfig } from '../config/types.js';
+import {
+  BackendLifecycle,
+  type BackendEvent,
+  type BackendSnapshot,
+  type BackendState,
+  type Transition,
+} from './backend-state.js';
+
+/** Load as the backend itself reports it (SGLang/vLLM `/metrics`). */
+export interface ReportedLoad {
+  running: number;
+  queued: number;
+  /** KV-cache usage 0..1, when reported. */
+  tokenUsage: number | null;
+  /** The backend's own concurrency limit, when reported. */
+  maxRunning: number | null;
+  /** fleetgate's in-flight count when the report was taken. */
+  inflightAtScrape: number;
+}
+
+export class Backend {
+  readonly config: BackendConfig;
+  readonly lifecycle: BackendLifecycle;
+  /** Requests fleetgate has in flight to this backend. */
+  inflight = 0;
+  reported: ReportedLoad | null = null;
+  /** Cap on in-flight requests; 0 = none. Set from config or, with `auto`, from reported capacity. */
+  cap = 0;
+  /** Set when removal was asked: no new requests; removed once in-flight reaches 0. */
+  removing = false;
+
+  constructor(config: BackendConfig, lifecycle: BackendLifecycle) {
+    this.config = config;
+    this.lifecycle = lifecycle;
+  }
+
+  get name(): string {
+    return this.config.name;
+  }
+
+  get url(): string {
+    return this.config.url;
+  }
+
+  get state(): BackendState {
+    return this.lifecycle.state;
+  }
+
+  /**
+   * Load the balancer compares: what the backend reported running and queued, plus fleetgate's net
+   * dispatches since that report; just the in-flight count where the backend reports nothing.
+   */
+  get load(): number {
+    const reported = this.reported;
+    if (reported === null) return this.inflight;
+    const current = reported.running + reported.queued + this.inflight - reported.inflightAtScrape;
+    return current > this.inflight ? current : this.inflight;
+  }
+
+  hasFreeSlot(): boolean {
+    return this.cap === 0 || this.inflight < this.cap;
+  }
+}
+
+export interface TransitionEvent extends Transition {
+  backend: Backend;
+}
+
+export interface RegistryEvents {
+  added: [Backend];
+  removed: [Backend];
+  transition: [TransitionEvent];
+  /** Anything visible changed (state, phase, progress, reason, in-flight is not included). */
+  change: [Backend];
+}
+
+export interface RegistryOptions {
+  rise: number;
+  fall: number;
+  stallAfter: number;
+  defaultCap: number;
+  now?: () => number;
+}
+
+export class FleetRegistry extends EventEmitter<RegistryEvents> {
+  readonly #opts: RegistryOptions;
+  readonly #now: () => number;
+  readonly #backends = new Map<string, Backend>();
+  /** Rebuilt on every transition, so routing reads a ready-made list per request. */
+  #ready: Backend[] = [];
+
+  constructor(opts: RegistryOptions) {
+    super();
+    this.#opts = opts;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  get ready(): readonly Backend[] {
+    return this.#ready;
+  }
+
+  list(): Backend[] {
+    return [...this.#backends.values()];
+  }
+
+  get(name: string): Backend | undefined {
+    return this.#backends.get(name);
+  }
+
+  get size(): number {
+    return this.#backends.size;
+  }
+
+  add(config: BackendConfig): Backend {
+    if (this.#backends.has(config.name)) throw new Error(`backend "${config.name}" already exists`);
+    const lifecycle = new BackendLifecycle({
+      rise: this.#opts.rise,
+      fall: this.#opts.fall,
+      stallAfter: this.#opts.stallAfter,
+      hasLog: config.log !== null,
+      now: this.#now,
+    });
+    const backend = new Backend(config, lifecycle);
+    backend.cap = this.#opts.defaultCap;
+    this.#backends.set(config.name, backend);
+    this.emit('added', backend);
+    this.emit('change', backend);
+    return backend;
+  }
+
+  /** Drains the backend, then removes it once its in-flight requests are done. */
+  remove(name: string): Backend | undefined {
+    const backend = this.#backends.get(name);
+    if (!backend) return undefined;
+    backend.removing = true;
+    this.apply(backend, { type: 'drain' });
+    this.#removeIfIdle(backend);
+    return backend;
+  }
+
+  /** Called by whoever releases a request slot. */
+  released(backend: Backend): void {
+    if (backend.removing) this.#removeIfIdle(backend);
+  }
+
+  apply(backend: Backend, event: BackendEvent): Transition | null {
+    if (this.#backends.get(backend.name) !== backend) return null;
+    const before = backend.lifecycle.snapshot;
+    const transition = backend.lifecycle.apply(event);
+    if (transition) {
+      this.#rebuildReady();
+      this.emit('transition', { ...transition, backend });
+    }
+    if (transition || visiblyChanged(before, backend.lifecycle.snapshot)) this.emit('change', backend);
+    return transition;
+  }
+
+  /** Re-evaluates time-based facts (stall detection). */
+  tick(): void {
+    for (const backend of this.#backends.values()) this.apply(backend, { type: 'tick' });
+  }
+
+  #removeIfIdle(backend: Backend): void {
+    if (backend.inflight > 0 || this.#backends.get(backend.name) !== backend) return;
+    this.#backends.delete(backend.name);
+    this.#rebuildReady();
+    this.emit('removed', backend);
+  }
+
+  #rebuildReady(): void {
+    this.#ready = [...this.#backends.values()].filter((b) => b.state === 'ready' && !b.removing);
+  }
+}
+
+function visiblyChanged(a: BackendSnapshot, b: BackendSnapshot): boolean {
+  return (
+    a.phase !== b.phase ||
+    a.reason !== b.reason ||
+    a.etaSeconds !== b.etaSeconds ||
+    a.lastLogLine !== b.lastLogLine ||
+    a.progress?.done !== b.progress?.done ||
+    a.progress?.total !== b.progress?.total
+  );
+}

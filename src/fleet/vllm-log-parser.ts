@@ -1,0 +1,182 @@
+/**
+ * Reads a vLLM OpenAI-server log one line at a time: process start, start-up phase, ready
+ * (`Application startup complete.`: vLLM listens only once the engine is built, reference §6),
+ * fatal errors. Pure: no I/O, no clock.
+ */
+import type { LogEvent, LogParser, Phase } from './log-events.js';
+import {
+  type BarLabel,
+  isExceptionLine,
+  isIndented,
+  isKilledLine,
+  isTracebackHeader,
+  lastProgressBar,
+  matchesAny,
+  tracebackStart,
+} from './log-line-format.js';
+import { CrashTracker, PhaseTracker, phaseRank } from './log-parser-state.js';
+
+export interface VllmLogParserOptions {
+  /** Extra fatal lines from the config (`fleet.fatal_patterns`), tested against the raw line. */
+  fatalPatterns?: RegExp[];
+}
+
+const BARS: readonly BarLabel[] = [
+  { label: 'Loading safetensors checkpoint shards', phase: 'loading_weights' },
+  { label: 'Loading pt checkpoint shards', phase: 'loading_weights' },
+  // `Capturing CUDA graphs (decode, FULL): ...`; older releases say `Capturing CUDA graph shapes:`.
+  { label: 'Capturing CUDA graph', phase: 'capturing_cuda_graphs' },
+];
+
+const PHASE_LINES: ReadonlyArray<{ pattern: RegExp; phase: Phase }> = [
+  { pattern: /Starting to load model|Using model weights format|Loading weights took|Model loading took/, phase: 'loading_weights' },
+  // The profile run that sizes the KV cache includes torch.compile, which can take minutes.
+  {
+    pattern: /Dynamo bytecode transform time|Compiling a graph for|torch\.compile takes|Memory profiling takes|Available KV cache memory|GPU KV cache size|Maximum concurrency for/,
+    phase: 'allocating_kv_cache',
+  },
+  { pattern: /Graph capturing finished/, phase: 'capturing_cuda_graphs' },
+  {
+    pattern: /init engine \(profile|Starting vLLM (API )?server|Available routes are|Started server process|Waiting for application startup/,
+    phase: 'starting_http',
+  },
+];
+
+/** Printed once by the API server process at each launch. */
+const START = /vLLM API server version/;
+/** Also early start-up lines, but `Initializing a V1 LLM engine` repeats per engine core (DP). */
+const EARLY_START = /non-default args|Initializing an? (V1 )?LLM engine/;
+const READY = /Application startup complete/;
+const RUNTIME = /Avg prompt throughput|Avg generation throughput/;
+
+/** A fatal record followed by the traceback that explains it. */
+const CRASH_HEAD = /EngineCore failed to start|EngineCore encountered a fatal error/;
+
+const FATAL_LINES: readonly RegExp[] = [
+  /Free memory on device .* is less than desired GPU memory utilization/,
+  /CUDA out of memory|OutOfMemoryError/,
+  /EngineDeadError/,
+  /Engine core initialization failed/,
+  /No available memory for the cache blocks/,
+];
+
+/** `(EngineCore_0 pid=1234) ` / `(APIServer pid=99) `: V1 prefixes each process's output. */
+const PROCESS_TAG = /^\([\w.-]+ pid=\d+\) /;
+/** `INFO 08-05 10:00:02 [api_server.py:1805] ` (older: `... api_server.py:1805] `). */
+const RECORD_HEADER = /^(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? (\[[^\]]+\]|[\w.]+:\d+\]) /;
+const UVICORN_LEVEL = /^(INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+/;
+
+export interface VllmLine {
+  /** The text after the process tag and record header, indentation kept. */
+  message: string;
+  /** Written through vLLM's logger (every line of a logged traceback repeats the header). */
+  isRecord: boolean;
+}
+
+export function vllmMessage(line: string): VllmLine {
+  const untagged = line.replace(PROCESS_TAG, '');
+  const header = RECORD_HEADER.exec(untagged);
+  if (header !== null) return { message: untagged.slice(header[0].length), isRecord: true };
+  return { message: untagged.replace(UVICORN_LEVEL, ''), isRecord: false };
+}
+
+export function createVllmLogParser(options: VllmLogParserOptions = {}): LogParser {
+  return new VllmLogParser(options.fatalPatterns ?? []);
+}
+
+class VllmLogParser implements LogParser {
+  readonly #fatalPatterns: readonly RegExp[];
+  readonly #phases = new PhaseTracker();
+  // Logged tracebacks repeat the record header on every line, so only their content tells where
+  // they end: anything that is neither a frame nor the exception line.
+  readonly #crash = new CrashTracker({ interrupts: () => true });
+  #started = false;
+  /**
+   * An unlogged traceback: an exception nobody caught, which ends its process, unless uvicorn is
+   * reporting one request's failure (`Exception in ASGI application`).
+   */
+  #rawTraceback: 'none' | 'fatal' | 'request' = 'none';
+  #lastLineWasRequestError = false;
+
+  constructor(fatalPatterns: readonly RegExp[]) {
+    this.#fatalPatterns = fatalPatterns;
+  }
+
+  push(line: string): LogEvent[] {
+    const { message, isRecord } = vllmMessage(line);
+    const traced = this.#crash.continue(line, message);
+    if (traced.consumed) return traced.events;
+    const events = traced.events;
+
+    const uncaught = this.#uncaughtException(message, isRecord);
+    if (uncaught !== null) {
+      events.push(...uncaught);
+      return events;
+    }
+    const fatal = this.#fatal(line, message);
+    if (fatal !== null) {
+      events.push(...fatal);
+      return events;
+    }
+    if (isIndented(message)) return events;
+
+    if (START.test(message) || (!this.#started && EARLY_START.test(message))) {
+      this.#started = true;
+      events.push(...this.#crash.newRun(), { type: 'start' });
+      this.#phases.reset();
+      events.push(...this.#phases.advance('launching'));
+    } else if (READY.test(message)) {
+      events.push(...this.#crash.newRun(), { type: 'ready' });
+      this.#phases.markServing();
+    } else {
+      events.push(...this.#phaseOf(message));
+    }
+    return events;
+  }
+
+  /** Follows an unlogged traceback; a top-level `RuntimeError:` ends the process. */
+  #uncaughtException(message: string, isRecord: boolean): LogEvent[] | null {
+    if (this.#rawTraceback === 'none') {
+      if (!isRecord && message.startsWith('Traceback (most recent call last)')) {
+        this.#rawTraceback = this.#lastLineWasRequestError ? 'request' : 'fatal';
+        return [];
+      }
+      this.#lastLineWasRequestError = message.includes('Exception in ASGI application');
+      return null;
+    }
+    if (!isRecord && (isIndented(message) || isTracebackHeader(message))) return [];
+    const context = this.#rawTraceback;
+    this.#rawTraceback = 'none';
+    this.#lastLineWasRequestError = false;
+    if (context === 'fatal' && isExceptionLine(message) && message.startsWith('RuntimeError')) {
+      return this.#crash.report(message);
+    }
+    return null;
+  }
+
+  #fatal(line: string, message: string): LogEvent[] | null {
+    if (matchesAny(line, this.#fatalPatterns)) return this.#crash.report(message);
+    if (isIndented(message)) return null;
+    if (isKilledLine(line)) return this.#crash.report(message);
+    const head = CRASH_HEAD.exec(message);
+    if (head !== null) {
+      const tracebackAt = tracebackStart(message);
+      const text = tracebackAt >= 0 ? message.slice(0, tracebackAt) : message;
+      return this.#crash.awaitTraceback(text.replace(/[.:\s]+$/, ''));
+    }
+    if (FATAL_LINES.some((pattern) => pattern.test(message))) return this.#crash.report(message);
+    return null;
+  }
+
+  #phaseOf(message: string): LogEvent[] {
+    const bar = lastProgressBar(message, BARS);
+    const rule = PHASE_LINES.find(({ pattern }) => pattern.test(message));
+    if (bar !== null && (rule === undefined || phaseRank(bar.phase) >= phaseRank(rule.phase))) {
+      return this.#phases.advance(bar.phase, bar.progress, bar.etaSeconds);
+    }
+    if (rule !== undefined) return this.#phases.advance(rule.phase);
+    // Stats lines only: the log was rotated while the server ran.
+    if (this.#phases.current === null && RUNTIME.test(message)) return this.#phases.advance('serving');
+    return [];
+  }
+}

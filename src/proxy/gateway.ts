@@ -1,0 +1,138 @@
+/**
+ * Assembles a running fleetgate: the fleet (registry + health shells), admission queue, upstream
+ * pools, the fastify server with fleetgate's own endpoints, and the proxy for everything else.
+ */
+import { createServer, type Server } from 'node:http';
+import replyFrom, { type FastifyReplyFromOptions } from '@fastify/reply-from';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { registerAdminRoutes } from '../admin/routes.js';
+import type { Config } from '../config/types.js';
+import { Fleet } from '../fleet/fleet.js';
+import { GatewayMetrics } from '../metrics/metrics.js';
+import { createPolicy } from '../routing/policies.js';
+import { WaitQueue } from '../routing/wait-queue.js';
+import { attachAccessLog } from './access-log.js';
+import { createForwarder } from './forward.js';
+import { ProxyEventBus } from './request-record.js';
+import { registerProxyGuards } from './guards.js';
+import { UpstreamPools } from './upstream-pools.js';
+
+export interface GatewayOptions {
+  logger: Logger;
+  /** Injected clock for the lifecycle (tests). */
+  now?: () => number;
+  logPollMs?: number;
+  /** Re-reads the configuration (for `POST /fleet/reload` and SIGHUP). */
+  reloadConfig?: () => Config;
+}
+
+export interface Gateway {
+  readonly app: FastifyInstance;
+  readonly fleet: Fleet;
+  readonly queue: WaitQueue;
+  readonly events: ProxyEventBus;
+  readonly metrics: GatewayMetrics;
+  config: Config;
+  /** Listens on `config.listen` (and `metrics_listen`); returns the bound main URL. */
+  listen(): Promise<string>;
+  /** Stops accepting, lets in-flight requests finish up to `drain_timeout`, then closes. */
+  close(): Promise<void>;
+}
+
+export async function createGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
+  const fleet = new Fleet(config, { now: opts.now, logPollMs: opts.logPollMs });
+  const registry = fleet.registry;
+  const queue = new WaitQueue({
+    maxWaiting: config.queue.max_waiting,
+    timeoutMs: config.queue.timeout,
+    ready: () => registry.ready,
+    policy: createPolicy(config.routing.policy),
+    onRelease: (backend) => registry.released(backend),
+  });
+  registry.on('transition', ({ to }) => {
+    if (to === 'ready') queue.drain();
+  });
+  const events = new ProxyEventBus();
+  const metrics = new GatewayMetrics(registry, events, queue);
+  const pools = new UpstreamPools(registry, config.upstream);
+  attachAccessLog(opts.logger, registry, events, config.log.access);
+
+  const app = Fastify({
+    loggerInstance: opts.logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    bodyLimit: config.limits.body_size,
+    keepAliveTimeout: config.limits.keep_alive_timeout,
+    // The client's request must arrive in time; the response (a long generation) has no limit here.
+    requestTimeout: Math.max(config.limits.headers_timeout, 120_000),
+    forceCloseConnections: 'idle',
+    serverFactory: (handler) => {
+      const server = createServer({ maxHeaderSize: config.limits.header_size }, handler);
+      server.headersTimeout = config.limits.headers_timeout;
+      if (config.limits.max_connections > 0) server.maxConnections = config.limits.max_connections;
+      return server;
+    },
+  });
+
+  const gateway: Gateway = {
+    app,
+    fleet,
+    queue,
+    events,
+    metrics,
+    config,
+    listen: async () => {
+      fleet.start();
+      const address = await app.listen({ host: config.listen.host, port: config.listen.port });
+      if (config.metrics_listen) await metrics.listen(config.metrics_listen);
+      return address;
+    },
+    close: async () => {
+      const server: Server = app.server;
+      const force = setTimeout(() => server.closeAllConnections(), config.shutdown.drain_timeout);
+      force.unref();
+      queue.close();
+      await app.close();
+      clearTimeout(force);
+      await Promise.all([fleet.stop(), pools.close(), metrics.close()]);
+    },
+  };
+
+  registerProxyGuards(app, config);
+  app.get('/livez', async () => ({ status: 'ok' }));
+  const readiness = async (_request: unknown, reply: import('fastify').FastifyReply) => {
+    const ready = registry.ready.length;
+    const body = {
+      status: ready >= gateway.config.min_ready ? 'ready' : 'not_ready',
+      ready,
+      total: registry.size,
+      min_ready: gateway.config.min_ready,
+    };
+    return reply.code(ready >= gateway.config.min_ready ? 200 : 503).send(body);
+  };
+  app.get('/readyz', readiness);
+  app.get('/health', readiness);
+  app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
+  await registerAdminRoutes(app, gateway, opts);
+
+  // reply-from's typings want undici's overloaded `request`; it only ever calls the callback form.
+  const undici = pools.requestable as unknown as FastifyReplyFromOptions['undici'];
+  await app.register(replyFrom, { undici, disableRequestLogging: true });
+  await app.register(async (proxy) => {
+    // Bodies pass through as received bytes: no parsing, no re-serialization.
+    proxy.removeAllContentTypeParsers();
+    proxy.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+    const forward = createForwarder({
+      registry,
+      queue,
+      pools,
+      events,
+      retries: config.routing.retries,
+      retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
+      upstreamApiKey: config.upstream.api_key,
+    });
+    proxy.all('/', forward);
+    proxy.all('/*', forward);
+  });
+  return gateway;
+}

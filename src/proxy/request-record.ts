@@ -1,0 +1,37 @@
+/** What the proxy tells observers (metrics, access log) about each request and attempt. */
+import { EventEmitter } from 'node:events';
+
+export type RequestOutcome =
+  | 'ok'
+  | 'client_abort'
+  | 'upstream_error'
+  | 'queue_timeout'
+  | 'queue_full'
+  | 'no_backend';
+
+export interface RequestRecord {
+  /** The backend that answered (or the last one tried); null if none was reached. */
+  backend: string | null;
+  method: string;
+  path: string;
+  status: number;
+  durationMs: number;
+  /** Time to the first response byte written to the client; null if none. */
+  ttfbMs: number | null;
+  bytes: number;
+  /** Attempts beyond the first. */
+  retries: number;
+  outcome: RequestOutcome;
+  /** Completion tokens the response reported in its `usage`, when it did. */
+  completionTokens: number | null;
+  streamed: boolean;
+}
+
+export interface ProxyEvents {
+  request: [RequestRecord];
+  /** A failed attempt, by error kind (`connect_refused`, `reset`, `headers_timeout`, ...). */
+  upstream_error: [{ backend: string; kind: string }];
+  retry: [{ backend: string }];
+}
+
+export class ProxyEventBus extends EventEmitter<ProxyEvents> {}

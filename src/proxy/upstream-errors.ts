@@ -1,0 +1,89 @@
+/**
+ * One catalogue from upstream failure to what fleetgate does about it: the client's status, the
+ * `kind` label of `fleetgate_upstream_errors_total`, the outcome the registry hears, and whether a
+ * request may be re-sent to another backend (only while nothing reached the client).
+ */
+import type { TrafficOutcome } from '../fleet/backend-state.js';
+
+export interface UpstreamFailure {
+  kind: string;
+  outcome: TrafficOutcome;
+  status: 502 | 504;
+  /** Safe to re-send elsewhere if no response byte reached the client. */
+  retryable: boolean;
+  message: string;
+}
+
+interface CatalogueEntry {
+  kind: string;
+  outcome: TrafficOutcome;
+  status: 502 | 504;
+  retryable: boolean;
+}
+
+const CATALOGUE: Record<string, CatalogueEntry> = {
+  ECONNREFUSED: { kind: 'connect_refused', outcome: 'connect_refused', status: 502, retryable: true },
+  EHOSTUNREACH: { kind: 'connect_refused', outcome: 'connect_refused', status: 502, retryable: true },
+  ENETUNREACH: { kind: 'connect_refused', outcome: 'connect_refused', status: 502, retryable: true },
+  ENOTFOUND: { kind: 'connect_refused', outcome: 'connect_refused', status: 502, retryable: true },
+  UND_ERR_CONNECT_TIMEOUT: { kind: 'connect_timeout', outcome: 'timeout', status: 504, retryable: true },
+  // The backend closed the connection before any response: it crashed or restarted after receiving
+  // the request. Nothing reached the client, so re-sending cannot duplicate an answer.
+  ECONNRESET: { kind: 'reset', outcome: 'reset', status: 502, retryable: true },
+  EPIPE: { kind: 'reset', outcome: 'reset', status: 502, retryable: true },
+  UND_ERR_SOCKET: { kind: 'reset', outcome: 'reset', status: 502, retryable: true },
+  UND_ERR_CLOSED: { kind: 'reset', outcome: 'reset', status: 502, retryable: true },
+  // A long non-streamed generation may still be running on the backend: re-sending would double
+  // the GPU work, so a timeout is reported, not retried.
+  UND_ERR_HEADERS_TIMEOUT: { kind: 'headers_timeout', outcome: 'timeout', status: 504, retryable: false },
+  UND_ERR_BODY_TIMEOUT: { kind: 'stream_idle_timeout', outcome: 'timeout', status: 504, retryable: false },
+  UND_ERR_RES_CONTENT_LENGTH_MISMATCH: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
+  UND_ERR_RES_EXCEEDED_MAX_SIZE: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
+  UND_ERR_INFO: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
+};
+
+const BAD_RESPONSE: CatalogueEntry = { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false };
+const OTHER: CatalogueEntry = { kind: 'other', outcome: 'http_5xx', status: 502, retryable: false };
+
+/** Classifies an error from undici (possibly wrapped by reply-from in `cause`). */
+export function classifyUpstreamError(error: unknown): UpstreamFailure {
+  const root = rootCause(error);
+  const code = (root as { code?: string }).code ?? '';
+  const entry = CATALOGUE[code] ?? (code.startsWith('HPE_') ? BAD_RESPONSE : OTHER);
+  return { ...entry, message: describe(entry.kind, root) };
+}
+
+function rootCause(error: unknown): unknown {
+  let current = error;
+  for (let depth = 0; depth < 5; depth++) {
+    const cause = (current as { cause?: unknown })?.cause;
+    if (cause === undefined || cause === null) break;
+    current = cause;
+  }
+  return current;
+}
+
+function describe(kind: string, error: unknown): string {
+  const detail = error instanceof Error ? error.message : String(error);
+  switch (kind) {
+    case 'connect_refused':
+      return `backend refused the connection (${detail})`;
+    case 'connect_timeout':
+      return 'backend did not accept the connection in time';
+    case 'reset':
+      return `backend closed the connection (${detail})`;
+    case 'headers_timeout':
+      return 'backend sent no response in time';
+    case 'stream_idle_timeout':
+      return 'backend stopped sending data mid-response';
+    case 'bad_response':
+      return `backend sent a malformed response (${detail})`;
+    default:
+      return `upstream error (${detail})`;
+  }
+}
+
+/** OpenAI-style error body, the form SGLang and OpenAI clients already parse. */
+export function errorBody(message: string, type: string, code: number): string {
+  return JSON.stringify({ error: { message, type, code } });
+}

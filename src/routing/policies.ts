@@ -1,0 +1,86 @@
+/**
+ * Picking policies. Each gets the ready candidates that have a free slot and only reads them;
+ * none filters health itself. One map registers them all.
+ */
+import type { PolicyName } from '../config/types.js';
+
+export interface Candidate {
+  readonly name: string;
+  /** Comparable load: in-flight at fleetgate, refined by the backend's reported queue. */
+  readonly load: number;
+}
+
+export interface Policy {
+  /** `candidates` is non-empty. */
+  pick<C extends Candidate>(candidates: readonly C[]): C;
+}
+
+export interface PolicyDeps {
+  random: () => number;
+}
+
+/**
+ * Fewest load wins; ties go to the first tied backend after the previously picked one, so that
+ * with equal load (e.g. all idle at the start) backends share evenly instead of all requests
+ * landing on the first in the list.
+ */
+class LeastLoaded implements Policy {
+  #cursor = 0;
+
+  pick<C extends Candidate>(candidates: readonly C[]): C {
+    const n = candidates.length;
+    const start = this.#cursor % n;
+    let best = candidates[start];
+    let bestIndex = start;
+    for (let step = 1; step < n; step++) {
+      const index = (start + step) % n;
+      const candidate = candidates[index];
+      if (candidate.load < best.load) {
+        best = candidate;
+        bestIndex = index;
+      }
+    }
+    this.#cursor = bestIndex + 1;
+    return best;
+  }
+}
+
+class RoundRobin implements Policy {
+  #next = 0;
+
+  pick<C extends Candidate>(candidates: readonly C[]): C {
+    const picked = candidates[this.#next % candidates.length];
+    this.#next = (this.#next + 1) % 1_000_000_007;
+    return picked;
+  }
+}
+
+/** Two random candidates, the less loaded wins (Mitzenmacher's power of two choices). */
+class PowerOfTwo implements Policy {
+  readonly #random: () => number;
+
+  constructor({ random }: PolicyDeps) {
+    this.#random = random;
+  }
+
+  pick<C extends Candidate>(candidates: readonly C[]): C {
+    const n = candidates.length;
+    if (n === 1) return candidates[0];
+    const i = Math.floor(this.#random() * n);
+    let j = Math.floor(this.#random() * (n - 1));
+    if (j >= i) j++;
+    const a = candidates[i];
+    const b = candidates[j];
+    return b.load < a.load ? b : a;
+  }
+}
+
+export const POLICIES: Record<PolicyName, (deps: PolicyDeps) => Policy> = {
+  'least-loaded': () => new LeastLoaded(),
+  'round-robin': () => new RoundRobin(),
+  'power-of-two': (deps) => new PowerOfTwo(deps),
+};
+
+export function createPolicy(name: PolicyName, deps: PolicyDeps = { random: Math.random }): Policy {
+  return POLICIES[name](deps);
+}

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { BackendConfig } from '../../src/config/types.js';
+import { FleetRegistry } from '../../src/fleet/registry.js';
+import { createPolicy } from '../../src/routing/policies.js';
+import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+
+const OK = { ok: true, reachable: true, reason: null };
+
+function setup({ backends = 2, cap = 0, maxWaiting = 10, timeoutMs = 5_000 } = {}) {
+  const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: cap });
+  const list = Array.from({ length: backends }, (_, i) => {
+    const config: BackendConfig = { url: `http://127.0.0.1:${40000 + i}`, name: `b${i}`, kind: 'sglang', log: null };
+    return registry.add(config);
+  });
+  const queue = new WaitQueue({
+    maxWaiting,
+    timeoutMs,
+    ready: () => registry.ready,
+    policy: createPolicy('least-loaded'),
+    onRelease: (b) => registry.released(b),
+  });
+  registry.on('transition', ({ to }) => {
+    if (to === 'ready') queue.drain();
+  });
+  const makeReady = (i: number) => registry.apply(list[i], { type: 'probe', result: OK });
+  return { registry, list, queue, makeReady };
+}
+
+describe('wait queue', () => {
+  test('a ready backend with a free slot gives a lease at once, counting in-flight', () => {
+    const { queue, makeReady, list } = setup();
+    makeReady(0);
+    const lease = queue.acquire() as Lease;
+    assert.equal(lease.backend, list[0]);
+    assert.equal(list[0].inflight, 1);
+    lease.release();
+    lease.release();
+    assert.equal(list[0].inflight, 0, 'release is idempotent');
+  });
+
+  test('nothing ready: the request waits and is served when a backend turns ready', async () => {
+    const { queue, makeReady, list } = setup();
+    const pending = queue.acquire() as Promise<Lease>;
+    assert.equal(queue.waiting, 1);
+    makeReady(1);
+    const lease = await pending;
+    assert.equal(lease.backend, list[1]);
+    assert.equal(queue.waiting, 0);
+  });
+
+  test('times out with reason "timeout" and leaves the queue', async () => {
+    const { queue } = setup({ timeoutMs: 20 });
+    await assert.rejects(queue.acquire() as Promise<Lease>, (e: unknown) => e instanceof AdmissionError && e.reason === 'timeout');
+    assert.equal(queue.waiting, 0);
+    assert.equal(queue.rejected.timeout, 1);
+  });
+
+  test('a full queue rejects at once with "queue_full"', async () => {
+    const { queue } = setup({ maxWaiting: 1 });
+    const first = queue.acquire() as Promise<Lease>;
+    await assert.rejects(queue.acquire() as Promise<Lease>, (e: unknown) => e instanceof AdmissionError && e.reason === 'queue_full');
+    queue.close();
+    await assert.rejects(first);
+  });
+
+  test('an aborted waiter leaves the queue', async () => {
+    const { queue, makeReady, list } = setup();
+    const controller = new AbortController();
+    const pending = queue.acquire(controller.signal) as Promise<Lease>;
+    controller.abort();
+    await assert.rejects(pending, (e: unknown) => e instanceof AdmissionError && e.reason === 'aborted');
+    assert.equal(queue.waiting, 0);
+    makeReady(0);
+    assert.equal(list[0].inflight, 0, 'no slot was taken for the departed client');
+  });
+
+  test('with a cap, requests wait for a free slot and go to whichever backend frees first', async () => {
+    const { queue, makeReady, list } = setup({ cap: 1 });
+    makeReady(0);
+    makeReady(1);
+    const a = queue.acquire() as Lease;
+    const b = queue.acquire() as Lease;
+    assert.notEqual(a.backend, b.backend);
+    const waiting = queue.acquire() as Promise<Lease>;
+    assert.equal(queue.waiting, 1);
+    b.release();
+    const c = await waiting;
+    assert.equal(c.backend, b.backend);
+    for (const backend of list) assert.ok(backend.inflight <= 1);
+  });
+
+  test('a backend that already failed this request is avoided while another is free', () => {
+    const { queue, makeReady, list } = setup();
+    makeReady(0);
+    makeReady(1);
+    for (let i = 0; i < 4; i++) {
+      const lease = queue.acquire(undefined, new Set([list[0]])) as Lease;
+      assert.equal(lease.backend, list[1]);
+      lease.release();
+    }
+  });
+
+  test('a removed backend is dropped once its last lease is released', () => {
+    const { queue, makeReady, registry } = setup();
+    makeReady(0);
+    const lease = queue.acquire() as Lease;
+    registry.remove('b0');
+    assert.ok(registry.get('b0'), 'still there while a request is in flight');
+    assert.equal(registry.ready.length, 0, 'but receives nothing new');
+    lease.release();
+    assert.equal(registry.get('b0'), undefined);
+  });
+});
