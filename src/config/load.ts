@@ -105,7 +105,10 @@ function parseAssignment(assignment: string): Setting {
   const equals = assignment.indexOf('=');
   const key = assignment.slice(0, equals).trim();
   if (equals <= 0 || !isKeyPath(key)) {
-    throw new ConfigError('--set', `${describeValue(assignment)} is not key.path=value (e.g. --set health.interval=2s)`);
+    throw new ConfigError(
+      '--set',
+      `${describeValue(assignment)} is not key.path=value (e.g. --set health.interval=2s)`,
+    );
   }
   // The value stays out of the origin: it may be a token.
   return { key, value: assignment.slice(equals + 1), origin: `--set ${key}` };
@@ -164,12 +167,18 @@ class Layers {
       const next = section[name] ?? {};
       if (typeof next !== 'object' || Array.isArray(next)) {
         const at = path.slice(0, depth + 1).join('.');
-        throw new ConfigError(at, `is ${describeValue(next)}, not a section, so ${setting.key} cannot be set`, `from ${setting.origin}`);
+        throw new ConfigError(
+          at,
+          `is ${describeValue(next)}, not a section, so ${setting.key} cannot be set`,
+          `from ${setting.origin}`,
+        );
       }
       section[name] = next;
       section = next as Record<string, unknown>;
     }
-    section[path[path.length - 1]] = Array.isArray(setting.value) ? setting.value : coerceSettingText(path, setting.value);
+    section[path[path.length - 1]] = Array.isArray(setting.value)
+      ? setting.value
+      : coerceSettingText(path, setting.value);
     // New static backends replace the old ones, the `fleet` shorthand included.
     if (setting.key === 'backends') {
       delete this.raw.fleet;
@@ -212,7 +221,11 @@ function readConfigFile(path: string, cwd: string, chosenBy: string): ConfigFile
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    const reasons: Record<string, string> = { ENOENT: 'no such file', EISDIR: 'is a directory', EACCES: 'permission denied' };
+    const reasons: Record<string, string> = {
+      ENOENT: 'no such file',
+      EISDIR: 'is a directory',
+      EACCES: 'permission denied',
+    };
     const code = (error as NodeJS.ErrnoException).code ?? '';
     throw new ConfigError('', `cannot read ${shown}: ${reasons[code] ?? (error as Error).message}`, `from ${chosenBy}`);
   }

@@ -7,9 +7,24 @@ import { parse as parseYaml } from 'yaml';
 import * as defaults from './defaults.js';
 import { parseDuration, parseSize } from './duration.js';
 import { ConfigError, describeValue, unknownKeyProblem } from './errors.js';
-import { BACKEND_KINDS, type BackendConfig, type BackendKind, type Config, type HostPort, POLICY_NAMES } from './types.js';
+import {
+  BACKEND_KINDS,
+  type BackendConfig,
+  type BackendKind,
+  type Config,
+  type HostPort,
+  POLICY_NAMES,
+} from './types.js';
 
-export const LOG_LEVELS: readonly Config['log']['level'][] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+export const LOG_LEVELS: readonly Config['log']['level'][] = [
+  'trace',
+  'debug',
+  'info',
+  'warn',
+  'error',
+  'fatal',
+  'silent',
+];
 
 /** How to read one key: its default, its check and conversion, and how a string from env or a flag maps onto it. */
 interface Rule<T> {
@@ -58,7 +73,8 @@ function integer(options: { min: number; max?: number; fallback?: number }): Rul
     fallback: fallback === undefined ? undefined : () => fallback,
     fromText: textToInteger,
     parse(value, key) {
-      const valid = Number.isSafeInteger(value) && (value as number) >= min && (max === undefined || (value as number) <= max);
+      const valid =
+        Number.isSafeInteger(value) && (value as number) >= min && (max === undefined || (value as number) <= max);
       return valid ? (value as number) : fail(key, `expected ${expected}, got ${describeValue(value)}`);
     },
   };
@@ -96,7 +112,9 @@ function oneOf<T extends string>(values: readonly T[], fallback?: T): Rule<T> {
     fallback: fallback === undefined ? undefined : () => fallback,
     fromText: keepText,
     parse(value, key) {
-      return values.includes(value as T) ? (value as T) : fail(key, `${describeValue(value)} is not one of ${values.join(', ')}`);
+      return values.includes(value as T)
+        ? (value as T)
+        : fail(key, `${describeValue(value)} is not one of ${values.join(', ')}`);
     },
   };
 }
@@ -150,25 +168,16 @@ function nullable<T>(rule: Rule<T>): Rule<T | null> {
   };
 }
 
+/** `null` counts as an empty list, so `fatal_patterns:` alone means none. */
 function list<T>(item: Rule<T>): Rule<T[]> {
   return {
     fallback: () => [],
     fromText: textToStructure,
     parse(value, key) {
+      if (value === null) return [];
       if (!Array.isArray(value)) fail(key, `expected a list, got ${describeValue(value)}`);
       return value.map((element, index) => item.parse(element, `${key}[${index}]`));
     },
-  };
-}
-
-/** Post-processes what `rule` parsed, keeping its default (converted too), fields and text handling. */
-function convert<T, U>(rule: Rule<T>, to: (parsed: T, key: string) => U): Rule<U> {
-  const { fallback } = rule;
-  return {
-    fallback: fallback === undefined ? undefined : () => to(fallback(), ''),
-    fromText: rule.fromText,
-    fields: rule.fields,
-    parse: (value, key) => to(rule.parse(value, key), key),
   };
 }
 
@@ -178,7 +187,8 @@ function section<T extends object>(fields: { [K in keyof T]: Rule<T[K]> }): Rule
   const names = Object.keys(rules);
   const parse = (value: unknown, key: string): T => {
     const mapping = value ?? {};
-    if (!isMapping(mapping)) fail(key, `expected a mapping of ${names.join(', ')}, got ${describeValue(value)}`);
+    if (!isMapping(mapping))
+      fail(key, `expected a mapping of ${key === '' ? 'settings' : names.join(', ')}, got ${describeValue(value)}`);
     for (const name of Object.keys(mapping)) {
       if (!Object.hasOwn(rules, name)) fail(childKey(key, name), unknownKeyProblemIn(name, rules));
     }
@@ -223,7 +233,10 @@ function hostPort(fallback?: HostPort): Rule<HostPort> {
     parse(value, key) {
       const parsed = typeof value === 'string' ? parseHostPort(value) : null;
       if (parsed !== null) return parsed;
-      const hint = Array.isArray(value) || (typeof value === 'string' && value.includes('::')) ? '; write IPv6 as "[::1]:8080", quoted' : '';
+      const hint =
+        Array.isArray(value) || (typeof value === 'string' && value.includes('::'))
+          ? '; write IPv6 as "[::1]:8080", quoted'
+          : '';
       return fail(key, `${describeValue(value)} is not host:port (e.g. 0.0.0.0:8080${hint})`);
     },
   };
@@ -247,9 +260,11 @@ function parseBackendUrl(value: unknown, key: string): BackendAddress {
   } catch {
     return fail(key, `${quoted} is not an http(s) URL ${URL_EXAMPLE}`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') fail(key, `${quoted} is not an http(s) URL ${URL_EXAMPLE}`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    fail(key, `${quoted} is not an http(s) URL ${URL_EXAMPLE}`);
   if (url.hostname === '') fail(key, `${quoted} has no host ${URL_EXAMPLE}`);
-  if (url.username !== '' || url.password !== '') fail(key, `${quoted} must not contain credentials (set upstream.api_key)`);
+  if (url.username !== '' || url.password !== '')
+    fail(key, `${quoted} must not contain credentials (set upstream.api_key)`);
   // URL drops a port equal to the scheme's default (http://host:80), so look at what was written.
   const port = url.port || /^[a-z]+:\/\/[^/?#]*:(\d+)(?:[/?#]|$)/i.exec(value.trim())?.[1];
   if (!port) fail(key, `${quoted} has no port ${URL_EXAMPLE}`);
@@ -288,11 +303,26 @@ const backendEntry: Rule<StaticBackend> = {
   parse(value, key) {
     if (typeof value === 'string') {
       const address = parseBackendUrl(value, key);
-      return { url: address.origin, defaultName: address.hostPort, name: null, kind: null, log: null, urlKey: key, nameKey: key };
+      return {
+        url: address.origin,
+        defaultName: address.hostPort,
+        name: null,
+        kind: null,
+        log: null,
+        urlKey: key,
+        nameKey: key,
+      };
     }
-    if (!isMapping(value)) fail(key, `expected a URL or a mapping of url, name, kind, log, got ${describeValue(value)}`);
+    if (!isMapping(value))
+      fail(key, `expected a URL or a mapping of url, name, kind, log, got ${describeValue(value)}`);
     const { url, ...rest } = backendMapping.parse(value, key);
-    return { url: url.origin, defaultName: url.hostPort, ...rest, urlKey: `${key}.url`, nameKey: value.name === undefined ? key : `${key}.name` };
+    return {
+      url: url.origin,
+      defaultName: url.hostPort,
+      ...rest,
+      urlKey: `${key}.url`,
+      nameKey: value.name === undefined ? key : `${key}.name`,
+    };
   },
 };
 
@@ -313,7 +343,8 @@ function parsePorts(value: unknown, key: string): number[] {
   if (Array.isArray(value)) return value.flatMap((item, index) => parsePorts(item, `${key}[${index}]`));
   if (typeof value === 'number') return [checkPort(value, key)];
   const range = typeof value === 'string' ? /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(value) : null;
-  if (range === null) return fail(key, `expected a port, a range like 30000-30006 or a list of ports, got ${describeValue(value)}`);
+  if (range === null)
+    return fail(key, `expected a port, a range like 30000-30006 or a list of ports, got ${describeValue(value)}`);
   const first = checkPort(Number(range[1]), key);
   const last = range[2] === undefined ? first : checkPort(Number(range[2]), key);
   if (last < first) fail(key, `range ${first}-${last} is reversed`);
@@ -324,7 +355,8 @@ function parsePorts(value: unknown, key: string): number[] {
 function template(fallback?: string): Rule<string> {
   return text(fallback, (pattern, key) => {
     for (const [, placeholder] of pattern.matchAll(/\{([^}]*)\}/g)) {
-      if (placeholder !== 'i' && placeholder !== 'port') fail(key, `unknown placeholder {${placeholder}} (use {i} or {port})`);
+      if (placeholder !== 'i' && placeholder !== 'port')
+        fail(key, `unknown placeholder {${placeholder}} (use {i} or {port})`);
     }
   });
 }
@@ -340,8 +372,13 @@ const fleetMapping = section({
 function expandFleet(fleet: ReturnType<typeof fleetMapping.parse>, key: string): StaticBackend[] {
   const { ports, name } = fleet;
   const varies = (pattern: string) => pattern.includes('{i}') || pattern.includes('{port}');
-  if (ports.length > 1 && !varies(name)) fail(`${key}.name`, `${describeValue(name)} needs {i} or {port} to tell ${ports.length} backends apart`);
-  if (ports.length > 1 && fleet.log !== null && !varies(fleet.log)) fail(`${key}.log`, `${describeValue(fleet.log)} needs {i} or {port}: ${ports.length} backends cannot share one log`);
+  if (ports.length > 1 && !varies(name))
+    fail(`${key}.name`, `${describeValue(name)} needs {i} or {port} to tell ${ports.length} backends apart`);
+  if (ports.length > 1 && fleet.log !== null && !varies(fleet.log))
+    fail(
+      `${key}.log`,
+      `${describeValue(fleet.log)} needs {i} or {port}: ${ports.length} backends cannot share one log`,
+    );
   const host = fleet.host.includes(':') && !fleet.host.startsWith('[') ? `[${fleet.host}]` : fleet.host;
   return ports.map((port, i) => {
     const fill = (pattern: string) => pattern.replaceAll('{i}', String(i)).replaceAll('{port}', String(port));
@@ -365,7 +402,9 @@ const fleetRule: Rule<StaticBackend[]> = {
   fields: fleetMapping.fields,
   parse(value, key) {
     if (value === null) return [];
-    const fleets = Array.isArray(value) ? value.map((fleet, index) => [fleet, `${key}[${index}]`] as const) : [[value, key] as const];
+    const fleets = Array.isArray(value)
+      ? value.map((fleet, index) => [fleet, `${key}[${index}]`] as const)
+      : [[value, key] as const];
     return fleets.flatMap(([fleet, fleetKey]) => expandFleet(fleetMapping.parse(fleet, fleetKey), fleetKey));
   },
 };
@@ -408,7 +447,7 @@ const topLevel = section({
     timeout: duration(defaults.DEFAULT_HEALTH_TIMEOUT, { mayBeZero: false }),
     rise: integer({ min: 1, fallback: defaults.DEFAULT_HEALTH_RISE }),
     fall: integer({ min: 1, fallback: defaults.DEFAULT_HEALTH_FALL }),
-    stall_after: duration(defaults.DEFAULT_HEALTH_STALL_AFTER),
+    stall_after: duration(defaults.DEFAULT_HEALTH_STALL_AFTER, { mayBeZero: false }),
     fatal_patterns: list(regexSource()),
   }),
   routing: section({
@@ -430,7 +469,7 @@ const topLevel = section({
   limits: section({
     body_size: size(defaults.DEFAULT_BODY_SIZE),
     header_size: size(defaults.DEFAULT_HEADER_SIZE),
-    headers_timeout: duration(defaults.DEFAULT_CLIENT_HEADERS_TIMEOUT),
+    headers_timeout: duration(defaults.DEFAULT_CLIENT_HEADERS_TIMEOUT, { mayBeZero: false }),
     keep_alive_timeout: duration(defaults.DEFAULT_KEEP_ALIVE_TIMEOUT),
     max_connections: integer({ min: 0, fallback: defaults.DEFAULT_MAX_CONNECTIONS }),
   }),
@@ -470,7 +509,8 @@ function buildConfig(raw: unknown): Config {
   // The fleet comes first: `backends` then adds machines beside the DP fleet.
   const backends = resolveBackends([...fleet, ...listed], top.kind);
   const discovery = top.discovery === null ? null : { ...top.discovery, kind: top.discovery.kind ?? top.kind };
-  if (backends.length === 0 && discovery === null) fail('backends', 'no backends configured (set backends, fleet or discovery)');
+  if (backends.length === 0 && discovery === null)
+    fail('backends', 'no backends configured (set backends, fleet or discovery)');
   if (discovery === null && top.min_ready > backends.length) {
     fail('min_ready', `${top.min_ready} is more than the ${backends.length} configured backends`);
   }

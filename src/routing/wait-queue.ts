@@ -72,10 +72,14 @@ export class WaitQueue {
       return Promise.reject(this.#reject('queue_full', `${this.#waiters.length} requests already waiting`));
     }
     return new Promise<Lease>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#remove(waiter);
-        reject(this.#reject('timeout', `no backend became available within ${this.#opts.timeoutMs} ms`));
-      }, this.#opts.timeoutMs);
+      // A timeout of 0 waits as long as the client does.
+      const timer =
+        this.#opts.timeoutMs > 0
+          ? setTimeout(() => {
+              this.#remove(waiter);
+              reject(this.#reject('timeout', `no backend became available within ${this.#opts.timeoutMs} ms`));
+            }, this.#opts.timeoutMs)
+          : undefined;
       const onAbort = () => {
         this.#remove(waiter);
         reject(this.#reject('aborted', 'client went away'));
