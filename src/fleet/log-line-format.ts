@@ -18,36 +18,40 @@ export interface BarReading {
 }
 
 /**
- * `113/158 [00:16<00:06, ...]`: tqdm's `{n}/{total} [{elapsed}<{remaining}`. `remaining` is `?`
- * until the rate is known (reference §2 point 7: `0/52 [00:04<?, ?it/s]`).
+ * `| 113/158 [00:16<00:06, ...]`: tqdm's `{n}/{total} [{elapsed}<{remaining}`. `remaining` is `?`
+ * until the rate is known (reference §2 point 7: `0/52 [00:04<?, ?it/s]`); pasted logs may cut
+ * the line after the counts (`| 74/74`).
  */
-const BAR_COUNTS = /(\d+)\/(\d+) \[\d[\d:]*<(\?|\d[\d:]*)/g;
+const BAR_COUNTS = /(?<=[\s|])(\d+)\/(\d+)(?: \[\d[\d:]*<(\?|\d[\d:]*))?/;
 
 /**
  * The latest state of a known bar in `line`. Redraws may arrive run together on one line when
- * something stripped the `\r`s (reference §2, last paragraph), so the last bar wins.
- * Returns the bar's phase with `progress: null` when the label is there but its counts are cut off.
+ * something stripped the `\r`s (reference §2, last paragraph), so the last bar wins; if its counts
+ * are cut off, an earlier complete redraw of the same phase gives them, else `progress` is null.
  */
 export function lastProgressBar(line: string, labels: readonly BarLabel[]): BarReading | null {
-  let counts: RegExpExecArray | null = null;
-  for (const match of line.matchAll(BAR_COUNTS)) counts = match;
-  const before = counts === null ? line.length : counts.index;
   let found: BarLabel | null = null;
   let foundAt = -1;
   for (const candidate of labels) {
-    const at = line.lastIndexOf(candidate.label, before);
+    const at = line.lastIndexOf(candidate.label);
     if (at > foundAt) {
       found = candidate;
       foundAt = at;
     }
   }
   if (found === null) return null;
-  if (counts === null) return { phase: found.phase, progress: null, etaSeconds: null };
-  return {
-    phase: found.phase,
-    progress: { done: Number(counts[1]), total: Number(counts[2]) },
-    etaSeconds: parseEta(counts[3]),
-  };
+  // The bar's own counts are the first after its label.
+  const counts = BAR_COUNTS.exec(line.slice(foundAt));
+  if (counts !== null) {
+    return {
+      phase: found.phase,
+      progress: { done: Number(counts[1]), total: Number(counts[2]) },
+      etaSeconds: counts[3] === undefined ? null : parseEta(counts[3]),
+    };
+  }
+  const earlier = lastProgressBar(line.slice(0, foundAt), labels);
+  if (earlier !== null && earlier.phase === found.phase) return earlier;
+  return { phase: found.phase, progress: null, etaSeconds: null };
 }
 
 /** tqdm's interval format: `MM:SS` or `H:MM:SS`; `?` (unknown) gives null. */

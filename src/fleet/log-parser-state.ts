@@ -62,6 +62,8 @@ export interface CrashTrackerOptions {
   interrupts(line: string, message: string): boolean;
   /** A line that does not end the wait, e.g. another rank's `Scheduler hit an exception`. */
   continues?(line: string, message: string): boolean;
+  /** The traceback's closing exception line; by default any `SomeError: message` shape. */
+  endsTraceback?(line: string, message: string): boolean;
 }
 
 export interface TracebackStep {
@@ -113,11 +115,11 @@ export class CrashTracker {
     if (isIndented(message) || isTracebackHeader(message) || this.#options.continues?.(line, message)) {
       return { events: [], consumed: true };
     }
-    if (this.#options.interrupts(line, message)) return { events: this.#flush(), consumed: false };
-    if (isExceptionLine(message)) {
+    if (this.#options.endsTraceback?.(line, message) ?? isExceptionLine(message)) {
       this.#pending = null;
       return { events: this.report(`${pending.head}: ${message}`), consumed: true };
     }
+    if (this.#options.interrupts(line, message)) return { events: this.#flush(), consumed: false };
     return { events: [], consumed: false };
   }
 

@@ -29,8 +29,8 @@ class BackendProber {
   constructor(backend: Backend, opts: ProberOptions) {
     this.#backend = backend;
     this.#opts = opts;
-    // A fresh connection per probe (`reset`): SGLang's uvicorn drops idle keep-alive connections
-    // after 5 s, and a probe must not fail on a connection the server already closed.
+    // No keep-alive (`pipelining: 0`): SGLang's uvicorn drops idle connections after 5 s, and a
+    // probe must not fail on a connection the server already closed.
     this.#client = new Client(backend.url, { connect: { timeout: opts.health.timeout }, pipelining: 0 });
     this.#target = {
       kind: backend.config.kind,
@@ -54,6 +54,13 @@ class BackendProber {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
     void this.#run();
+  }
+
+  /** The state changed: a backend that just left `ready` is re-probed at the fast cadence, not the slow one. */
+  reschedule(): void {
+    if (this.#stopped || this.#inFlight) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#schedule();
   }
 
   async stop(): Promise<void> {
@@ -95,6 +102,9 @@ export class Prober {
     this.#opts = opts;
     opts.registry.on('added', (backend) => this.#add(backend));
     opts.registry.on('removed', (backend) => void this.#remove(backend));
+    opts.registry.on('transition', ({ backend, from }) => {
+      if (from === 'ready') this.#probers.get(backend)?.reschedule();
+    });
   }
 
   start(): void {

@@ -6,6 +6,7 @@
 import type { LogEvent, LogParser, Phase } from './log-events.js';
 import {
   type BarLabel,
+  isExceptionLine,
   isIndented,
   isKilledLine,
   lastProgressBar,
@@ -15,7 +16,7 @@ import {
 import { CrashTracker, PhaseTracker, phaseRank } from './log-parser-state.js';
 
 export interface SglangLogParserOptions {
-  /** Extra fatal lines from the config (`fleet.fatal_patterns`), tested against the raw line. */
+  /** Extra fatal lines from the config (`health.fatal_patterns`), tested against the raw line. */
   fatalPatterns?: RegExp[];
 }
 
@@ -39,7 +40,8 @@ const PHASE_LINES: ReadonlyArray<{ pattern: RegExp; phase: Phase }> = [
   { pattern: /Capture [\w ]*cuda graph (begin|end|bs)\b/i, phase: 'capturing_cuda_graphs' },
   // The scheduler is built; the tokenizer process now starts uvicorn (reference §1.1).
   {
-    pattern: /max_total_num_tokens=|Engine startup timings|Started server process|Waiting for application startup|Application startup complete/,
+    pattern:
+      /max_total_num_tokens=|Engine startup timings|Started server process|Waiting for application startup|Application startup complete/,
     phase: 'starting_http',
   },
   // uvicorn logs `Application startup complete.` before it binds; `Uvicorn running on` means the
@@ -94,6 +96,7 @@ class SglangLogParser implements LogParser {
     interrupts: (line) => RECORD_PREFIX.test(line),
     // With TP > 1 every rank reports the same crash; keep waiting for the first exception line.
     continues: (line, message) => RECORD_PREFIX.test(line) && CRASH_HEAD.test(message),
+    endsTraceback: (line, message) => !RECORD_PREFIX.test(line) && isExceptionLine(message),
   });
 
   constructor(fatalPatterns: readonly RegExp[]) {

@@ -17,7 +17,7 @@ import {
 import { CrashTracker, PhaseTracker, phaseRank } from './log-parser-state.js';
 
 export interface VllmLogParserOptions {
-  /** Extra fatal lines from the config (`fleet.fatal_patterns`), tested against the raw line. */
+  /** Extra fatal lines from the config (`health.fatal_patterns`), tested against the raw line. */
   fatalPatterns?: RegExp[];
 }
 
@@ -29,15 +29,20 @@ const BARS: readonly BarLabel[] = [
 ];
 
 const PHASE_LINES: ReadonlyArray<{ pattern: RegExp; phase: Phase }> = [
-  { pattern: /Starting to load model|Using model weights format|Loading weights took|Model loading took/, phase: 'loading_weights' },
+  {
+    pattern: /Starting to load model|Using model weights format|Loading weights took|Model loading took/,
+    phase: 'loading_weights',
+  },
   // The profile run that sizes the KV cache includes torch.compile, which can take minutes.
   {
-    pattern: /Dynamo bytecode transform time|Compiling a graph for|torch\.compile takes|Memory profiling takes|Available KV cache memory|GPU KV cache size|Maximum concurrency for/,
+    pattern:
+      /Dynamo bytecode transform time|Compiling a graph for|torch\.compile takes|Memory profiling takes|Available KV cache memory|GPU KV cache size|Maximum concurrency for/,
     phase: 'allocating_kv_cache',
   },
   { pattern: /Graph capturing finished/, phase: 'capturing_cuda_graphs' },
   {
-    pattern: /init engine \(profile|Starting vLLM (API )?server|Available routes are|Started server process|Waiting for application startup/,
+    pattern:
+      /init engine \(profile|Starting vLLM (API )?server|Available routes are|Started server process|Waiting for application startup/,
     phase: 'starting_http',
   },
 ];
@@ -49,8 +54,9 @@ const EARLY_START = /non-default args|Initializing an? (V1 )?LLM engine/;
 const READY = /Application startup complete/;
 const RUNTIME = /Avg prompt throughput|Avg generation throughput/;
 
-/** A fatal record followed by the traceback that explains it. */
-const CRASH_HEAD = /EngineCore failed to start|EngineCore encountered a fatal error/;
+/** A fatal record followed by the traceback that explains it (engine core and worker processes). */
+const CRASH_HEAD =
+  /EngineCore failed to start|EngineCore encountered a fatal error|WorkerProc failed to start|WorkerProc hit an exception|WorkerProc failed\./;
 
 const FATAL_LINES: readonly RegExp[] = [
   /Free memory on device .* is less than desired GPU memory utilization/,
@@ -60,10 +66,14 @@ const FATAL_LINES: readonly RegExp[] = [
   /No available memory for the cache blocks/,
 ];
 
-/** `(EngineCore_0 pid=1234) ` / `(APIServer pid=99) `: V1 prefixes each process's output. */
-const PROCESS_TAG = /^\([\w.-]+ pid=\d+\) /;
-/** `INFO 08-05 10:00:02 [api_server.py:1805] ` (older: `... api_server.py:1805] `). */
-const RECORD_HEADER = /^(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? (\[[^\]]+\]|[\w.]+:\d+\]) /;
+/** `(EngineCore_DP0 pid=79) `, `(VllmWorker rank=7 pid=37352) `: V1 tags each process's output. */
+const PROCESS_TAG = /^\([^()]*\bpid=\d+\) ?/;
+/**
+ * `INFO 08-05 10:00:02 [api_server.py:1805] `; older `INFO 09-01 10:22:14 gpu_worker.py:284] `;
+ * 2026 builds drop the time: `INFO [monitor.py:53] `.
+ */
+const RECORD_HEADER =
+  /^(DEBUG|INFO|WARNING|ERROR|CRITICAL)( \d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?)? (\[[^\]]+\]|[\w.]+:\d+\]) /;
 const UVICORN_LEVEL = /^(INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+/;
 
 export interface VllmLine {
@@ -88,7 +98,7 @@ class VllmLogParser implements LogParser {
   readonly #fatalPatterns: readonly RegExp[];
   readonly #phases = new PhaseTracker();
   // Logged tracebacks repeat the record header on every line, so only their content tells where
-  // they end: anything that is neither a frame nor the exception line.
+  // they end: any line that is neither a frame nor the exception line interrupts.
   readonly #crash = new CrashTracker({ interrupts: () => true });
   #started = false;
   /**

@@ -1,15 +1,58 @@
-/** prom-client registry fed by fleet and proxy events. (Filled in by the observability work.) */
+/**
+ * fleetgate's Prometheus metrics: its own prom-client registry (not the global one, so several
+ * gateways in one process, as in tests, do not collide), fed by the fleet registry's and the
+ * proxy's events. Only gauges that mirror live counts (in-flight, queue) are read at scrape time.
+ */
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { HostPort } from '../config/types.js';
-import type { FleetRegistry } from '../fleet/registry.js';
-import type { ProxyEventBus } from '../proxy/request-record.js';
-import type { WaitQueue } from '../routing/wait-queue.js';
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { BACKEND_STATES, type BackendState, type ProbeResult } from '../fleet/backend-state.js';
+import type { Backend, FleetRegistry, TransitionEvent } from '../fleet/registry.js';
+import type { ProxyEventBus, RequestRecord } from '../proxy/request-record.js';
+import type { AdmissionFailure, WaitQueue } from '../routing/wait-queue.js';
+import { BackendSeries } from './backend-series.js';
+import { createMetricFamilies, type MetricFamilies } from './definitions.js';
+import { MetricsServer } from './metrics-server.js';
+import { RequestSeries } from './request-series.js';
+
+/** `backend` label of requests that reached no backend (queue timeout, queue full, client gone). */
+export const NO_BACKEND = 'none';
 
 export class GatewayMetrics {
   readonly registry = new Registry();
+  readonly #fleet: FleetRegistry;
+  readonly #events: ProxyEventBus;
+  readonly #queue: WaitQueue;
+  readonly #families: MetricFamilies;
+  readonly #backends = new Map<string, BackendSeries>();
+  readonly #noBackend: RequestSeries;
+  readonly #rejectedSeen: Record<string, number> = {};
+  #server: MetricsServer | null = null;
 
-  constructor(_fleet: FleetRegistry, _events: ProxyEventBus, _queue: WaitQueue) {
+  constructor(fleet: FleetRegistry, events: ProxyEventBus, queue: WaitQueue) {
+    this.#fleet = fleet;
+    this.#events = events;
+    this.#queue = queue;
     collectDefaultMetrics({ register: this.registry });
+    this.#families = createMetricFamilies(this.registry, {
+      backendCounts: () => this.#collectBackendCounts(),
+      inflight: () => {
+        for (const series of this.#backends.values()) series.collectInflight();
+      },
+      queueWaiting: () => this.#families.queueWaiting.set(this.#queue.waiting),
+      queueRejected: () => this.#collectRejected(),
+    });
+    this.#noBackend = new RequestSeries(this.#families, NO_BACKEND, { zeroed: false });
+    this.#collectRejected();
+
+    for (const backend of fleet.list()) this.#onAdded(backend);
+    fleet.on('added', this.#onAdded);
+    fleet.on('removed', this.#onRemoved);
+    fleet.on('transition', this.#onTransition);
+    fleet.on('change', this.#onChange);
+    fleet.on('probe', this.#onProbe);
+    events.on('request', this.#onRequest);
+    events.on('upstream_error', this.#onUpstreamError);
+    events.on('retry', this.#onRetry);
   }
 
   get contentType(): string {
@@ -20,7 +63,91 @@ export class GatewayMetrics {
     return this.registry.metrics();
   }
 
-  async listen(_address: HostPort): Promise<void> {}
+  /** URL of the separate metrics listener, once `listen()` resolved. */
+  get url(): string | null {
+    return this.#server?.url ?? null;
+  }
 
-  async close(): Promise<void> {}
+  /** Serves `/metrics` on a separate address too (`metrics_listen`). */
+  async listen(address: HostPort): Promise<void> {
+    if (this.#server) throw new Error(`metrics already listening on ${this.#server.url}`);
+    this.#server = await MetricsServer.start(address, this);
+  }
+
+  async close(): Promise<void> {
+    const fleet = this.#fleet;
+    fleet.off('added', this.#onAdded);
+    fleet.off('removed', this.#onRemoved);
+    fleet.off('transition', this.#onTransition);
+    fleet.off('change', this.#onChange);
+    fleet.off('probe', this.#onProbe);
+    this.#events.off('request', this.#onRequest);
+    this.#events.off('upstream_error', this.#onUpstreamError);
+    this.#events.off('retry', this.#onRetry);
+    const server = this.#server;
+    this.#server = null;
+    await server?.close();
+  }
+
+  readonly #onAdded = (backend: Backend): void => {
+    this.#backends.get(backend.name)?.remove();
+    this.#backends.set(backend.name, new BackendSeries(this.#families, backend));
+  };
+
+  readonly #onRemoved = (backend: Backend): void => {
+    const series = this.#backends.get(backend.name);
+    if (series?.backend !== backend) return;
+    series.remove();
+    this.#backends.delete(backend.name);
+  };
+
+  readonly #onTransition = ({ backend, from, to }: TransitionEvent): void => {
+    this.#series(backend.name)?.transition(from, to);
+  };
+
+  readonly #onChange = (backend: Backend): void => {
+    this.#series(backend.name)?.snapshotChanged(backend.lifecycle.snapshot);
+  };
+
+  readonly #onProbe = (backend: Backend, result: ProbeResult): void => {
+    this.#series(backend.name)?.probe(result.ok);
+  };
+
+  readonly #onRequest = (record: RequestRecord): void => {
+    const series = record.backend === null ? this.#noBackend : this.#series(record.backend)?.requests;
+    series?.record(record);
+  };
+
+  readonly #onUpstreamError = ({ backend, kind }: { backend: string; kind: string }): void => {
+    this.#series(backend)?.requests.upstreamError(kind);
+  };
+
+  readonly #onRetry = ({ backend }: { backend: string }): void => {
+    this.#series(backend)?.requests.retry();
+  };
+
+  /**
+   * Undefined for a backend already removed: the proxy reports a request after releasing its slot,
+   * and the release may complete a removal, so a last record can arrive after `removed`. Counting it
+   * would re-create the series of a backend that is gone.
+   */
+  #series(name: string): BackendSeries | undefined {
+    return this.#backends.get(name);
+  }
+
+  #collectBackendCounts(): void {
+    const counts = new Map<BackendState, number>(BACKEND_STATES.map((state) => [state, 0]));
+    for (const series of this.#backends.values()) counts.set(series.state, (counts.get(series.state) ?? 0) + 1);
+    for (const [state, count] of counts) this.#families.backends.set({ state }, count);
+  }
+
+  /** The queue counts its own rejections; the counter catches up with them at each scrape. */
+  #collectRejected(): void {
+    const rejected = this.#queue.rejected;
+    for (const reason of Object.keys(rejected) as AdmissionFailure[]) {
+      const delta = rejected[reason] - (this.#rejectedSeen[reason] ?? 0);
+      this.#rejectedSeen[reason] = rejected[reason];
+      this.#families.queueRejected.inc({ reason }, Math.max(0, delta));
+    }
+  }
 }

@@ -45,22 +45,17 @@ const CATALOGUE: Record<string, CatalogueEntry> = {
 const BAD_RESPONSE: CatalogueEntry = { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false };
 const OTHER: CatalogueEntry = { kind: 'other', outcome: 'http_5xx', status: 502, retryable: false };
 
-/** Classifies an error from undici (possibly wrapped by reply-from in `cause`). */
+/** Classifies an error from undici, possibly wrapped by reply-from (the undici error is its `cause`). */
 export function classifyUpstreamError(error: unknown): UpstreamFailure {
-  const root = rootCause(error);
-  const code = (root as { code?: string }).code ?? '';
-  const entry = CATALOGUE[code] ?? (code.startsWith('HPE_') ? BAD_RESPONSE : OTHER);
-  return { ...entry, message: describe(entry.kind, root) };
-}
-
-function rootCause(error: unknown): unknown {
-  let current = error;
-  for (let depth = 0; depth < 5; depth++) {
-    const cause = (current as { cause?: unknown })?.cause;
-    if (cause === undefined || cause === null) break;
-    current = cause;
+  for (let current = error, depth = 0; current != null && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string') {
+      const entry = CATALOGUE[code] ?? (code.startsWith('HPE_') ? BAD_RESPONSE : undefined);
+      if (entry) return { ...entry, message: describe(entry.kind, current) };
+    }
+    current = (current as { cause?: unknown }).cause;
   }
-  return current;
+  return { ...OTHER, message: describe(OTHER.kind, error) };
 }
 
 function describe(kind: string, error: unknown): string {

@@ -60,6 +60,7 @@ export class Engine {
   #schedule: Schedule;
   #now: () => number;
   #log: EngineLog | null;
+  #onRetract: (count: number) => void;
   #queue: EngineRequest[] = [];
   #running = new Set<EngineRequest>();
   #used = 0;
@@ -72,11 +73,20 @@ export class Engine {
   #lastPrefillMs: number;
   #stats = { genThroughput: 0, lastRetracted: 0, retractions: 0, prompt: 0, generation: 0, requests: 0, aborted: 0 };
 
-  constructor(opts: SimEngineOptions, schedule: Schedule, { now = () => performance.now(), log = null as EngineLog | null } = {}) {
+  constructor(
+    opts: SimEngineOptions,
+    schedule: Schedule,
+    {
+      now = () => performance.now(),
+      log = null as EngineLog | null,
+      onRetract = (_count: number): void => {},
+    } = {},
+  ) {
     this.#opts = { ...opts };
     this.#schedule = schedule;
     this.#now = now;
     this.#log = log;
+    this.#onRetract = onRetract;
     this.#windowStart = now();
     this.#lastPrefillMs = now();
   }
@@ -234,6 +244,7 @@ export class Engine {
       this.#stats.lastRetracted = retracted;
       this.#log?.retract(retracted, this.#ratio, 1);
       this.#ratio = 1;
+      this.#onRetract(retracted);
     }
     // A lone request that outgrew the whole pool ends like one that hit its length limit.
     if (this.#used + this.#running.size > max) {

@@ -49,8 +49,8 @@ export function captureBatchSizes(count: number): number[] {
   return sizes;
 }
 
-/** The digits of a label like `gpu3`, used as the CUDA device in messages; 0 without digits. */
+/** The digits of a label like `gpu3`, used as the CUDA device in messages; 0 otherwise (e.g. `host:port`). */
 export function gpuIndex(name: string): number {
-  const match = /(\d+)$/.exec(name);
+  const match = /^[^:]*?(\d+)$/.exec(name);
   return match ? Number(match[1]) : 0;
 }

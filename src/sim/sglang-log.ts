@@ -46,6 +46,10 @@ export class SglangLog implements RuntimeLog {
     return this.#w.enabled;
   }
 
+  get oldVersion(): boolean {
+    return this.#c.version === 'old';
+  }
+
   /** Main-process line. */
   main(text: string): void {
     if (this.#w.enabled) this.#w.write(`[${this.#w.timestamp()}] ${text}\n`);

@@ -1,0 +1,48 @@
+/** `fleetgate serve`: load config, run the gateway until SIGTERM/SIGINT, reload on SIGHUP. */
+import { ConfigError, formatConfigError, loadConfig } from '../config/index.js';
+import type { Config } from '../config/types.js';
+import { createLogger } from '../logging.js';
+import { createGateway, type Gateway } from '../proxy/gateway.js';
+
+export async function run(argv: string[]): Promise<number> {
+  let config: Config;
+  const load = () => loadConfig({ argv, env: process.env, cwd: process.cwd() }).config;
+  try {
+    config = load();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${formatConfigError(error)}\n`);
+      return 2;
+    }
+    throw error;
+  }
+  const logger = createLogger(config.log);
+  const gateway = await createGateway(config, { logger, reloadConfig: load });
+  const url = await gateway.listen();
+  logger.info({ url, backends: config.backends.length }, `fleetgate listening on ${url}`);
+  return runUntilSignal(gateway);
+}
+
+/** Resolves with exit code 0 after a graceful stop on SIGTERM or SIGINT. */
+export function runUntilSignal(gateway: Gateway, beforeClose: () => Promise<void> = async () => {}): Promise<number> {
+  return new Promise((resolve) => {
+    let stopping = false;
+    const stop = async (signal: NodeJS.Signals) => {
+      if (stopping) return;
+      stopping = true;
+      gateway.app.log.info({ signal }, 'stopping: no new connections, letting in-flight requests finish');
+      await gateway.close();
+      await beforeClose();
+      process.off('SIGHUP', reload);
+      resolve(0);
+    };
+    const reload = () => {
+      void gateway.app
+        .inject({ method: 'POST', url: '/fleet/reload', remoteAddress: '127.0.0.1' })
+        .then((res) => gateway.app.log.info({ status: res.statusCode, body: res.json() }, 'SIGHUP: reload'));
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+    process.on('SIGHUP', reload);
+  });
+}

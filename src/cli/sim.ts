@@ -1,0 +1,228 @@
+/**
+ * `fleetgate sim`: one or more simulated SGLang (or vLLM) servers, e.g.
+ * `fleetgate sim --ports 30000-30006 --log-dir logs --fail 3:cuda_oom_capture`.
+ * Runs until SIGINT / SIGTERM, then stops every server and returns 0; bad flags return 2.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { parseArgs } from 'node:util';
+import {
+  FAILURE_MODES,
+  fleetOptions,
+  SIM_SPEEDS,
+  SimFleet,
+  type SimEngineOptions,
+  type SimFailure,
+  type SimFailureMode,
+  type SimSpeed,
+} from '../sim/index.js';
+
+const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
+
+  --ports 30000-30006      ports, a range or a comma list (servers are named gpu0, gpu1, ...)
+  --port N                 one port (repeatable)
+  --host 127.0.0.1         address to listen on
+  --log-dir DIR            write DIR/sglang_gpu{i}.log per server (truncated at start, like '> log')
+  --model NAME             model_path (default meta-llama/Llama-3.1-8B-Instruct)
+  --kind sglang|vllm       server kind (default sglang)
+  --version new|old        SGLang generation: old = v0.4 (/health 200 during warm-up)
+  --speed fast|demo|realistic   start-up timing preset (default demo: ~20 s per server)
+  --stagger DUR            server i starts i*DUR later (e.g. 2s)
+  --fail IDX:MODE[:ARG]    scripted failure of server IDX (repeatable); MODE one of
+                           ${FAILURE_MODES.join(', ')};
+                           ARG: delay after ready (e.g. 30s) or the capture batch index
+  --restart-after DUR      relaunch a server this long after it exits on a fatal error
+  --token-ms MS            decode step time (0 = as fast as possible)
+  --max-running N          max running requests (continuous batch cap)
+  --max-total-tokens N     KV-cache pool size in tokens
+  --batch-penalty X        step time grows by X per running request
+  --max-tokens N           output length when a request names none (default 16)
+  --api-key KEY            require 'Authorization: Bearer KEY' like --api-key
+  --no-metrics             /metrics answers 404, like SGLang without --enable-metrics
+  --quiet                  print nothing but errors
+`;
+
+class UsageError extends Error {}
+
+/** `250ms`, `10s`, `2m`, `1h`, or a bare number of milliseconds. */
+export function parseDuration(text: string, flag: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (!match) throw new UsageError(`${flag}: '${text}' is not a duration (e.g. 250ms, 10s, 2m)`);
+  const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] ?? 'ms'] ?? 1;
+  return Number(match[1]) * scale;
+}
+
+function parsePort(text: string, flag: string): number {
+  const port = Number(text);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new UsageError(`${flag}: '${text}' is not a port (1-65535)`);
+  return port;
+}
+
+/** `30000-30006` or `30000,30002`. */
+export function parsePorts(text: string): number[] {
+  const ports: number[] = [];
+  for (const part of text.split(',')) {
+    const range = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(part);
+    if (range) {
+      const from = parsePort(range[1], '--ports');
+      const to = parsePort(range[2], '--ports');
+      if (to < from) throw new UsageError(`--ports: range '${part}' runs backwards`);
+      for (let p = from; p <= to; p++) ports.push(p);
+    } else {
+      ports.push(parsePort(part.trim(), '--ports'));
+    }
+  }
+  if (new Set(ports).size !== ports.length) throw new UsageError('--ports: a port is listed twice');
+  return ports;
+}
+
+function number(text: string | undefined, flag: string, min: number): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isFinite(value) || value < min) throw new UsageError(`${flag}: '${text}' must be a number >= ${min}`);
+  return value;
+}
+
+/** `IDX:MODE[:ARG]` */
+export function parseFailure(text: string, servers: number): [number, SimFailure] {
+  const [idxText, mode, arg, ...rest] = text.split(':');
+  const index = Number(idxText);
+  if (mode === undefined || rest.length > 0 || !Number.isInteger(index)) {
+    throw new UsageError(`--fail: '${text}' is not IDX:MODE[:ARG]`);
+  }
+  if (index < 0 || index >= servers) throw new UsageError(`--fail: server index ${index} is out of range 0-${servers - 1}`);
+  if (!FAILURE_MODES.includes(mode as SimFailureMode)) {
+    throw new UsageError(`--fail: unknown mode '${mode}' (one of ${FAILURE_MODES.join(', ')})`);
+  }
+  switch (mode as SimFailureMode) {
+    case 'crash_after_ready':
+    case 'scheduler_dead_http_alive':
+    case 'hang_after_ready':
+      return [index, { mode, afterMs: arg === undefined ? 30_000 : parseDuration(arg, '--fail') } as SimFailure];
+    case 'cuda_oom_capture':
+    case 'hang_capture': {
+      const atBatch = arg === undefined ? undefined : number(arg, '--fail', 0);
+      return [index, { mode, atBatch } as SimFailure];
+    }
+    default:
+      if (arg !== undefined) throw new UsageError(`--fail: mode '${mode}' takes no argument`);
+      return [index, { mode } as SimFailure];
+  }
+}
+
+function parse(argv: string[]) {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      ports: { type: 'string' },
+      port: { type: 'string', multiple: true },
+      host: { type: 'string' },
+      'log-dir': { type: 'string' },
+      model: { type: 'string' },
+      kind: { type: 'string' },
+      version: { type: 'string' },
+      speed: { type: 'string' },
+      stagger: { type: 'string' },
+      fail: { type: 'string', multiple: true },
+      'restart-after': { type: 'string' },
+      'token-ms': { type: 'string' },
+      'max-running': { type: 'string' },
+      'max-total-tokens': { type: 'string' },
+      'batch-penalty': { type: 'string' },
+      'max-tokens': { type: 'string' },
+      'api-key': { type: 'string' },
+      'no-metrics': { type: 'boolean' },
+      quiet: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return null;
+  const ports = [...(values.ports ? parsePorts(values.ports) : []), ...(values.port ?? []).map((p) => parsePort(p, '--port'))];
+  if (ports.length === 0) throw new UsageError('give --ports FROM-TO or --port N');
+  if (new Set(ports).size !== ports.length) throw new UsageError('a port is given twice');
+  const kind = values.kind ?? 'sglang';
+  if (kind !== 'sglang' && kind !== 'vllm') throw new UsageError(`--kind: '${kind}' must be sglang or vllm`);
+  const version = values.version ?? 'new';
+  if (version !== 'new' && version !== 'old') throw new UsageError(`--version: '${version}' must be new or old`);
+  const speed = (values.speed ?? 'demo') as SimSpeed;
+  if (!SIM_SPEEDS.includes(speed)) throw new UsageError(`--speed: '${speed}' must be one of ${SIM_SPEEDS.join(', ')}`);
+  const failures = new Map((values.fail ?? []).map((f) => parseFailure(f, ports.length)));
+  const engine: Partial<SimEngineOptions> = {};
+  const set = (key: keyof SimEngineOptions, flag: string, min: number) => {
+    const value = number(values[flag as keyof typeof values] as string | undefined, `--${flag}`, min);
+    if (value !== undefined) engine[key] = value;
+  };
+  set('tokenMs', 'token-ms', 0);
+  set('maxRunningRequests', 'max-running', 1);
+  set('maxTotalNumTokens', 'max-total-tokens', 2);
+  set('batchPenalty', 'batch-penalty', 0);
+  set('defaultMaxTokens', 'max-tokens', 1);
+  const options = fleetOptions({
+    ports,
+    host: values.host,
+    model: values.model,
+    kind,
+    version,
+    speed,
+    logDir: values['log-dir'] ?? null,
+    staggerMs: values.stagger === undefined ? 0 : parseDuration(values.stagger, '--stagger'),
+    failures,
+    engine,
+    restartAfterMs: values['restart-after'] === undefined ? null : parseDuration(values['restart-after'], '--restart-after'),
+    enableMetrics: !values['no-metrics'],
+    apiKey: values['api-key'] ?? null,
+  });
+  return { options, quiet: values.quiet === true };
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`fleetgate sim: ${message}\n\n${usage}`);
+    return 2;
+  }
+  if (parsed === null) {
+    process.stdout.write(usage);
+    return 0;
+  }
+  const { options, quiet } = parsed;
+  const say = (line: string) => {
+    if (!quiet) process.stdout.write(`${line}\n`);
+  };
+  // A relaunch with `> log` starts the file afresh.
+  try {
+    for (const o of options) {
+      if (!o.logFile) continue;
+      mkdirSync(dirname(o.logFile), { recursive: true });
+      writeFileSync(o.logFile, '');
+    }
+  } catch (error) {
+    process.stderr.write(`fleetgate sim: --log-dir: ${(error as Error).message}\n`);
+    return 2;
+  }
+  const fleet = new SimFleet(options);
+  for (const server of fleet.servers) {
+    const log = server.options.logFile ? `, log ${server.options.logFile}` : '';
+    say(`${server.name}: ${server.url} (${server.options.kind}${log})`);
+    server.on('status', (status: string) => say(`${server.name}: ${status}`));
+    server.on('exit', (reason: string) => say(`${server.name}: exited: ${reason}`));
+  }
+  fleet.start();
+  await new Promise<void>((resolve) => {
+    const onSignal = () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      resolve();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+  say('stopping');
+  await fleet.stop();
+  return 0;
+}

@@ -1,0 +1,111 @@
+/**
+ * All series of one backend: its state-side gauges and counters plus its request-side series.
+ * Label children are bound when the backend is added; `remove()` drops every series it created, so
+ * a backend that leaves the fleet leaves no stale series behind.
+ */
+import type { Counter, Gauge } from 'prom-client';
+import { BACKEND_STATES, type BackendSnapshot, type BackendState } from '../fleet/backend-state.js';
+import type { Backend } from '../fleet/registry.js';
+import type { MetricFamilies } from './definitions.js';
+import { RequestSeries } from './request-series.js';
+
+export class BackendSeries {
+  readonly backend: Backend;
+  readonly requests: RequestSeries;
+  readonly #families: MetricFamilies;
+  readonly #up: Gauge.Internal<'backend'>;
+  readonly #states = new Map<BackendState, Gauge.Internal<'backend' | 'state'>>();
+  readonly #inflight: Gauge.Internal<'backend'>;
+  readonly #progress: Gauge.Internal<'backend'>;
+  readonly #readySeconds: Gauge.Internal<'backend'>;
+  readonly #probePass: Counter.Internal;
+  readonly #probeFail: Counter.Internal;
+  /** Keyed `from>to`: at most 30 pairs. */
+  readonly #transitions = new Map<string, Counter.Internal>();
+  #state: BackendState;
+
+  constructor(families: MetricFamilies, backend: Backend) {
+    this.backend = backend;
+    this.#families = families;
+    const name = backend.name;
+    this.requests = new RequestSeries(families, name, { zeroed: true });
+    this.#up = families.backendUp.labels({ backend: name });
+    for (const state of BACKEND_STATES) this.#states.set(state, families.backendState.labels({ backend: name, state }));
+    this.#inflight = families.inflight.labels({ backend: name });
+    this.#progress = families.loadProgress.labels({ backend: name });
+    this.#readySeconds = families.readySeconds.labels({ backend: name });
+    this.#probePass = families.healthChecks.labels({ backend: name, result: 'pass' });
+    this.#probeFail = families.healthChecks.labels({ backend: name, result: 'fail' });
+    this.#probePass.inc(0);
+    this.#probeFail.inc(0);
+    // Transitions into and out of `ready` start at 0: `increase()` cannot count a series' first
+    // sample, and the flapping alert and dashboard read exactly these.
+    for (const other of BACKEND_STATES) {
+      if (other === 'ready') continue;
+      this.#transitionCounter(other, 'ready').inc(0);
+      this.#transitionCounter('ready', other).inc(0);
+    }
+    this.#state = backend.state;
+    this.#showState(backend.state);
+    this.#inflight.set(backend.inflight);
+    this.snapshotChanged(backend.lifecycle.snapshot);
+  }
+
+  get state(): BackendState {
+    return this.#state;
+  }
+
+  transition(from: BackendState, to: BackendState): void {
+    this.#transitionCounter(from, to).inc();
+    this.#state = to;
+    this.#showState(to);
+  }
+
+  /** Phase progress and time-to-ready, from the snapshot a `change` event announced. */
+  snapshotChanged(snapshot: BackendSnapshot): void {
+    const progress = snapshot.progress;
+    this.#progress.set(progress !== null && progress.total > 0 ? Math.min(1, progress.done / progress.total) : 0);
+    // Kept after a restart (the lifecycle then forgets it) until the new start reaches ready.
+    if (snapshot.readySeconds !== null) this.#readySeconds.set(snapshot.readySeconds);
+  }
+
+  probe(ok: boolean): void {
+    (ok ? this.#probePass : this.#probeFail).inc();
+  }
+
+  collectInflight(): void {
+    this.#inflight.set(this.backend.inflight);
+  }
+
+  remove(): void {
+    const f = this.#families;
+    const backend = this.backend.name;
+    this.requests.remove();
+    f.backendUp.remove({ backend });
+    for (const state of BACKEND_STATES) f.backendState.remove({ backend, state });
+    f.inflight.remove({ backend });
+    f.loadProgress.remove({ backend });
+    f.readySeconds.remove({ backend });
+    f.healthChecks.remove({ backend, result: 'pass' });
+    f.healthChecks.remove({ backend, result: 'fail' });
+    for (const key of this.#transitions.keys()) {
+      const [from, to] = key.split('>');
+      f.transitions.remove({ backend, from, to });
+    }
+  }
+
+  #transitionCounter(from: BackendState, to: BackendState): Counter.Internal {
+    const key = `${from}>${to}`;
+    let counter = this.#transitions.get(key);
+    if (counter === undefined) {
+      counter = this.#families.transitions.labels({ backend: this.backend.name, from, to });
+      this.#transitions.set(key, counter);
+    }
+    return counter;
+  }
+
+  #showState(current: BackendState): void {
+    this.#up.set(current === 'ready' ? 1 : 0);
+    for (const [state, gauge] of this.#states) gauge.set(state === current ? 1 : 0);
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * The metric families of DESIGN.md's "Prometheus metrics" table, created on one registry. Names,
+ * types and labels are product surface (dashboards and alerts query them): keep them.
+ */
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/**
+ * Seconds, 5 ms .. 30 min. LLM requests span a cached-prefix completion of a few tokens (tens of
+ * ms) to a long non-streamed generation queued behind a full batch (many minutes; fleetgate's own
+ * upstream headers timeout defaults to minutes, not seconds).
+ */
+export const LLM_LATENCY_BUCKETS: readonly number[] = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800,
+];
+
+/**
+ * Values brought up to date when Prometheus scrapes, not on the request path. Each family has its
+ * own hook because prom-client runs a family's `collect` just before rendering that family.
+ */
+export interface ScrapeTimeSources {
+  backendCounts(): void;
+  inflight(): void;
+  queueWaiting(): void;
+  queueRejected(): void;
+}
+
+export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSources) {
+  const registers = [registry];
+  return {
+    backendUp: new Gauge({
+      name: 'fleetgate_backend_up',
+      help: '1 if the backend is ready (gets traffic), else 0.',
+      labelNames: ['backend'] as const,
+      registers,
+    }),
+    backendState: new Gauge({
+      name: 'fleetgate_backend_state',
+      help: "1 for the backend's current state, 0 for the other states.",
+      labelNames: ['backend', 'state'] as const,
+      registers,
+    }),
+    backends: new Gauge({
+      name: 'fleetgate_backends',
+      help: 'Number of backends in each state.',
+      labelNames: ['state'] as const,
+      registers,
+      collect: () => sources.backendCounts(),
+    }),
+    inflight: new Gauge({
+      name: 'fleetgate_backend_inflight_requests',
+      help: 'Requests fleetgate has in flight to the backend.',
+      labelNames: ['backend'] as const,
+      registers,
+      collect: () => sources.inflight(),
+    }),
+    loadProgress: new Gauge({
+      name: 'fleetgate_backend_load_progress_ratio',
+      help: 'Progress (0..1) of the current start-up phase that reports progress (weights, CUDA graphs); 0 otherwise.',
+      labelNames: ['backend'] as const,
+      registers,
+    }),
+    readySeconds: new Gauge({
+      name: 'fleetgate_backend_ready_seconds',
+      help: 'Seconds from the latest start (or first sight) of the backend to ready.',
+      labelNames: ['backend'] as const,
+      registers,
+    }),
+    requests: new Counter({
+      name: 'fleetgate_requests_total',
+      help: 'Proxied requests by the backend that answered (none if no backend was reached) and HTTP status.',
+      labelNames: ['backend', 'code'] as const,
+      registers,
+    }),
+    requestDuration: new Histogram({
+      name: 'fleetgate_request_duration_seconds',
+      help: 'Time from request arrival to the last response byte, including time in the queue.',
+      labelNames: ['backend'] as const,
+      buckets: [...LLM_LATENCY_BUCKETS],
+      registers,
+    }),
+    timeToFirstByte: new Histogram({
+      name: 'fleetgate_time_to_first_byte_seconds',
+      help: 'Time from request arrival to the first response byte sent to the client.',
+      labelNames: ['backend'] as const,
+      buckets: [...LLM_LATENCY_BUCKETS],
+      registers,
+    }),
+    upstreamErrors: new Counter({
+      name: 'fleetgate_upstream_errors_total',
+      help: 'Failed upstream attempts by error kind (connect_refused, reset, headers_timeout, ...).',
+      labelNames: ['backend', 'kind'] as const,
+      registers,
+    }),
+    retries: new Counter({
+      name: 'fleetgate_retries_total',
+      help: 'Requests re-sent to another backend after a failed attempt on this one.',
+      labelNames: ['backend'] as const,
+      registers,
+    }),
+    healthChecks: new Counter({
+      name: 'fleetgate_health_checks_total',
+      help: 'Readiness probes by result (pass, fail).',
+      labelNames: ['backend', 'result'] as const,
+      registers,
+    }),
+    transitions: new Counter({
+      name: 'fleetgate_backend_transitions_total',
+      help: 'Backend state changes.',
+      labelNames: ['backend', 'from', 'to'] as const,
+      registers,
+    }),
+    generatedTokens: new Counter({
+      name: 'fleetgate_backend_generated_tokens_total',
+      help: 'Completion tokens reported in the usage of responses from the backend.',
+      labelNames: ['backend'] as const,
+      registers,
+    }),
+    queueWaiting: new Gauge({
+      name: 'fleetgate_queue_waiting_requests',
+      help: 'Requests waiting for a ready backend with a free slot.',
+      registers,
+      collect: () => sources.queueWaiting(),
+    }),
+    queueRejected: new Counter({
+      name: 'fleetgate_queue_rejected_total',
+      help: 'Requests that left the wait queue without a backend (queue_full, timeout, aborted).',
+      labelNames: ['reason'] as const,
+      registers,
+      collect: () => sources.queueRejected(),
+    }),
+  };
+}
+
+export type MetricFamilies = ReturnType<typeof createMetricFamilies>;

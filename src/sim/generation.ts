@@ -1,0 +1,172 @@
+/**
+ * One generation request (`/generate`, `/v1/completions`, `/v1/chat/completions`): validate the body,
+ * run it through the engine, stream or answer it. A client that goes away is aborted at once,
+ * freeing its batch slot and KV (SGLang aborts on disconnect too, ref 5, only a few seconds later).
+ */
+import { randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import type { Engine, EngineRequest, FinishReason } from './engine.js';
+import { type Api, DONE, errorBody, generateBody, generateChunk, type Job, OpenAiStream, openaiBody } from './formats.js';
+import { countPromptTokens, stopAfter } from './text-gen.js';
+import type { SimCounters } from './types.js';
+
+export interface GenerationHost {
+  readonly engine: Engine;
+  readonly counters: SimCounters;
+  readonly model: string;
+  readonly defaultMaxTokens: number;
+  /** Live requests by rid, for `/abort_request`. */
+  readonly active: Map<string, EngineRequest>;
+  /** True while the server itself is dropping connections (a crash is not a client disconnect). */
+  dying(): boolean;
+  clientGone(): void;
+}
+
+export interface GenerationSpec {
+  job: Job;
+  maxTokens: number;
+  target: number;
+  stopReason: 'length' | 'stop';
+}
+
+type Body = Record<string, unknown>;
+
+export const JSON_HEADERS = { 'content-type': 'application/json', server: 'uvicorn' } as const;
+const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', server: 'uvicorn' } as const;
+
+function textOf(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value)) return value.map(textOf).join(' ');
+  if (value && typeof value === 'object' && 'text' in value) return textOf((value as Body).text);
+  return '';
+}
+
+function promptOf(api: Api, body: Body): { text: string; tokens: number } | string {
+  if (api === 'chat') {
+    const messages = body.messages;
+    if (!Array.isArray(messages) || messages.length === 0) return 'messages: Field required (a non-empty list)';
+    const text = messages.map((m) => textOf((m as Body | null)?.content)).join('\n');
+    return { text, tokens: countPromptTokens(text) + 4 * messages.length };
+  }
+  const field = api === 'generate' ? (body.text ?? body.input_ids) : body.prompt;
+  if (field === undefined || field === null) {
+    return api === 'generate' ? 'Either text, input_ids or input_embeds should be provided.' : 'prompt: Field required';
+  }
+  if (Array.isArray(field) && field.every((x) => typeof x === 'number')) return { text: '', tokens: Math.max(1, field.length) };
+  const text = textOf(field);
+  return { text, tokens: countPromptTokens(text) };
+}
+
+function positiveInt(value: unknown, name: string): number | string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) return `${name} must be a non-negative integer`;
+  return Math.max(1, value);
+}
+
+/** A validated request, or the message for a 400. */
+export function parseGeneration(api: Api, body: unknown, host: GenerationHost): GenerationSpec | string {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return 'The request body must be a JSON object.';
+  const b = body as Body;
+  const prompt = promptOf(api, b);
+  if (typeof prompt === 'string') return prompt;
+  const params = (api === 'generate' ? b.sampling_params : b) as Body | undefined;
+  const requested =
+    api === 'generate'
+      ? positiveInt(params?.max_new_tokens, 'max_new_tokens')
+      : positiveInt(b.max_completion_tokens ?? b.max_tokens, 'max_tokens');
+  if (typeof requested === 'string') return requested;
+  if (!host.engine.fits(prompt.tokens)) {
+    return `The input (${prompt.tokens} tokens) is longer than the model's context length (${host.engine.maxTotalNumTokens} tokens).`;
+  }
+  const maxTokens = requested ?? host.defaultMaxTokens;
+  const early = stopAfter(prompt.text);
+  const target = Math.max(1, Math.min(maxTokens, early ?? maxTokens));
+  const streamOptions = b.stream_options as Body | undefined;
+  const rid = typeof b.rid === 'string' ? b.rid : randomUUID().replaceAll('-', '');
+  return {
+    job: {
+      api,
+      rid,
+      model: typeof b.model === 'string' ? b.model : host.model,
+      created: Math.floor(Date.now() / 1000),
+      stream: b.stream === true,
+      includeUsage: streamOptions?.include_usage === true,
+      promptTokens: prompt.tokens,
+      startedMs: performance.now(),
+    },
+    maxTokens,
+    target,
+    stopReason: early !== null && early < maxTokens ? 'stop' : 'length',
+  };
+}
+
+export function sendError(res: ServerResponse, message: string, status = 400): void {
+  const body = errorBody(message, status);
+  res.writeHead(status, { ...JSON_HEADERS, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/** Runs a validated request to completion, abort or disconnect. */
+export function runGeneration(
+  host: GenerationHost,
+  res: ServerResponse,
+  spec: GenerationSpec,
+  /** Called when the response head goes out (the uvicorn access line). */
+  onHead: () => void,
+): void {
+  const { job } = spec;
+  const openai = job.api === 'generate' ? null : new OpenAiStream(job);
+  let done = false;
+  const writable = () => !res.destroyed && !res.writableEnded;
+
+  if (job.stream) {
+    res.writeHead(200, SSE_HEADERS);
+    res.flushHeaders();
+    onHead();
+  }
+
+  const request: EngineRequest = {
+    id: job.rid,
+    promptTokens: job.promptTokens,
+    maxTokens: spec.maxTokens,
+    targetTokens: spec.target,
+    stopReason: spec.stopReason,
+    generated: 0,
+    retractions: 0,
+    onToken(r) {
+      host.counters.generatedTokens++;
+      if (!job.stream || !writable()) return;
+      const last = r.generated >= r.targetTokens;
+      if (openai) {
+        res.write(r.generated === 1 ? openai.first() + openai.token(0) : openai.token(r.generated - 1));
+      } else if (!last) {
+        // The last /generate chunk carries the finish reason; it is written by onFinish.
+        res.write(generateChunk(job, r.generated, null, r.retractions));
+      }
+    },
+    onFinish(r, reason: FinishReason) {
+      done = true;
+      if (host.active.get(job.rid) === r) host.active.delete(job.rid);
+      if (reason === 'abort') host.counters.aborted++;
+      else host.counters.completed++;
+      if (!writable()) return;
+      if (job.stream) {
+        res.end(openai ? openai.end(reason, r.generated) : generateChunk(job, r.generated, reason, r.retractions) + DONE);
+        return;
+      }
+      const body = openai ? openaiBody(job, r.generated, reason) : generateBody(job, r.generated, reason, r.retractions);
+      res.writeHead(200, { ...JSON_HEADERS, 'content-length': Buffer.byteLength(body) });
+      onHead();
+      res.end(body);
+    },
+  };
+
+  res.on('close', () => {
+    if (done || host.dying()) return;
+    host.counters.clientDisconnects++;
+    host.clientGone();
+    host.engine.abort(request);
+  });
+  host.active.set(job.rid, request);
+  host.engine.submit(request);
+}

@@ -1,0 +1,253 @@
+/**
+ * One run of the simulated process, from spawn to exit: its log file, engine, HTTP listener and
+ * timers. A restart is a new Launch; `teardown()` leaves no timer, socket or file handle behind.
+ */
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { Engine, type EngineRequest } from './engine.js';
+import { createHandler, type HttpHost } from './http.js';
+import type { InfoContext } from './info.js';
+import { type LaunchHost, launchSglang, launchVllm } from './lifecycle.js';
+import { LogWriter } from './log-writer.js';
+import { gpuIndex, memoryFigures } from './memory.js';
+import type { ResolvedSimOptions } from './options.js';
+import type { RuntimeLog } from './runtime-log.js';
+import { SglangLog } from './sglang-log.js';
+import { Timers } from './timers.js';
+import type { SimCounters, SimStatus } from './types.js';
+import { VllmLog } from './vllm-log.js';
+
+/** What a launch reports to its SimServer. */
+export interface LaunchOwner {
+  readonly counters: SimCounters;
+  readonly status: SimStatus;
+  setStatus(status: SimStatus): void;
+  received(path: string, method: string): void;
+  clientGone(): void;
+  ready(): void;
+  /** The process is gone (port closed); the owner sets `exited` and emits `exit`. */
+  exited(reason: string): void;
+}
+
+const WARMUP_PROMPT_TOKENS = 7; // "The capital city of France is" (ref 1.2; real logs show #new-token: 7)
+
+export class Launch implements LaunchHost, HttpHost {
+  readonly timers = new Timers();
+  readonly engine: Engine;
+  readonly log: SglangLog | VllmLog;
+  readonly info: InfoContext;
+  readonly held = new Set<ServerResponse>();
+  readonly active = new Map<string, EngineRequest>();
+  readonly pid = 1000 + Math.floor(Math.random() * 4_000_000);
+  #opts: ResolvedSimOptions;
+  #owner: LaunchOwner;
+  #server: Server | null = null;
+  #sockets = new Set<Socket>();
+  #scripted = true;
+  #closed = false;
+  #dying = false;
+
+  constructor(opts: ResolvedSimOptions, owner: LaunchOwner, { truncateLog }: { truncateLog: boolean }) {
+    this.#opts = opts;
+    this.#owner = owner;
+    const writer = new LogWriter(opts.logFile, { truncate: truncateLog });
+    const memory = memoryFigures(opts.model, opts.engine.maxTotalNumTokens);
+    const common = {
+      model: opts.model,
+      host: opts.host,
+      port: opts.port,
+      gpu: gpuIndex(opts.name),
+      maxRunningRequests: opts.engine.maxRunningRequests,
+      maxTotalNumTokens: opts.engine.maxTotalNumTokens,
+      contextLen: opts.contextLen,
+      memory,
+    };
+    this.log =
+      opts.kind === 'vllm'
+        ? new VllmLog(writer, { ...common, pid: this.pid })
+        : new SglangLog(writer, { ...common, version: opts.version, apiKey: opts.apiKey, enableMetrics: opts.enableMetrics });
+    this.engine = new Engine(opts.engine, (fn, ms) => this.timers.set(fn, ms), {
+      log: writer.enabled ? this.log : null,
+      onRetract: (count) => {
+        owner.counters.retractions += count;
+      },
+    });
+    this.info = {
+      model: opts.model,
+      host: opts.host,
+      port: opts.port,
+      kind: opts.kind,
+      version: opts.version,
+      engine: opts.engine,
+      contextLen: opts.contextLen,
+      enableMetrics: opts.enableMetrics,
+      startedAt: Math.floor(Date.now() / 1000),
+    };
+  }
+
+  // LaunchHost / HttpHost views of the options and owner.
+  get timing() {
+    return this.#opts.timing;
+  }
+  get failure() {
+    return this.#opts.failure;
+  }
+  get status(): SimStatus {
+    return this.#owner.status;
+  }
+  get counters(): SimCounters {
+    return this.#owner.counters;
+  }
+  get model(): string {
+    return this.#opts.model;
+  }
+  get defaultMaxTokens(): number {
+    return this.#opts.engine.defaultMaxTokens;
+  }
+  get apiKey(): string | null {
+    return this.#opts.apiKey;
+  }
+  get healthMs(): number {
+    return this.#opts.timing.healthMs;
+  }
+  get healthTimeoutMs(): number {
+    return this.#opts.timing.healthTimeoutMs;
+  }
+
+  run(): void {
+    const script = this.#opts.kind === 'vllm' ? launchVllm(this, this.log as VllmLog) : launchSglang(this, this.log as SglangLog);
+    script.catch((error: unknown) => {
+      if (this.alive()) this.exit(`simulator error: ${error instanceof Error ? error.message : String(error)}`);
+    });
+  }
+
+  alive(): boolean {
+    return this.#scripted && !this.#closed;
+  }
+
+  sleep(ms: number): Promise<void> {
+    return this.timers.sleep(ms);
+  }
+
+  setStatus(status: SimStatus): void {
+    if (!this.#closed) this.#owner.setStatus(status);
+  }
+
+  received(path: string, method: string): void {
+    this.#owner.received(path, method);
+  }
+
+  dying(): boolean {
+    return this.#dying || this.#closed;
+  }
+
+  clientGone(): void {
+    this.#owner.clientGone();
+  }
+
+  listen(): Promise<boolean> {
+    const server = createServer({ keepAliveTimeout: 5000, requestTimeout: 0 }, createHandler(this));
+    server.on('connection', (socket: Socket) => {
+      this.#sockets.add(socket);
+      socket.on('close', () => this.#sockets.delete(socket));
+    });
+    return new Promise((resolve) => {
+      server.once('error', () => resolve(false));
+      // uvicorn's default backlog.
+      server.listen({ port: this.#opts.port, host: this.#opts.host, backlog: 2048 }, () => {
+        if (this.#closed) {
+          server.close();
+          return resolve(false);
+        }
+        this.#server = server;
+        resolve(true);
+      });
+    });
+  }
+
+  warmup(extraMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.timers.set(() => {
+        this.engine.submit({
+          id: 'warmup',
+          promptTokens: WARMUP_PROMPT_TOKENS,
+          maxTokens: 8,
+          targetTokens: 8,
+          stopReason: 'length',
+          generated: 0,
+          retractions: 0,
+          onToken() {},
+          onFinish: () => resolve(),
+        });
+      }, extraMs);
+    });
+  }
+
+  ready(): void {
+    this.#owner.ready();
+    const failure = this.#opts.failure;
+    if (failure === null || !('afterMs' in failure)) return;
+    this.timers.set(() => {
+      if (failure.mode === 'crash_after_ready') void this.crash();
+      else if (failure.mode === 'scheduler_dead_http_alive') this.schedulerDead();
+      else this.hang();
+    }, failure.afterMs);
+  }
+
+  exit(reason: string): void {
+    if (this.#closed) return;
+    void this.teardown().then(() => this.#owner.exited(reason));
+  }
+
+  /** Scheduler exception; the whole process exits, dropping every connection (ref 1.5). */
+  async crash(message = 'RuntimeError: CUDA error: an illegal memory access was encountered'): Promise<void> {
+    if (this.#closed) return;
+    this.#dying = true;
+    if (this.log instanceof SglangLog) {
+      this.log.runtimeException(message);
+      this.log.sigquitRunning();
+    } else {
+      this.log.engineDead(message);
+    }
+    await this.teardown();
+    this.#owner.exited(`Scheduler hit an exception: ${message}`);
+  }
+
+  /** The scheduler dies but HTTP lives on (issue #6624): generation and scheduler-backed endpoints hang. */
+  schedulerDead(message = 'RuntimeError: CUDA error: an illegal memory access was encountered'): void {
+    if (this.#closed) return;
+    this.#scripted = false;
+    if (this.log instanceof SglangLog) this.log.runtimeException(message);
+    else this.log.engineDead(message);
+    this.engine.halt();
+    this.#owner.setStatus('failed');
+  }
+
+  /** Stops answering anything; start-up, if still running, prints nothing more. */
+  hang(): void {
+    if (this.#closed) return;
+    this.#scripted = false;
+    this.engine.halt();
+    this.#owner.setStatus('hung');
+  }
+
+  /** Closes the port, drops every connection, clears every timer and closes the log. */
+  async teardown(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#dying = true;
+    this.timers.clearAll();
+    this.engine.clear();
+    this.active.clear();
+    const server = this.#server;
+    this.#server = null;
+    if (server !== null) {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of this.#sockets) socket.destroy();
+      server.closeAllConnections();
+      await closed;
+    }
+    this.held.clear();
+    (this.log as RuntimeLog).close();
+  }
+}

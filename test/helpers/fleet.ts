@@ -1,0 +1,41 @@
+/** Test fixtures: a gateway on a free port and simulated backends, all cleaned up after the test. */
+import type { TestContext } from 'node:test';
+import pino from 'pino';
+import { validateConfig } from '../../src/config/validate.js';
+import { createGateway, type Gateway } from '../../src/proxy/gateway.js';
+import { SimServer } from '../../src/sim/index.js';
+import type { SimOptions } from '../../src/sim/index.js';
+import { freePorts } from './net.js';
+
+type After = Pick<TestContext, 'after'> | { after(fn: () => unknown): void };
+
+export interface RunningGateway {
+  gateway: Gateway;
+  url: string;
+}
+
+/** Starts fleetgate with `raw` merged over a loopback listen address; closes it after the test. */
+export async function startGateway(t: After, raw: Record<string, unknown>): Promise<RunningGateway> {
+  const config = validateConfig({ listen: '127.0.0.1:0', ...raw }, 'test');
+  const gateway = await createGateway(config, { logger: pino({ level: 'silent' }), logPollMs: 25 });
+  const url = await gateway.listen();
+  t.after(() => gateway.close());
+  return { gateway, url };
+}
+
+/** Creates (not starts) simulated servers on free ports; stops them after the test. */
+export async function createSims(t: After, specs: Array<Partial<SimOptions>>): Promise<SimServer[]> {
+  const ports = await freePorts(specs.length);
+  const sims = specs.map((spec, i) => new SimServer({ port: ports[i], name: `gpu${i}`, ...spec }));
+  t.after(() => Promise.all(sims.map((sim) => sim.stop())));
+  return sims;
+}
+
+/** Backend entries for the gateway config, one per sim, named like the sims. */
+export function backendsFor(sims: SimServer[], extra: (sim: SimServer, i: number) => Record<string, unknown> = () => ({})) {
+  return sims.map((sim, i) => ({ url: sim.url, name: sim.name, ...extra(sim, i) }));
+}
+
+export function stateOf(gateway: Gateway, name: string): string | undefined {
+  return gateway.fleet.registry.get(name)?.state;
+}
