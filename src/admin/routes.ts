@@ -1,8 +1,10 @@
-/** fleetgate's own fleet endpoints: status JSON (later: events, page, admin mutations). */
+/** fleetgate's own `/fleet` endpoints: status (JSON, events, page) and the admin API. */
 import type { FastifyInstance } from 'fastify';
 import type { Gateway, GatewayOptions } from '../proxy/gateway.js';
-import { fleetStatus } from './fleet-summary.js';
+import { registerAdminApi } from './admin-api.js';
+import { registerStatusRoutes } from './status-routes.js';
 
-export async function registerAdminRoutes(app: FastifyInstance, gateway: Gateway, _opts: GatewayOptions): Promise<void> {
-  app.get('/fleet/status', async () => fleetStatus(gateway.fleet.registry, gateway.config.min_ready));
+export async function registerAdminRoutes(app: FastifyInstance, gateway: Gateway, opts: GatewayOptions): Promise<void> {
+  await registerStatusRoutes(app, gateway);
+  await registerAdminApi(app, gateway, opts);
 }

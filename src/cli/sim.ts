@@ -10,10 +10,10 @@ import {
   FAILURE_MODES,
   fleetOptions,
   SIM_SPEEDS,
-  SimFleet,
   type SimEngineOptions,
   type SimFailure,
   type SimFailureMode,
+  SimFleet,
   type SimSpeed,
 } from '../sim/index.js';
 
@@ -54,7 +54,8 @@ export function parseDuration(text: string, flag: string): number {
 
 function parsePort(text: string, flag: string): number {
   const port = Number(text);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new UsageError(`${flag}: '${text}' is not a port (1-65535)`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new UsageError(`${flag}: '${text}' is not a port (1-65535)`);
   return port;
 }
 
@@ -90,7 +91,8 @@ export function parseFailure(text: string, servers: number): [number, SimFailure
   if (mode === undefined || rest.length > 0 || !Number.isInteger(index)) {
     throw new UsageError(`--fail: '${text}' is not IDX:MODE[:ARG]`);
   }
-  if (index < 0 || index >= servers) throw new UsageError(`--fail: server index ${index} is out of range 0-${servers - 1}`);
+  if (index < 0 || index >= servers)
+    throw new UsageError(`--fail: server index ${index} is out of range 0-${servers - 1}`);
   if (!FAILURE_MODES.includes(mode as SimFailureMode)) {
     throw new UsageError(`--fail: unknown mode '${mode}' (one of ${FAILURE_MODES.join(', ')})`);
   }
@@ -139,7 +141,10 @@ function parse(argv: string[]) {
     },
   });
   if (values.help) return null;
-  const ports = [...(values.ports ? parsePorts(values.ports) : []), ...(values.port ?? []).map((p) => parsePort(p, '--port'))];
+  const ports = [
+    ...(values.ports ? parsePorts(values.ports) : []),
+    ...(values.port ?? []).map((p) => parsePort(p, '--port')),
+  ];
   if (ports.length === 0) throw new UsageError('give --ports FROM-TO or --port N');
   if (new Set(ports).size !== ports.length) throw new UsageError('a port is given twice');
   const kind = values.kind ?? 'sglang';
@@ -170,7 +175,8 @@ function parse(argv: string[]) {
     staggerMs: values.stagger === undefined ? 0 : parseDuration(values.stagger, '--stagger'),
     failures,
     engine,
-    restartAfterMs: values['restart-after'] === undefined ? null : parseDuration(values['restart-after'], '--restart-after'),
+    restartAfterMs:
+      values['restart-after'] === undefined ? null : parseDuration(values['restart-after'], '--restart-after'),
     enableMetrics: !values['no-metrics'],
     apiKey: values['api-key'] ?? null,
   });

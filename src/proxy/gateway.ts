@@ -4,7 +4,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import replyFrom, { type FastifyReplyFromOptions } from '@fastify/reply-from';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { registerAdminRoutes } from '../admin/routes.js';
 import type { Config } from '../config/types.js';
@@ -60,7 +60,8 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
 
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
-    disableRequestLogging: true,
+    // fleetgate writes its own access log (one line per proxied request, with backend and retries).
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.limits.body_size,
     keepAliveTimeout: config.limits.keep_alive_timeout,
     // The client's request must arrive in time; the response (a long generation) has no limit here.

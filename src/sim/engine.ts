@@ -76,11 +76,7 @@ export class Engine {
   constructor(
     opts: SimEngineOptions,
     schedule: Schedule,
-    {
-      now = () => performance.now(),
-      log = null as EngineLog | null,
-      onRetract = (_count: number): void => {},
-    } = {},
+    { now = () => performance.now(), log = null as EngineLog | null, onRetract = (_count: number): void => {} } = {},
   ) {
     this.#opts = { ...opts };
     this.#schedule = schedule;
@@ -227,9 +223,7 @@ export class Engine {
     const max = this.#opts.maxTotalNumTokens;
     if (this.#used + this.#running.size <= max) return;
     // SGLang retracts the requests with the fewest output tokens (then the longest inputs) first.
-    const victims = [...this.#running].sort(
-      (a, b) => b.generated - a.generated || a.promptTokens - b.promptTokens,
-    );
+    const victims = [...this.#running].sort((a, b) => b.generated - a.generated || a.promptTokens - b.promptTokens);
     let retracted = 0;
     while (this.#used + this.#running.size > max && this.#running.size > 1) {
       const victim = victims.pop() as EngineRequest;

@@ -109,7 +109,9 @@ export class OpenAiStream {
         `${this.#head}{"index":0,"delta":{"role":null,"content":${text},"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
       );
     }
-    return sse(`${this.#head}{"index":0,"text":${text},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`);
+    return sse(
+      `${this.#head}{"index":0,"text":${text},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
+    );
   }
 
   /** Finish chunk, the usage chunk when asked for, and `[DONE]`. */

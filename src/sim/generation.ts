@@ -6,7 +6,16 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Engine, EngineRequest, FinishReason } from './engine.js';
-import { type Api, DONE, errorBody, generateBody, generateChunk, type Job, OpenAiStream, openaiBody } from './formats.js';
+import {
+  type Api,
+  DONE,
+  errorBody,
+  generateBody,
+  generateChunk,
+  type Job,
+  OpenAiStream,
+  openaiBody,
+} from './formats.js';
 import { countPromptTokens, stopAfter } from './text-gen.js';
 import type { SimCounters } from './types.js';
 
@@ -32,7 +41,11 @@ export interface GenerationSpec {
 type Body = Record<string, unknown>;
 
 export const JSON_HEADERS = { 'content-type': 'application/json', server: 'uvicorn' } as const;
-const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', server: 'uvicorn' } as const;
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  server: 'uvicorn',
+} as const;
 
 function textOf(value: unknown): string {
   if (typeof value === 'string') return value;
@@ -52,20 +65,23 @@ function promptOf(api: Api, body: Body): { text: string; tokens: number } | stri
   if (field === undefined || field === null) {
     return api === 'generate' ? 'Either text, input_ids or input_embeds should be provided.' : 'prompt: Field required';
   }
-  if (Array.isArray(field) && field.every((x) => typeof x === 'number')) return { text: '', tokens: Math.max(1, field.length) };
+  if (Array.isArray(field) && field.every((x) => typeof x === 'number'))
+    return { text: '', tokens: Math.max(1, field.length) };
   const text = textOf(field);
   return { text, tokens: countPromptTokens(text) };
 }
 
 function positiveInt(value: unknown, name: string): number | string | null {
   if (value === undefined || value === null) return null;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) return `${name} must be a non-negative integer`;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0)
+    return `${name} must be a non-negative integer`;
   return Math.max(1, value);
 }
 
 /** A validated request, or the message for a 400. */
 export function parseGeneration(api: Api, body: unknown, host: GenerationHost): GenerationSpec | string {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) return 'The request body must be a JSON object.';
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    return 'The request body must be a JSON object.';
   const b = body as Body;
   const prompt = promptOf(api, b);
   if (typeof prompt === 'string') return prompt;
@@ -151,10 +167,14 @@ export function runGeneration(
       else host.counters.completed++;
       if (!writable()) return;
       if (job.stream) {
-        res.end(openai ? openai.end(reason, r.generated) : generateChunk(job, r.generated, reason, r.retractions) + DONE);
+        res.end(
+          openai ? openai.end(reason, r.generated) : generateChunk(job, r.generated, reason, r.retractions) + DONE,
+        );
         return;
       }
-      const body = openai ? openaiBody(job, r.generated, reason) : generateBody(job, r.generated, reason, r.retractions);
+      const body = openai
+        ? openaiBody(job, r.generated, reason)
+        : generateBody(job, r.generated, reason, r.retractions);
       res.writeHead(200, { ...JSON_HEADERS, 'content-length': Buffer.byteLength(body) });
       onHead();
       res.end(body);

@@ -32,7 +32,14 @@ function client(req: IncomingMessage): string {
   return `${req.socket.remoteAddress ?? '127.0.0.1'}:${req.socket.remotePort ?? 0}`;
 }
 
-function send(host: HttpHost, req: IncomingMessage, res: ServerResponse, status: number, body: string, headers: object = JSON_HEADERS): void {
+function send(
+  host: HttpHost,
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  body: string,
+  headers: object = JSON_HEADERS,
+): void {
   host.log.access(client(req), req.method ?? 'GET', req.url ?? '/', status);
   res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
   res.end(body);
@@ -45,27 +52,30 @@ function hold(host: HttpHost, res: ServerResponse): void {
 
 const schedulerGone = (host: HttpHost) => host.status === 'failed';
 
-function health(host: HttpHost, req: IncomingMessage, res: ServerResponse, path: string): void {
+/** What a health probe answers and when (ref 1.3 for SGLang, ref 6 for vLLM). */
+function healthAnswer(host: HttpHost, path: string): { status: number; afterMs: number } {
   const { kind, version } = host.info;
-  if (kind === 'vllm') {
-    if (path !== '/health') return notFound(host, req, res);
-    return send(host, req, res, schedulerGone(host) ? 503 : 200, '', PLAIN);
-  }
-  // v0.4 `/health` has no probe at all: 200 whenever HTTP is up (ref 1.3).
-  if (version === 'old' && path === '/health') return send(host, req, res, 200, '', PLAIN);
-  if (version === 'new' && host.status === 'warming_up') return send(host, req, res, 503, '', PLAIN);
-  if (schedulerGone(host)) {
-    const tic = Date.now();
-    host.timers.set(() => {
-      if (res.destroyed) return;
-      host.log.healthFailed(tic, tic - host.healthTimeoutMs);
-      send(host, req, res, 503, '', PLAIN);
-    }, host.healthTimeoutMs);
+  if (kind === 'vllm') return { status: schedulerGone(host) ? 503 : 200, afterMs: 0 };
+  // v0.4 `/health` has no probe at all: 200 whenever HTTP is up.
+  if (version === 'old' && path === '/health') return { status: 200, afterMs: 0 };
+  if (version === 'new' && host.status === 'warming_up') return { status: 503, afterMs: 0 };
+  // The probe generates one token and waits up to SGLANG_HEALTH_CHECK_TIMEOUT for any output.
+  if (schedulerGone(host)) return { status: 503, afterMs: host.healthTimeoutMs };
+  return { status: 200, afterMs: host.healthMs };
+}
+
+function health(host: HttpHost, req: IncomingMessage, res: ServerResponse, path: string): void {
+  const { status, afterMs } = healthAnswer(host, path);
+  if (afterMs === 0) {
+    send(host, req, res, status, '', PLAIN);
     return;
   }
+  const tic = Date.now();
   host.timers.set(() => {
-    if (!res.destroyed) send(host, req, res, 200, '', PLAIN);
-  }, host.healthMs);
+    if (res.destroyed) return;
+    if (status === 503) host.log.healthFailed(tic, tic - afterMs);
+    send(host, req, res, status, '', PLAIN);
+  }, afterMs);
 }
 
 function notFound(host: HttpHost, req: IncomingMessage, res: ServerResponse): void {
@@ -133,14 +143,23 @@ function sglangRoutes(version: 'new' | 'old'): Map<string, [string, Handler]> {
     if (path === '/get_model_info' && version === 'new') host.log.deprecated(path, '/model_info');
     send(host, req, res, 200, modelInfo(host.info));
   };
-  const serverInfoHandler = fromScheduler((host) => serverInfo(host.info, host.engine.stats), version === 'new' ? '/server_info' : undefined);
+  const serverInfoHandler = fromScheduler(
+    (host) => serverInfo(host.info, host.engine.stats),
+    version === 'new' ? '/server_info' : undefined,
+  );
   const routes = new Map<string, [string, Handler]>([
     ['/health', ['GET', health]],
     ['/health_generate', ['GET', health]],
     ['/ping', ['GET', (host, req, res) => send(host, req, res, 200, '', PLAIN)]],
     ['/get_model_info', ['GET', info]],
     ['/get_server_info', ['GET', serverInfoHandler]],
-    ['/get_load', ['GET', fromScheduler((host) => getLoad(host.info, host.engine.stats), version === 'new' ? '/v1/loads' : undefined)]],
+    [
+      '/get_load',
+      [
+        'GET',
+        fromScheduler((host) => getLoad(host.info, host.engine.stats), version === 'new' ? '/v1/loads' : undefined),
+      ],
+    ],
     ['/generate', ['POST', generation('generate')]],
     ['/abort_request', ['POST', abortRequest]],
   ]);
@@ -161,7 +180,10 @@ const COMMON: [string, [string, Handler]][] = [
       'GET',
       (host, req, res) => {
         if (!host.info.enableMetrics && host.info.kind === 'sglang') return notFound(host, req, res);
-        send(host, req, res, 200, metricsText(host.info, host.engine.stats), { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', server: 'uvicorn' });
+        send(host, req, res, 200, metricsText(host.info, host.engine.stats), {
+          'content-type': 'text/plain; version=0.0.4; charset=utf-8',
+          server: 'uvicorn',
+        });
       },
     ],
   ],
@@ -184,18 +206,22 @@ export function createHandler(host: HttpHost): (req: IncomingMessage, res: Serve
     host.received(path, method);
     if (host.status === 'hung') return hold(host, res);
     if (host.apiKey !== null && !path.startsWith('/health') && !path.startsWith('/metrics')) {
-      if (req.headers.authorization !== `Bearer ${host.apiKey}`) return send(host, req, res, 401, '{"error":"Unauthorized"}');
+      if (req.headers.authorization !== `Bearer ${host.apiKey}`)
+        return send(host, req, res, 401, '{"error":"Unauthorized"}');
     }
     const route = routes.get(path);
     if (route === undefined) {
       if (path.startsWith('/v1/models/') && method === 'GET') {
         const name = decodeURIComponent(path.slice('/v1/models/'.length));
-        return name === host.info.model ? send(host, req, res, 200, JSON.stringify(JSON.parse(modelsList(host.info)).data[0])) : send(host, req, res, 404, modelNotFound(name));
+        return name === host.info.model
+          ? send(host, req, res, 200, JSON.stringify(JSON.parse(modelsList(host.info)).data[0]))
+          : send(host, req, res, 404, modelNotFound(name));
       }
       return notFound(host, req, res);
     }
     const [allowed, handler] = route;
-    const ok = method === allowed || (allowed === 'GET' && method === 'HEAD') || (path === '/generate' && method === 'PUT');
+    const ok =
+      method === allowed || (allowed === 'GET' && method === 'HEAD') || (path === '/generate' && method === 'PUT');
     if (!ok) return send(host, req, res, 405, '{"detail":"Method Not Allowed"}');
     handler(host, req, res, path);
   };

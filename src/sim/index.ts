@@ -1,7 +1,8 @@
 /** Simulated SGLang / vLLM servers for tests, benchmarks and the demo. */
+
+export { DEFAULT_MODEL, engineFor, SIM_SPEEDS, type SimSpeed, SPEED_PRESETS, timingFor } from './presets.js';
 export { type FleetSpec, fleetOptions, SimFleet } from './sim-fleet.js';
 export { SimServer } from './sim-server.js';
-export { DEFAULT_MODEL, engineFor, SIM_SPEEDS, SPEED_PRESETS, type SimSpeed, timingFor } from './presets.js';
 export {
   FAILURE_MODES,
   INFO_PATHS,

@@ -52,7 +52,12 @@ export function serverInfo(c: InfoContext, s: EngineStats): string {
     internal_states: [
       {
         last_gen_throughput: round2(s.genThroughput),
-        memory_usage: { weight: 14.96, kvcache: round2(s.tokenUsage), token_capacity: c.engine.maxTotalNumTokens, graph: 1.44 },
+        memory_usage: {
+          weight: 14.96,
+          kvcache: round2(s.tokenUsage),
+          token_capacity: c.engine.maxTotalNumTokens,
+          graph: 1.44,
+        },
         effective_max_running_requests_per_dp: c.engine.maxRunningRequests,
         num_running_reqs: s.running,
         num_queue_reqs: s.queued,
@@ -81,7 +86,12 @@ export function modelsList(c: InfoContext): string {
 
 export function modelNotFound(name: string): string {
   return JSON.stringify({
-    error: { message: `The model '${name}' does not exist`, type: 'invalid_request_error', param: 'model', code: 'model_not_found' },
+    error: {
+      message: `The model '${name}' does not exist`,
+      type: 'invalid_request_error',
+      param: 'model',
+      code: 'model_not_found',
+    },
   });
 }
 
@@ -122,9 +132,21 @@ export function metricsText(c: InfoContext, s: EngineStats): string {
     add('vllm:num_requests_running', 'gauge', 'Number of requests in model execution batches.', s.running, labels);
     add('vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed.', s.queued, labels);
     add('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage.', s.tokenUsage, labels);
-    add('vllm:num_preemptions_total', 'counter', 'Cumulative number of preemption from the engine.', s.retractionsTotal, labels);
+    add(
+      'vllm:num_preemptions_total',
+      'counter',
+      'Cumulative number of preemption from the engine.',
+      s.retractionsTotal,
+      labels,
+    );
     add('vllm:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', s.promptTokensTotal, labels);
-    add('vllm:generation_tokens_total', 'counter', 'Number of generation tokens processed.', s.generationTokensTotal, labels);
+    add(
+      'vllm:generation_tokens_total',
+      'counter',
+      'Number of generation tokens processed.',
+      s.generationTokensTotal,
+      labels,
+    );
     return `${out.join('\n')}\n`;
   }
   const labels = `model_name=${model}`;
@@ -132,12 +154,24 @@ export function metricsText(c: InfoContext, s: EngineStats): string {
   add('sglang:num_queue_reqs', 'gauge', 'The number of requests in the waiting queue.', s.queued, labels);
   add('sglang:num_used_tokens', 'gauge', 'The number of used tokens.', s.usedTokens, labels);
   add('sglang:token_usage', 'gauge', 'The token usage.', round4(s.tokenUsage), labels);
-  add('sglang:max_total_num_tokens', 'gauge', 'Maximum total number of tokens in the KV cache pool.', s.maxTotalNumTokens, labels);
+  add(
+    'sglang:max_total_num_tokens',
+    'gauge',
+    'Maximum total number of tokens in the KV cache pool.',
+    s.maxTotalNumTokens,
+    labels,
+  );
   add('sglang:gen_throughput', 'gauge', 'The generation throughput (token/s).', round2(s.genThroughput), labels);
   add('sglang:cache_hit_rate', 'gauge', 'The prefix cache hit rate.', 0, labels);
   add('sglang:num_retracted_reqs', 'gauge', 'The number of retracted requests.', s.lastRetracted, labels);
   add('sglang:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', s.promptTokensTotal, labels);
-  add('sglang:generation_tokens_total', 'counter', 'Number of generation tokens processed.', s.generationTokensTotal, labels);
+  add(
+    'sglang:generation_tokens_total',
+    'counter',
+    'Number of generation tokens processed.',
+    s.generationTokensTotal,
+    labels,
+  );
   add('sglang:num_requests_total', 'counter', 'Number of requests processed.', s.requestsTotal, labels);
   add('sglang:num_aborted_requests_total', 'counter', 'Number of requests aborted.', s.abortedTotal, labels);
   return `${out.join('\n')}\n`;

@@ -65,7 +65,12 @@ export class Launch implements LaunchHost, HttpHost {
     this.log =
       opts.kind === 'vllm'
         ? new VllmLog(writer, { ...common, pid: this.pid })
-        : new SglangLog(writer, { ...common, version: opts.version, apiKey: opts.apiKey, enableMetrics: opts.enableMetrics });
+        : new SglangLog(writer, {
+            ...common,
+            version: opts.version,
+            apiKey: opts.apiKey,
+            enableMetrics: opts.enableMetrics,
+          });
     this.engine = new Engine(opts.engine, (fn, ms) => this.timers.set(fn, ms), {
       log: writer.enabled ? this.log : null,
       onRetract: (count) => {
@@ -115,7 +120,8 @@ export class Launch implements LaunchHost, HttpHost {
   }
 
   run(): void {
-    const script = this.#opts.kind === 'vllm' ? launchVllm(this, this.log as VllmLog) : launchSglang(this, this.log as SglangLog);
+    const script =
+      this.#opts.kind === 'vllm' ? launchVllm(this, this.log as VllmLog) : launchSglang(this, this.log as SglangLog);
     script.catch((error: unknown) => {
       if (this.alive()) this.exit(`simulator error: ${error instanceof Error ? error.message : String(error)}`);
     });

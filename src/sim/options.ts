@@ -24,7 +24,10 @@ function check(condition: boolean, message: string): void {
 }
 
 export function resolveOptions(opts: SimOptions): ResolvedSimOptions {
-  check(Number.isInteger(opts.port) && opts.port > 0 && opts.port < 65536, `port must be an integer 1-65535, got ${opts.port}`);
+  check(
+    Number.isInteger(opts.port) && opts.port > 0 && opts.port < 65536,
+    `port must be an integer 1-65535, got ${opts.port}`,
+  );
   const host = opts.host ?? '127.0.0.1';
   const timing = timingFor('fast', opts.timing);
   for (const [key, value] of Object.entries(timing)) {
@@ -39,7 +42,10 @@ export function resolveOptions(opts: SimOptions): ResolvedSimOptions {
   check(engine.maxTotalNumTokens >= 2, 'engine.maxTotalNumTokens must be >= 2');
   check(engine.slowdown > 0, 'engine.slowdown must be > 0');
   const failure = opts.failure ?? null;
-  check(failure === null || FAILURE_MODES.includes(failure.mode), `failure.mode must be one of ${FAILURE_MODES.join(', ')}`);
+  check(
+    failure === null || FAILURE_MODES.includes(failure.mode),
+    `failure.mode must be one of ${FAILURE_MODES.join(', ')}`,
+  );
   const kind = opts.kind ?? 'sglang';
   check(kind === 'sglang' || kind === 'vllm', `kind must be sglang or vllm, got ${kind}`);
   const version = opts.version ?? 'new';

@@ -255,7 +255,12 @@ export class SglangLog implements RuntimeLog {
   notEnoughMemory(): void {
     this.schedulerException(
       [
-        ...frame('managers/scheduler.py', 2810, 'run_scheduler_process', 'scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)'),
+        ...frame(
+          'managers/scheduler.py',
+          2810,
+          'run_scheduler_process',
+          'scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)',
+        ),
         ...frame('managers/scheduler.py', 312, '__init__', 'self.tp_worker = TpModelWorker('),
         ...frame('managers/tp_worker.py', 78, '__init__', 'self.model_runner = ModelRunner('),
         ...frame('model_executor/model_runner.py', 245, '__init__', 'self.initialize(min_per_gpu_memory)'),
@@ -273,14 +278,29 @@ export class SglangLog implements RuntimeLog {
         ...frame('model_executor/cuda_graph_runner.py', 380, '__init__', 'self.capture()'),
         ...frame('model_executor/cuda_graph_runner.py', 488, 'capture', ') = self.capture_one_batch_size(bs, forward)'),
         ...frame('model_executor/cuda_graph_runner.py', 652, 'capture_one_batch_size', 'run_once()'),
-        ...frame('model_executor/cuda_graph_runner.py', 639, 'run_once', 'logits_output_or_pp_proxy_tensors = forward('),
+        ...frame(
+          'model_executor/cuda_graph_runner.py',
+          639,
+          'run_once',
+          'logits_output_or_pp_proxy_tensors = forward(',
+        ),
         `torch.OutOfMemoryError: ${oom}`,
         '',
         'During handling of the above exception, another exception occurred:',
         '',
         'Traceback (most recent call last):',
-        ...frame('managers/scheduler.py', 2810, 'run_scheduler_process', 'scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)'),
-        ...frame('model_executor/model_runner.py', 1661, 'init_device_graphs', 'self.cuda_graph_runner = CudaGraphRunner(self)'),
+        ...frame(
+          'managers/scheduler.py',
+          2810,
+          'run_scheduler_process',
+          'scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)',
+        ),
+        ...frame(
+          'model_executor/model_runner.py',
+          1661,
+          'init_device_graphs',
+          'self.cuda_graph_runner = CudaGraphRunner(self)',
+        ),
         ...frame('model_executor/cuda_graph_runner.py', 382, '__init__', 'raise Exception('),
       ],
       [`Exception: Capture cuda graph failed: ${oom}`, ...CUDA_GRAPH_HINTS, ''],
@@ -293,7 +313,12 @@ export class SglangLog implements RuntimeLog {
       [
         ...frame('managers/scheduler.py', 3012, 'run_scheduler_process', 'scheduler.event_loop_overlap()'),
         ...frame('managers/scheduler.py', 1021, 'event_loop_overlap', 'batch_result = self.run_batch(batch)'),
-        ...frame('managers/scheduler.py', 2187, 'run_batch', 'batch_result = self.model_worker.forward_batch_generation('),
+        ...frame(
+          'managers/scheduler.py',
+          2187,
+          'run_batch',
+          'batch_result = self.model_worker.forward_batch_generation(',
+        ),
       ],
       [message],
     );
@@ -310,7 +335,12 @@ export class SglangLog implements RuntimeLog {
   warmupError(): void {
     const body = [
       'Traceback (most recent call last):',
-      ...frame('entrypoints/http_server.py', 1401, '_execute_server_warmup', 'assert res.status_code == 200, f"{res=}, {res.text=}"'),
+      ...frame(
+        'entrypoints/http_server.py',
+        1401,
+        '_execute_server_warmup',
+        'assert res.status_code == 200, f"{res=}, {res.text=}"',
+      ),
       "AssertionError: res=<Response [403]>, res.text='<html><body><h1>403 Forbidden</h1>Request forbidden by administrative rules.</body></html>'",
     ].join('\n');
     this.main(`Initialization failed. warmup error: ${body}`);

@@ -61,11 +61,20 @@ export class VllmLog implements RuntimeLog {
   launch(): void {
     const c = this.#c;
     this.api('api_server.py:1896', `vLLM API server version ${VERSION}`);
-    this.api('utils.py:233', `non-default args: {'model_tag': '${c.model}', 'host': '${c.host}', 'port': ${c.port}, 'model': '${c.model}', 'max_num_seqs': ${c.maxRunningRequests}}`);
+    this.api(
+      'utils.py:233',
+      `non-default args: {'model_tag': '${c.model}', 'host': '${c.host}', 'port': ${c.port}, 'model': '${c.model}', 'max_num_seqs': ${c.maxRunningRequests}}`,
+    );
     this.api('model.py:547', 'Resolved architecture: LlamaForCausalLM');
     this.api('model.py:1510', 'Using max model len 131072');
-    this.core('core.py:77', `Initializing a V1 LLM engine (v${VERSION}) with config: model='${c.model}', speculative_config=None, tokenizer='${c.model}', dtype=torch.bfloat16, max_seq_len=${c.contextLen}, tensor_parallel_size=1, seed=0, served_model_name=${c.model}`);
-    this.core('parallel_state.py:1208', 'rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0, EP rank 0');
+    this.core(
+      'core.py:77',
+      `Initializing a V1 LLM engine (v${VERSION}) with config: model='${c.model}', speculative_config=None, tokenizer='${c.model}', dtype=torch.bfloat16, max_seq_len=${c.contextLen}, tensor_parallel_size=1, seed=0, served_model_name=${c.model}`,
+    );
+    this.core(
+      'parallel_state.py:1208',
+      'rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0, EP rank 0',
+    );
     this.core('gpu_model_runner.py:2602', `Starting to load model ${c.model}...`);
   }
 
@@ -75,14 +84,20 @@ export class VllmLog implements RuntimeLog {
 
   weightsLoaded(elapsedSeconds: number): void {
     this.core('default_loader.py:267', `Loading weights took ${elapsedSeconds.toFixed(2)} seconds`);
-    this.core('gpu_model_runner.py:2653', `Model loading took ${this.#c.memory.weights.toFixed(4)} GiB and ${elapsedSeconds.toFixed(6)} seconds`);
+    this.core(
+      'gpu_model_runner.py:2653',
+      `Model loading took ${this.#c.memory.weights.toFixed(4)} GiB and ${elapsedSeconds.toFixed(6)} seconds`,
+    );
   }
 
   kvAllocated(): void {
     const c = this.#c;
     this.core('gpu_worker.py:298', `Available KV cache memory: ${(2 * c.memory.kSize).toFixed(2)} GiB`);
     this.core('kv_cache_utils.py:1087', `GPU KV cache size: ${c.maxTotalNumTokens.toLocaleString('en-US')} tokens`);
-    this.core('kv_cache_utils.py:1091', `Maximum concurrency for ${c.contextLen.toLocaleString('en-US')} tokens per request: ${(c.maxTotalNumTokens / c.contextLen).toFixed(2)}x`);
+    this.core(
+      'kv_cache_utils.py:1091',
+      `Maximum concurrency for ${c.contextLen.toLocaleString('en-US')} tokens per request: ${(c.maxTotalNumTokens / c.contextLen).toFixed(2)}x`,
+    );
   }
 
   captureBar(total: number): ProgressBar {
@@ -90,11 +105,17 @@ export class VllmLog implements RuntimeLog {
   }
 
   captureEnd(elapsedSeconds: number): void {
-    this.core('gpu_model_runner.py:3480', `Graph capturing finished in ${Math.round(elapsedSeconds)} secs, took ${this.#c.memory.graph.toFixed(2)} GiB`);
+    this.core(
+      'gpu_model_runner.py:3480',
+      `Graph capturing finished in ${Math.round(elapsedSeconds)} secs, took ${this.#c.memory.graph.toFixed(2)} GiB`,
+    );
   }
 
   engineReady(totalSeconds: number): void {
-    this.core('core.py:210', `init engine (profile, create kv cache, warmup model) took ${totalSeconds.toFixed(2)} seconds`);
+    this.core(
+      'core.py:210',
+      `init engine (profile, create kv cache, warmup model) took ${totalSeconds.toFixed(2)} seconds`,
+    );
   }
 
   serverUp(): void {
@@ -110,7 +131,11 @@ export class VllmLog implements RuntimeLog {
   }
 
   bindFailed(): void {
-    this.api('api_server.py:1930', `OSError: [Errno 98] Address already in use ('${this.#c.host}', ${this.#c.port})`, 'ERROR');
+    this.api(
+      'api_server.py:1930',
+      `OSError: [Errno 98] Address already in use ('${this.#c.host}', ${this.#c.port})`,
+      'ERROR',
+    );
   }
 
   access(client: string, method: string, path: string, status: number): void {
@@ -143,9 +168,7 @@ export class VllmLog implements RuntimeLog {
     this.core('core.py:718', 'EngineCore failed to start.', 'ERROR');
     if (this.#w.enabled) this.#w.write(`Traceback (most recent call last):\n${exceptionLines.join('\n')}\n`);
     if (this.#w.enabled) {
-      this.#w.write(
-        'RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n',
-      );
+      this.#w.write('RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n');
     }
   }
 

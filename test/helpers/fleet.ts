@@ -17,7 +17,7 @@ export interface RunningGateway {
 /** Starts fleetgate with `raw` merged over a loopback listen address; closes it after the test. */
 export async function startGateway(t: After, raw: Record<string, unknown>): Promise<RunningGateway> {
   const config = validateConfig({ listen: '127.0.0.1:0', ...raw }, 'test');
-  const gateway = await createGateway(config, { logger: pino({ level: 'silent' }), logPollMs: 25 });
+  const gateway = await createGateway(config, { logger: pino({ level: 'silent' }) });
   const url = await gateway.listen();
   t.after(() => gateway.close());
   return { gateway, url };

@@ -11,7 +11,10 @@ import type { SimEngineOptions } from '../../src/sim/types.js';
 import { freePort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 
-async function started(t: { after(fn: () => Promise<void>): void }, engine: Partial<SimEngineOptions>): Promise<SimServer> {
+async function started(
+  t: { after(fn: () => Promise<void>): void },
+  engine: Partial<SimEngineOptions>,
+): Promise<SimServer> {
   const server = new SimServer({ port: await freePort(), engine });
   t.after(() => server.stop());
   server.start();
@@ -19,10 +22,15 @@ async function started(t: { after(fn: () => Promise<void>): void }, engine: Part
   return server;
 }
 
-async function generate(server: SimServer, body: object, signal?: AbortSignal): Promise<Record<string, any>> {
+interface GenerateBody {
+  text: string;
+  meta_info: { completion_tokens: number; total_retractions: number; finish_reason: { type: string } };
+}
+
+async function generate(server: SimServer, body: object, signal?: AbortSignal): Promise<GenerateBody> {
   const res = await fetch(`${server.url}/generate`, { method: 'POST', body: JSON.stringify(body), signal });
   assert.equal(res.status, 200);
-  return (await res.json()) as Record<string, any>;
+  return (await res.json()) as GenerateBody;
 }
 
 async function metric(server: SimServer, name: string): Promise<number> {
@@ -46,7 +54,10 @@ test('with max_running_requests 2, six concurrent requests take about three time
   clearInterval(poll);
   const six = performance.now() - start;
   const ratio = six / single;
-  assert.ok(ratio > 2.3 && ratio < 4.2, `6 requests took ${six.toFixed(0)} ms, one took ${single.toFixed(0)} ms (x${ratio.toFixed(2)})`);
+  assert.ok(
+    ratio > 2.3 && ratio < 4.2,
+    `6 requests took ${six.toFixed(0)} ms, one took ${single.toFixed(0)} ms (x${ratio.toFixed(2)})`,
+  );
   assert.ok(Math.max(...seen) >= 2, `the queue was visible in /metrics: ${seen.join(',')}`);
 });
 
@@ -73,7 +84,9 @@ test('a tiny KV pool forces retractions, counted and visible in /metrics and met
   const server = await started(t, { maxTotalNumTokens: 100, maxRunningRequests: 10, tokenMs: 2 });
   // 16 characters = 4 prompt tokens; 60 output tokens each; admission reserves only 70 % of them.
   const results = await Promise.all(
-    Array.from({ length: 4 }, () => generate(server, { text: 'abcdabcdabcdabcd', sampling_params: { max_new_tokens: 60 } })),
+    Array.from({ length: 4 }, () =>
+      generate(server, { text: 'abcdabcdabcdabcd', sampling_params: { max_new_tokens: 60 } }),
+    ),
   );
   for (const r of results) assert.equal(r.meta_info.completion_tokens, 60);
   assert.ok(server.counters.retractions >= 1, `retractions: ${server.counters.retractions}`);
@@ -85,7 +98,10 @@ test('a tiny KV pool forces retractions, counted and visible in /metrics and met
 
 test('a prompt larger than the KV pool is refused with 400', async (t) => {
   const server = await started(t, { maxTotalNumTokens: 10 });
-  const res = await fetch(`${server.url}/generate`, { method: 'POST', body: JSON.stringify({ text: 'x'.repeat(100) }) });
+  const res = await fetch(`${server.url}/generate`, {
+    method: 'POST',
+    body: JSON.stringify({ text: 'x'.repeat(100) }),
+  });
   assert.equal(res.status, 400);
   assert.match(((await res.json()) as { message: string }).message, /longer than the model's context length/);
 });
@@ -151,20 +167,26 @@ test('two thousand concurrent streams all complete', async (t) => {
   const server = await started(t, { tokenMs: 0, maxRunningRequests: 4096 });
   const n = 2000;
   const bodies = await Promise.all(
-    Array.from({ length: n }, () =>
-      new Promise<string>((resolve, reject) => {
-        const req = request(`${server.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false }, (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (chunk: string) => {
-            text += chunk;
-          });
-          res.on('end', () => resolve(text));
-          res.on('error', reject);
-        });
-        req.on('error', reject);
-        req.end(JSON.stringify({ prompt: 'x', max_tokens: 8, stream: true }));
-      }),
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<string>((resolve, reject) => {
+          const req = request(
+            `${server.url}/v1/completions`,
+            { method: 'POST', headers: { 'content-type': 'application/json' }, agent: false },
+            (res) => {
+              let text = '';
+              res.setEncoding('utf8');
+              res.on('data', (chunk: string) => {
+                text += chunk;
+              });
+              res.on('end', () => resolve(text));
+              res.on('error', reject);
+            },
+          );
+          req.on('error', reject);
+          req.end(JSON.stringify({ prompt: 'x', max_tokens: 8, stream: true }));
+        }),
     ),
   );
   assert.equal(bodies.filter((b) => b.endsWith('data: [DONE]\n\n')).length, n);

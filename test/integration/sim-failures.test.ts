@@ -17,7 +17,11 @@ import { once, waitFor } from '../helpers/wait.js';
 const dir = mkdtempSync(join(tmpdir(), 'sim-failures-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-async function launch(t: { after(fn: () => Promise<void>): void }, opts: Partial<SimOptions>, file: string): Promise<{ server: SimServer; log: () => string }> {
+async function launch(
+  t: { after(fn: () => Promise<void>): void },
+  opts: Partial<SimOptions>,
+  file: string,
+): Promise<{ server: SimServer; log: () => string }> {
   const logFile = join(dir, file);
   const server = new SimServer({ port: await freePort(), logFile, ...opts });
   t.after(() => server.stop());
@@ -40,7 +44,8 @@ function probe(url: string, timeoutMs = 2000): Promise<number | string> {
   });
 }
 
-const logHas = (log: () => string, text: string) => waitFor(() => log().includes(text), { timeoutMs: 2000, what: text });
+const logHas = (log: () => string, text: string) =>
+  waitFor(() => log().includes(text), { timeoutMs: 2000, what: text });
 
 test('not_enough_memory: traceback after Load weight end, sigquit line, exit, port never opens', async (t) => {
   const { server, log } = await launch(t, { failure: { mode: 'not_enough_memory' } }, 'nem.log');
@@ -52,15 +57,24 @@ test('not_enough_memory: traceback after Load weight end, sigquit line, exit, po
   const at = (s: string) => text.indexOf(s);
   assert.ok(at('Load weight end') > 0);
   assert.ok(at('Scheduler hit an exception: Traceback (most recent call last):') > at('Load weight end'));
-  assert.ok(at('RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.') > at('Scheduler hit an exception'));
-  assert.ok(at('Received sigquit from a child process. It usually means the child failed.') > at('RuntimeError: Not enough'));
+  assert.ok(
+    at('RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.') >
+      at('Scheduler hit an exception'),
+  );
+  assert.ok(
+    at('Received sigquit from a child process. It usually means the child failed.') > at('RuntimeError: Not enough'),
+  );
   assert.equal(at('KV Cache is allocated'), -1);
   assert.equal(at('Uvicorn running'), -1);
   await assert.rejects(server.whenReady(100), /exited before ready/);
 });
 
 test('cuda_oom_capture: the capture bar stops, the exception and hints are logged, the process exits', async (t) => {
-  const { server, log } = await launch(t, { failure: { mode: 'cuda_oom_capture', atBatch: 2 }, timing: { graphBatches: 6 } }, 'oom.log');
+  const { server, log } = await launch(
+    t,
+    { failure: { mode: 'cuda_oom_capture', atBatch: 2 }, timing: { graphBatches: 6 } },
+    'oom.log',
+  );
   const reason = await once<string>(server, 'exit', 3000);
   assert.match(reason, /Capture cuda graph failed/);
   assert.equal(await probe(`${server.url}/health`), 'ECONNREFUSED');
@@ -81,7 +95,11 @@ test('cuda_oom_capture: the capture bar stops, the exception and hints are logge
 });
 
 test('hang_capture: the bar stops and nothing more is printed; the port stays closed', async (t) => {
-  const { server, log } = await launch(t, { failure: { mode: 'hang_capture', atBatch: 1 }, timing: { graphBatches: 4 } }, 'hang-capture.log');
+  const { server, log } = await launch(
+    t,
+    { failure: { mode: 'hang_capture', atBatch: 1 }, timing: { graphBatches: 4 } },
+    'hang-capture.log',
+  );
   await waitFor(() => server.status === 'hung', { timeoutMs: 3000 });
   await waitFor(() => log().includes(' 1/4 ['), { timeoutMs: 2000 });
   const size = statSync(join(dir, 'hang-capture.log')).size;
@@ -93,13 +111,20 @@ test('hang_capture: the bar stops and nothing more is printed; the port stays cl
 });
 
 test('warmup_failure: HTTP comes up, then `Initialization failed. warmup error` and the port closes', async (t) => {
-  const { server, log } = await launch(t, { failure: { mode: 'warmup_failure' }, timing: { warmupMs: 200 } }, 'warmup.log');
+  const { server, log } = await launch(
+    t,
+    { failure: { mode: 'warmup_failure' }, timing: { warmupMs: 200 } },
+    'warmup.log',
+  );
   await waitFor(() => server.status === 'warming_up', { timeoutMs: 3000 });
   assert.equal(await probe(`${server.url}/health`), 503);
   const reason = await once<string>(server, 'exit', 3000);
   assert.match(reason, /warmup error/);
   assert.equal(await probe(`${server.url}/health`), 'ECONNREFUSED');
-  assert.match(log(), /Uvicorn running on[^\n]+\n[\s\S]*\] Initialization failed\. warmup error: Traceback \(most recent call last\):\n/);
+  assert.match(
+    log(),
+    /Uvicorn running on[^\n]+\n[\s\S]*\] Initialization failed\. warmup error: Traceback \(most recent call last\):\n/,
+  );
   assert.ok(!log().includes('ready to roll'));
 });
 
@@ -131,7 +156,11 @@ function openStream(url: string, body: object, chunks: number) {
 test('crash(): mid-stream the connection drops without [DONE]; the port closes; the log shows the exception', async (t) => {
   const { server, log } = await launch(t, { engine: { tokenMs: 5 } }, 'crash.log');
   await server.whenReady(3000);
-  const stream = openStream(`${server.url}/v1/chat/completions`, { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 500, stream: true }, 3);
+  const stream = openStream(
+    `${server.url}/v1/chat/completions`,
+    { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 500, stream: true },
+    3,
+  );
   await stream.enough;
   const exit = once<string>(server, 'exit', 3000);
   await server.crash('RuntimeError: CUDA error: an illegal memory access was encountered');
@@ -143,12 +172,19 @@ test('crash(): mid-stream the connection drops without [DONE]; the port closes; 
   assert.equal(server.status, 'exited');
   assert.equal(server.counters.clientDisconnects, 0, 'a crash is not a client disconnect');
   assert.equal(await probe(`${server.url}/health`), 'ECONNREFUSED');
-  assert.match(log(), /TP0\] Scheduler hit an exception: Traceback \(most recent call last\):\n[\s\S]*RuntimeError: CUDA error: an illegal memory access was encountered\n/);
+  assert.match(
+    log(),
+    /TP0\] Scheduler hit an exception: Traceback \(most recent call last\):\n[\s\S]*RuntimeError: CUDA error: an illegal memory access was encountered\n/,
+  );
   assert.match(log(), /SIGQUIT received\. signum=None, frame=None\. It usually means one child failed\./);
 });
 
 test('crash_after_ready fires by itself and restartAfterMs relaunches with a fresh log, without the failure', async (t) => {
-  const { server, log } = await launch(t, { failure: { mode: 'crash_after_ready', afterMs: 30 }, restartAfterMs: 50 }, 'flap.log');
+  const { server, log } = await launch(
+    t,
+    { failure: { mode: 'crash_after_ready', afterMs: 30 }, restartAfterMs: 50 },
+    'flap.log',
+  );
   await once(server, 'ready', 3000);
   assert.match(await once<string>(server, 'exit', 3000), /Scheduler hit an exception/);
   assert.equal(await probe(`${server.url}/health`), 'ECONNREFUSED');
@@ -174,7 +210,11 @@ test('scheduler_dead_http_alive (old): /health stays 200, generation hangs, /hea
   assert.equal(await probe(`${server.url}/health`), 200);
   assert.equal(await probe(`${server.url}/v1/models`), 200);
   assert.equal(await probe(`${server.url}/get_model_info`), 200);
-  const gen = await fetch(`${server.url}/generate`, { method: 'POST', body: JSON.stringify({ text: 'x' }), signal: AbortSignal.timeout(200) }).then(
+  const gen = await fetch(`${server.url}/generate`, {
+    method: 'POST',
+    body: JSON.stringify({ text: 'x' }),
+    signal: AbortSignal.timeout(200),
+  }).then(
     () => 'answered',
     (error: Error) => error.name,
   );
@@ -184,7 +224,11 @@ test('scheduler_dead_http_alive (old): /health stays 200, generation hangs, /hea
 });
 
 test('scheduler_dead_http_alive (new): /health answers 503 after the probe times out', async (t) => {
-  const { server } = await launch(t, { failure: { mode: 'scheduler_dead_http_alive', afterMs: 10 }, timing: { healthTimeoutMs: 80 } }, 'dead-new.log');
+  const { server } = await launch(
+    t,
+    { failure: { mode: 'scheduler_dead_http_alive', afterMs: 10 }, timing: { healthTimeoutMs: 80 } },
+    'dead-new.log',
+  );
   await waitFor(() => server.status === 'failed', { timeoutMs: 3000 });
   const start = performance.now();
   assert.equal(await probe(`${server.url}/health`), 503);
@@ -201,7 +245,11 @@ test('hang_after_ready: connections are accepted but nothing is ever answered, /
 test('hang(): an in-flight stream stalls and new requests get no answer', async (t) => {
   const { server } = await launch(t, { engine: { tokenMs: 5 } }, 'hang-now.log');
   await server.whenReady(3000);
-  const stream = openStream(`${server.url}/generate`, { text: 'x', stream: true, sampling_params: { max_new_tokens: 1000 } }, 2);
+  const stream = openStream(
+    `${server.url}/generate`,
+    { text: 'x', stream: true, sampling_params: { max_new_tokens: 1000 } },
+    2,
+  );
   await stream.enough;
   server.hang();
   assert.equal(server.status, 'hung');

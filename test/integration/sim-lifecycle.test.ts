@@ -38,7 +38,10 @@ function assertInOrder(text: string, markers: string[]): void {
 
 test('the port refuses connections while weights load, KV is allocated and graphs are captured', async (t) => {
   const port = await freePort();
-  const server = new SimServer({ port, timing: { shards: 8, shardMs: 15, kvMs: 30, graphBatches: 6, graphBatchMs: 10 } });
+  const server = new SimServer({
+    port,
+    timing: { shards: 8, shardMs: 15, kvMs: 30, graphBatches: 6, graphBatchMs: 10 },
+  });
   t.after(() => server.stop());
   const seen = new Map<string, number | string>();
   server.on('status', (status: string) => seen.set(status, -1));
@@ -65,7 +68,15 @@ test('new SGLang: /health is 503 with an empty body during warm-up while info an
   assert.equal(health.status, 503);
   assert.equal(await health.text(), '');
   assert.equal((await fetch(`${server.url}/health_generate`)).status, 503);
-  for (const path of ['/model_info', '/get_model_info', '/v1/models', '/server_info', '/get_server_info', '/get_load', '/metrics']) {
+  for (const path of [
+    '/model_info',
+    '/get_model_info',
+    '/v1/models',
+    '/server_info',
+    '/get_server_info',
+    '/get_load',
+    '/metrics',
+  ]) {
     const res = await fetch(`${server.url}${path}`);
     assert.equal(res.status, 200, path);
     await res.arrayBuffer();
@@ -154,7 +165,10 @@ test('the log follows SGLang start-up order, with tqdm bars redrawn by \\r and e
   const bar = text.split('\n').find((line) => line.startsWith('\rLoading safetensors')) ?? '';
   const redraws = bar.split('\r').filter(Boolean);
   assert.equal(redraws.length, 6);
-  assert.match(redraws[2], /^Loading safetensors checkpoint shards:  50% Completed \| 2\/4 \[00:00<00:00, +\d+\.\d\dit\/s\]$/);
+  assert.match(
+    redraws[2],
+    /^Loading safetensors checkpoint shards: {2}50% Completed \| 2\/4 \[00:00<00:00, +\d+\.\d\dit\/s\]$/,
+  );
   assert.equal(redraws.filter((r) => r.includes('100% Completed | 4/4')).length, 2);
 });
 
@@ -165,7 +179,10 @@ test('old SGLang spells the capture and batch lines the old way', async (t) => {
   t.after(() => server.stop());
   server.start();
   await server.whenReady(5000);
-  const res = await fetch(`${server.url}/generate`, { method: 'POST', body: JSON.stringify({ text: 'x', sampling_params: { max_new_tokens: 45 } }) });
+  const res = await fetch(`${server.url}/generate`, {
+    method: 'POST',
+    body: JSON.stringify({ text: 'x', sampling_params: { max_new_tokens: 45 } }),
+  });
   assert.equal(res.status, 200);
   await res.arrayBuffer();
   await waitFor(() => readFileSync(logFile, 'utf8').includes('Decode batch.'), { timeoutMs: 2000 });

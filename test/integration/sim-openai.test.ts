@@ -33,7 +33,11 @@ function sseData(text: string): string[] {
 }
 
 test('chat completion, not streamed: message, finish_reason and usage', async () => {
-  const res = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 5 });
+  const res = await client.chat.completions.create({
+    model,
+    messages: [{ role: 'user', content: 'Hello there' }],
+    max_tokens: 5,
+  });
   assert.equal(res.object, 'chat.completion');
   assert.equal(res.choices[0].message.role, 'assistant');
   assert.equal(res.choices[0].message.content, ' Paris. It is the');
@@ -71,7 +75,11 @@ test('chat completion, streamed: role chunk, content deltas, finish chunk, usage
 });
 
 test('a <sim:len=N> marker ends the answer early with finish_reason stop', async () => {
-  const res = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'Be brief <sim:len=2>' }], max_tokens: 50 });
+  const res = await client.chat.completions.create({
+    model,
+    messages: [{ role: 'user', content: 'Be brief <sim:len=2>' }],
+    max_tokens: 50,
+  });
   assert.equal(res.choices[0].message.content, ' Paris.');
   assert.equal(res.choices[0].finish_reason, 'stop');
   assert.equal(res.usage?.completion_tokens, 2);
@@ -117,7 +125,11 @@ test('the raw chat stream ends with data: [DONE] after the finish chunk', async 
 test('/generate streams cumulative text and ends with [DONE]; not streamed it returns meta_info', async () => {
   const res = await fetch(`${server.url}/generate`, {
     method: 'POST',
-    body: JSON.stringify({ text: 'The capital city of France is', sampling_params: { max_new_tokens: 3 }, stream: true }),
+    body: JSON.stringify({
+      text: 'The capital city of France is',
+      sampling_params: { max_new_tokens: 3 },
+      stream: true,
+    }),
   });
   const data = sseData(await res.text());
   assert.equal(data.at(-1), '[DONE]');
@@ -149,7 +161,11 @@ test('bad requests get 400 with SGLang error bodies', async () => {
     ['/v1/completions', JSON.stringify({ model, prompt: 'x', max_tokens: -1 })],
   ];
   for (const [path, body] of cases) {
-    const res = await fetch(`${server.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const res = await fetch(`${server.url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
     assert.equal(res.status, 400, `${path} ${body}`);
     const json = (await res.json()) as Record<string, unknown>;
     assert.equal(json.object, 'error');
