@@ -1,8 +1,24 @@
-/** `GET /fleet/status` (JSON). */
+/** `GET /fleet/status` (JSON), `GET /fleet/events` (server-sent events) and `GET /fleet` (the status page). */
 import type { FastifyInstance } from 'fastify';
 import type { Gateway } from '../proxy/gateway.js';
+import { FleetEventStream } from './fleet-events.js';
 import { fleetStatus } from './fleet-summary.js';
+import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML } from './status-page.js';
 
 export async function registerStatusRoutes(app: FastifyInstance, gateway: Gateway): Promise<void> {
-  app.get('/fleet/status', async () => fleetStatus(gateway.fleet.registry, gateway.config.min_ready));
+  const registry = gateway.fleet.registry;
+  // `config` is replaced on reload, so min_ready is read per use.
+  const minReady = () => gateway.config.min_ready;
+  const events = new FleetEventStream(registry, { minReady });
+
+  app.get('/fleet/status', async () => fleetStatus(registry, minReady()));
+
+  app.get('/fleet/events', { exposeHeadRoute: false }, (_request, reply) => {
+    reply.hijack();
+    events.add(reply.raw);
+  });
+  // Open event streams would hold `app.close()` until the drain timeout.
+  app.addHook('preClose', async () => events.closeAll());
+
+  app.get('/fleet', async (_request, reply) => reply.headers(STATUS_PAGE_HEADERS).send(STATUS_PAGE_HTML));
 }

@@ -6,10 +6,11 @@
 import { EventEmitter } from 'node:events';
 import type { BackendConfig } from '../config/types.js';
 import {
-  BackendLifecycle,
   type BackendEvent,
+  BackendLifecycle,
   type BackendSnapshot,
   type BackendState,
+  type ProbeResult,
   type Transition,
 } from './backend-state.js';
 
@@ -79,6 +80,8 @@ export interface RegistryEvents {
   transition: [TransitionEvent];
   /** Anything visible changed (state, phase, progress, reason, in-flight is not included). */
   change: [Backend];
+  /** A readiness probe finished (for `fleetgate_health_checks_total`). */
+  probe: [Backend, ProbeResult];
 }
 
 export interface RegistryOptions {
@@ -154,6 +157,7 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
     if (this.#backends.get(backend.name) !== backend) return null;
     const before = backend.lifecycle.snapshot;
     const transition = backend.lifecycle.apply(event);
+    if (event.type === 'probe') this.emit('probe', backend, event.result);
     if (transition) {
       this.#rebuildReady();
       this.emit('transition', { ...transition, backend });

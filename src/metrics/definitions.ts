@@ -6,8 +6,8 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
 /**
  * Seconds, 5 ms .. 30 min. LLM requests span a cached-prefix completion of a few tokens (tens of
- * ms) to a long non-streamed generation queued behind a full batch (many minutes; fleetgate's own
- * upstream headers timeout defaults to minutes, not seconds).
+ * ms) to a long non-streamed generation queued behind a full batch (many minutes). Longer ones
+ * (the upstream headers timeout defaults to an hour) land in `+Inf`.
  */
 export const LLM_LATENCY_BUCKETS: readonly number[] = [
   0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800,

@@ -27,7 +27,11 @@ export function sampleValue(text: string, name: string, labels: Record<string, s
   for (const line of text.split('\n')) {
     const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (!match || match[1] !== name) continue;
-    const have = (match[2] ?? '').split(/,(?=[a-zA-Z_]+=")/).filter(Boolean).sort().join(',');
+    const have = (match[2] ?? '')
+      .split(/,(?=[a-zA-Z_]+=")/)
+      .filter(Boolean)
+      .sort()
+      .join(',');
     if (have === want) return Number(match[3]);
   }
   return undefined;

@@ -78,7 +78,14 @@ test('every metric in the dashboard and the alert rules is exported by a live fl
   assert.equal(res.statusCode, 200);
   assert.match(String(res.headers['content-type']), /^text\/plain; version=0\.0\.4/);
   assert.ok((sampleValue(text, 'fleetgate_retries_total', { backend: 'gpu1' }) ?? 0) >= 1, 'a retry happened');
-  assert.ok((sampleValue(text, 'fleetgate_backend_generated_tokens_total', { backend: 'gpu0' }) ?? 0) > 0, 'tokens counted');
+  assert.ok(
+    (sampleValue(text, 'fleetgate_backend_generated_tokens_total', { backend: 'gpu0' }) ?? 0) > 0,
+    'tokens counted',
+  );
+  assert.ok(
+    (sampleValue(text, 'fleetgate_health_checks_total', { backend: 'gpu0', result: 'pass' }) ?? 0) > 0,
+    "probes are counted (the registry's 'probe' event)",
+  );
   const exposition = parseExposition(text);
 
   const sources: Array<[string, string[]]> = [
@@ -94,7 +101,9 @@ test('every metric in the dashboard and the alert rules is exported by a live fl
 
   const used = new Set(sources.flatMap(([, texts]) => [...metricNamesIn(texts.join('\n'), ['fleetgate_'])]));
   const familiesUsed = new Set([...used].map((name) => name.replace(/_(bucket|sum|count)$/, '')));
-  const unused = [...exposition.types.keys()].filter((family) => family.startsWith('fleetgate_') && !familiesUsed.has(family));
+  const unused = [...exposition.types.keys()].filter(
+    (family) => family.startsWith('fleetgate_') && !familiesUsed.has(family),
+  );
   assert.deepEqual(unused, [], 'every fleetgate metric appears on the dashboard or in an alert');
 });
 
@@ -117,7 +126,12 @@ test('the checker itself rejects names that select nothing', () => {
   assert.match(String(missingReason('fleetgate_upstream_errors_total', exposition)), /no samples/);
   assert.match(String(missingReason('fleetgate_requests', exposition)), /no such metric/);
   assert.deepEqual(
-    [...metricNamesIn('histogram_quantile(0.9, sum by (le) (rate(fleetgate_x_bucket{a="fleetgate"}[5m]))) / process_cpu_seconds_total', PREFIXES)],
+    [
+      ...metricNamesIn(
+        'histogram_quantile(0.9, sum by (le) (rate(fleetgate_x_bucket{a="fleetgate"}[5m]))) / process_cpu_seconds_total',
+        PREFIXES,
+      ),
+    ],
     ['fleetgate_x_bucket', 'process_cpu_seconds_total'],
   );
 });

@@ -200,6 +200,25 @@ test('old SGLang spells the capture and batch lines the old way', async (t) => {
   ]);
 });
 
+test('new SGLang batch lines: `Prefill batch,` and, every 40 decode steps, `Decode batch, ... cuda graph: True`', async (t) => {
+  const port = await freePort();
+  const logFile = join(dir, 'batches.log');
+  const server = new SimServer({ port, logFile, engine: { tokenMs: 0 } });
+  t.after(() => server.stop());
+  server.start();
+  await server.whenReady(5000);
+  const res = await fetch(`${server.url}/generate`, {
+    method: 'POST',
+    body: JSON.stringify({ text: 'x', sampling_params: { max_new_tokens: 45 } }),
+  });
+  await res.arrayBuffer();
+  await waitFor(() => readFileSync(logFile, 'utf8').includes('Decode batch,'), { timeoutMs: 2000 });
+  assert.match(
+    readFileSync(logFile, 'utf8'),
+    /TP0\] Decode batch, #running-req: 1, #token: \d+, token usage: 0\.00, cuda graph: True, gen throughput \(token\/s\): \d+\.\d\d, #queue-req: 0\n/,
+  );
+});
+
 test('deprecated aliases answer and log the deprecation line', async (t) => {
   const port = await freePort();
   const logFile = join(dir, 'deprecated.log');

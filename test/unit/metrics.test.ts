@@ -50,11 +50,12 @@ type Labels = Record<string, string | number>;
 async function value(metrics: GatewayMetrics, name: string, labels: Labels = {}, sample = name) {
   const metric = metrics.registry.getSingleMetric(name);
   assert.ok(metric, `metric ${name} is registered`);
-  const { values } = await metric.get();
+  // Histogram values carry the sample name (`_bucket`, `_sum`, `_count`); the typings omit it.
+  const values = (await metric.get()).values as Array<{ value: number; labels: Labels; metricName?: string }>;
   const found = values.find(
     (v) =>
       (v.metricName ?? name) === sample &&
-      Object.entries(labels).every(([k, want]) => String((v.labels as Labels)[k]) === String(want)) &&
+      Object.entries(labels).every(([k, want]) => String(v.labels[k]) === String(want)) &&
       Object.keys(v.labels).length === Object.keys(labels).length,
   );
   return found?.value;
@@ -128,7 +129,10 @@ describe('backend state metrics', () => {
     assert.equal(await value(metrics, 'fleetgate_backends', { state: 'starting' }), 1);
     assert.equal(await value(metrics, 'fleetgate_backends', { state: 'down' }), 0);
 
-    registry.apply(gpu, { type: 'log', event: { type: 'phase', phase: 'warming_up', progress: null, etaSeconds: null } });
+    registry.apply(gpu, {
+      type: 'log',
+      event: { type: 'phase', phase: 'warming_up', progress: null, etaSeconds: null },
+    });
     assert.equal(await value(metrics, 'fleetgate_backend_load_progress_ratio', { backend: 'gpu0' }), 0);
     assert.equal(await value(metrics, 'fleetgate_backend_ready_seconds', { backend: 'gpu0' }), undefined);
 
@@ -256,7 +260,12 @@ describe('request metrics', () => {
     events.emit('request', record({ durationMs: 90_000, ttfbMs: null, status: 504 }));
 
     const bucket = (le: number) =>
-      value(metrics, 'fleetgate_request_duration_seconds', { backend: 'gpu0', le }, 'fleetgate_request_duration_seconds_bucket');
+      value(
+        metrics,
+        'fleetgate_request_duration_seconds',
+        { backend: 'gpu0', le },
+        'fleetgate_request_duration_seconds_bucket',
+      );
     assert.equal(await bucket(0.005), 1);
     assert.equal(await bucket(0.5), 1);
     assert.equal(await bucket(1), 2);
@@ -271,7 +280,12 @@ describe('request metrics', () => {
     );
     assert.ok(Math.abs((sum as number) - 90.703) < 1e-9, `sum ${sum}`);
     assert.equal(
-      await value(metrics, 'fleetgate_request_duration_seconds', { backend: 'gpu0' }, 'fleetgate_request_duration_seconds_count'),
+      await value(
+        metrics,
+        'fleetgate_request_duration_seconds',
+        { backend: 'gpu0' },
+        'fleetgate_request_duration_seconds_count',
+      ),
       3,
     );
 
@@ -307,10 +321,18 @@ describe('request metrics', () => {
   test('requests that reached no backend count under backend="none"', async () => {
     const { metrics, events, add } = setup();
     add('gpu0');
-    events.emit('request', record({ backend: null, status: 503, outcome: 'queue_timeout', ttfbMs: 1, durationMs: 120_000 }));
+    events.emit(
+      'request',
+      record({ backend: null, status: 503, outcome: 'queue_timeout', ttfbMs: 1, durationMs: 120_000 }),
+    );
     assert.equal(await value(metrics, 'fleetgate_requests_total', { backend: 'none', code: 503 }), 1);
     assert.equal(
-      await value(metrics, 'fleetgate_request_duration_seconds', { backend: 'none', le: 120 }, 'fleetgate_request_duration_seconds_bucket'),
+      await value(
+        metrics,
+        'fleetgate_request_duration_seconds',
+        { backend: 'none', le: 120 },
+        'fleetgate_request_duration_seconds_bucket',
+      ),
       1,
     );
   });
@@ -330,7 +352,10 @@ describe('request metrics', () => {
     events.emit('retry', { backend: 'gpu1' });
     assert.equal(await value(metrics, 'fleetgate_backend_generated_tokens_total', { backend: 'gpu0' }), 150);
     assert.equal(await value(metrics, 'fleetgate_backend_generated_tokens_total', { backend: 'gpu1' }), 0);
-    assert.equal(await value(metrics, 'fleetgate_upstream_errors_total', { backend: 'gpu1', kind: 'connect_refused' }), 2);
+    assert.equal(
+      await value(metrics, 'fleetgate_upstream_errors_total', { backend: 'gpu1', kind: 'connect_refused' }),
+      2,
+    );
     assert.equal(await value(metrics, 'fleetgate_upstream_errors_total', { backend: 'gpu1', kind: 'reset' }), 1);
     assert.equal(await value(metrics, 'fleetgate_retries_total', { backend: 'gpu1' }), 1);
   });
@@ -416,7 +441,8 @@ describe('exposition', () => {
 function sumSamples(text: string, name: string): number {
   let total = 0;
   for (const line of text.split('\n')) {
-    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) total += Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+      total += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return total;
 }

@@ -1,0 +1,311 @@
+/**
+ * The status page served at `GET /fleet`: one self-contained HTML document (no CDN, works offline),
+ * live over `GET /fleet/events`. Kept as a string module so `tsc` carries it into dist/ with no copy
+ * step. Built once at start-up, with a Content-Security-Policy that admits exactly its own inline
+ * script and style by hash.
+ *
+ * The script below is plain ES2017 inside a TS template string: no backticks and no `${` in it.
+ * Every value from the server is written with textContent, never parsed as HTML.
+ */
+import { createHash } from 'node:crypto';
+import { PHASE_WORDS } from './phase-words.js';
+
+const STYLE = `
+:root {
+  color-scheme: light dark;
+  --bg: #f4f5f7; --card: #fff; --fg: #1c2027; --muted: #656d7a; --line: #dfe2e7; --track: #e6e8ec;
+  --ready: #1e9e57; --starting: #2f6fd6; --stalled: #d99a06; --failed: #d93f3f;
+  --unhealthy: #e3741c; --draining: #8b919b; --down: #4b515a;
+}
+@media (prefers-color-scheme: dark) {
+  :root { --bg: #14171c; --card: #1d2128; --fg: #e5e8ed; --muted: #98a0ad; --line: #2c313a; --track: #2c323c;
+    --down: #7c838e; --draining: #a4aab3; }
+}
+* { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; }
+body { margin: 0; background: var(--bg); color: var(--fg);
+  font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+header { position: sticky; top: 0; z-index: 1; background: var(--bg); padding: 12px 16px 8px;
+  border-bottom: 1px solid var(--line); }
+.head { display: flex; flex-wrap: wrap; align-items: baseline; gap: 4px 12px; }
+h1 { margin: 0; font-size: 16px; letter-spacing: .02em; }
+#summary { font-size: 16px; font-weight: 600; flex: 1 1 auto; min-width: 0; overflow-wrap: anywhere; }
+#summary.low { color: var(--failed); }
+#conn { font-size: 12px; color: var(--muted); white-space: nowrap; }
+#conn::before { content: ""; display: inline-block; width: 8px; height: 8px; border-radius: 50%;
+  margin-right: 5px; background: var(--draining); }
+#conn.live::before { background: var(--ready); }
+#conn.lost::before { background: var(--failed); }
+#fleetbar { display: flex; gap: 2px; height: 6px; margin-top: 8px; }
+#fleetbar span { flex: 1 1 0; border-radius: 2px; background: var(--c, var(--down)); }
+main { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 290px), 1fr)); gap: 12px;
+  padding: 12px 16px 24px; }
+.card { background: var(--card); border: 1px solid var(--line); border-left: 5px solid var(--c, var(--down));
+  border-radius: 8px; padding: 10px 12px; min-width: 0; display: flex; flex-direction: column; gap: 4px; }
+.top { display: flex; align-items: center; gap: 8px; min-width: 0; }
+.name { font-weight: 700; font-size: 15px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap;
+  flex: 1 1 auto; min-width: 0; }
+.badge { flex: none; font-size: 12px; font-weight: 600; color: #fff; background: var(--c, var(--down));
+  border-radius: 10px; padding: 1px 9px; }
+.url { font-size: 12px; color: var(--muted); overflow-wrap: anywhere; }
+.phase { font-weight: 600; min-height: 1.4em; overflow-wrap: anywhere; }
+.bar { height: 8px; border-radius: 4px; background: var(--track); overflow: hidden; }
+.fill { height: 100%; width: 0; background: var(--c, var(--down)); transition: width .25s linear; }
+.eta { font-size: 12px; color: var(--muted); min-height: 1.4em; }
+.reason { color: var(--failed); font-size: 13px; overflow-wrap: anywhere; }
+.s-unhealthy .reason, .s-starting .reason { color: var(--unhealthy); }
+.log { font: 11px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: var(--muted);
+  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.meta { display: flex; flex-wrap: wrap; justify-content: space-between; gap: 2px 12px; font-size: 12px;
+  color: var(--muted); border-top: 1px solid var(--line); padding-top: 5px; margin-top: 2px; }
+[hidden] { display: none !important; }
+.s-ready { --c: var(--ready); } .s-starting { --c: var(--starting); } .s-stalled { --c: var(--stalled); }
+.s-failed { --c: var(--failed); } .s-unhealthy { --c: var(--unhealthy); }
+.s-draining { --c: var(--draining); } .s-down { --c: var(--down); }
+#empty { padding: 24px 16px; color: var(--muted); }
+`;
+
+const SCRIPT = `
+(function () {
+  'use strict';
+  var PHASES = __PHASE_WORDS__;
+  var ORDER = ['ready', 'starting', 'unhealthy', 'draining', 'failed', 'down'];
+  var backends = new Map();
+  var cards = new Map();
+  var minReady = 1;
+  var grid = document.getElementById('grid');
+  var summaryEl = document.getElementById('summary');
+  var connEl = document.getElementById('conn');
+  var fleetbar = document.getElementById('fleetbar');
+  var empty = document.getElementById('empty');
+
+  function el(tag, cls, parent) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function duration(seconds) {
+    seconds = Math.max(0, Math.round(seconds));
+    if (seconds < 60) return seconds + 's';
+    var m = Math.floor(seconds / 60), s = seconds % 60;
+    if (m < 60) return m + 'm ' + (s < 10 ? '0' : '') + s + 's';
+    var h = Math.floor(m / 60); m = m % 60;
+    return h + 'h ' + (m < 10 ? '0' : '') + m + 'm';
+  }
+  function phaseWords(b) {
+    if (!b.phase) return '';
+    var words = PHASES[b.phase] || b.phase.replace(/_/g, ' ');
+    return b.progress ? words + ' ' + b.progress.done + '/' + b.progress.total : words;
+  }
+  function colourClass(b) {
+    return b.state === 'starting' && b.reason === 'stalled' ? 's-stalled' : 's-' + b.state;
+  }
+
+  function card(name) {
+    var c = cards.get(name);
+    if (c) return c;
+    var root = el('article', 'card');
+    root.setAttribute('data-name', name);
+    var top = el('div', 'top', root);
+    c = {
+      root: root,
+      name: el('span', 'name', top),
+      badge: el('span', 'badge', top),
+      url: el('div', 'url', root),
+      phase: el('div', 'phase', root),
+      bar: el('div', 'bar', root),
+      eta: el('div', 'eta', root),
+      reason: el('div', 'reason', root),
+      log: el('div', 'log', root),
+      meta: el('div', 'meta', root)
+    };
+    c.fill = el('div', 'fill', c.bar);
+    c.inflight = el('span', 'inflight', c.meta);
+    c.since = el('span', 'since', c.meta);
+    c.name.textContent = name;
+    cards.set(name, c);
+    grid.appendChild(root);
+    return c;
+  }
+
+  function render(b) {
+    var c = card(b.name);
+    c.root.className = 'card ' + colourClass(b);
+    c.root.setAttribute('data-state', b.state);
+    c.name.title = b.name;
+    c.badge.textContent = b.state === 'starting' && b.reason === 'stalled' ? 'stalled' : b.state;
+    c.url.textContent = b.url + (b.kind && b.kind !== 'sglang' ? ' \\u00b7 ' + b.kind : '');
+    var phase = phaseWords(b);
+    if (b.state === 'ready') phase = b.ready_seconds != null ? 'ready in ' + duration(b.ready_seconds) : 'ready';
+    c.phase.textContent = phase;
+    var ratio = b.state === 'ready' ? 1 : b.progress && b.progress.total > 0 ? b.progress.done / b.progress.total : 0;
+    c.fill.style.width = (ratio * 100).toFixed(1) + '%';
+    c.bar.hidden = !(b.state === 'ready' || b.progress);
+    var eta = '';
+    if (b.progress && b.state !== 'ready') {
+      eta = Math.floor(ratio * 100) + '%';
+      if (b.eta_seconds != null) eta += ' \\u00b7 ETA ' + duration(b.eta_seconds);
+    }
+    c.eta.textContent = eta;
+    c.eta.hidden = eta === '';
+    c.reason.textContent = b.reason || '';
+    c.reason.hidden = !b.reason;
+    c.log.textContent = b.last_log_line || '';
+    c.log.title = b.last_log_line || '';
+    c.log.hidden = !b.last_log_line || b.state === 'ready';
+    c.inflight.textContent = b.inflight + ' in flight';
+    tickCard(b, c);
+  }
+
+  function tickCard(b, c) {
+    var since = Date.parse(b.since);
+    c.since.textContent = b.state + ' for ' + duration((Date.now() - since) / 1000);
+  }
+
+  function renderSummary() {
+    var list = Array.from(backends.values());
+    var ready = 0, inflight = 0, counts = {}, phases = new Map();
+    list.forEach(function (b) {
+      inflight += b.inflight;
+      if (b.state === 'ready') { ready++; return; }
+      if (b.state === 'starting' && b.phase) {
+        var key = PHASES[b.phase] || b.phase.replace(/_/g, ' ');
+        var group = phases.get(key) || [];
+        group.push(b);
+        phases.set(key, group);
+        return;
+      }
+      counts[b.state] = (counts[b.state] || 0) + 1;
+    });
+    var parts = [ready + '/' + list.length + ' ready'];
+    ORDER.forEach(function (state) { if (counts[state]) parts.push(counts[state] + ' ' + state); });
+    phases.forEach(function (group, words) {
+      var p = group.length === 1 ? group[0].progress : null;
+      parts.push(group.length + ' ' + words + (p ? ' ' + p.done + '/' + p.total : ''));
+    });
+    var text = parts.join(', ');
+    summaryEl.textContent = text + (inflight ? ' \\u00b7 ' + inflight + ' in flight' : '');
+    summaryEl.className = ready < minReady ? 'low' : '';
+    document.title = ready + '/' + list.length + ' ready \\u00b7 fleetgate';
+    empty.hidden = list.length > 0;
+    while (fleetbar.children.length > list.length) fleetbar.removeChild(fleetbar.lastChild);
+    while (fleetbar.children.length < list.length) el('span', '', fleetbar);
+    list.forEach(function (b, i) {
+      var seg = fleetbar.children[i];
+      seg.className = colourClass(b);
+      seg.title = b.name + ': ' + b.state;
+    });
+  }
+
+  function remove(name) {
+    backends.delete(name);
+    var c = cards.get(name);
+    if (c) grid.removeChild(c.root);
+    cards.delete(name);
+  }
+
+  function snapshot(status) {
+    minReady = status.min_ready;
+    var seen = new Set();
+    status.backends.forEach(function (b) { seen.add(b.name); });
+    Array.from(backends.keys()).forEach(function (name) { if (!seen.has(name)) remove(name); });
+    backends.clear();
+    status.backends.forEach(function (b) {
+      backends.set(b.name, b);
+      render(b);
+      grid.appendChild(cards.get(b.name).root);
+    });
+    renderSummary();
+  }
+
+  function setConn(state, text) {
+    connEl.className = state;
+    connEl.textContent = text;
+  }
+
+  var source = null;
+  function connect() {
+    source = new EventSource('fleet/events');
+    source.addEventListener('open', function () { setConn('live', 'live'); });
+    source.addEventListener('snapshot', function (e) { snapshot(JSON.parse(e.data)); });
+    source.addEventListener('backend', function (e) {
+      var b = JSON.parse(e.data);
+      backends.set(b.name, b);
+      render(b);
+      renderSummary();
+    });
+    source.addEventListener('removed', function (e) {
+      remove(JSON.parse(e.data).name);
+      renderSummary();
+    });
+    source.addEventListener('summary', function (e) {
+      var s = JSON.parse(e.data);
+      minReady = s.min_ready;
+      Object.keys(s.inflight).forEach(function (name) {
+        var b = backends.get(name);
+        if (b && b.inflight !== s.inflight[name]) { b.inflight = s.inflight[name]; render(b); }
+      });
+      renderSummary();
+    });
+    source.addEventListener('error', function () {
+      if (source.readyState === EventSource.CLOSED) {
+        // The browser gives up on a non-200 answer (fleetgate restarting behind a proxy): retry ourselves.
+        setConn('lost', 'disconnected, retrying');
+        source.close();
+        setTimeout(connect, 3000);
+      } else {
+        setConn('lost', 'reconnecting');
+      }
+    });
+  }
+
+  setInterval(function () {
+    backends.forEach(function (b) { var c = cards.get(b.name); if (c) tickCard(b, c); });
+  }, 1000);
+  connect();
+})();
+`.replace('__PHASE_WORDS__', JSON.stringify(PHASE_WORDS));
+
+export const STATUS_PAGE_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>fleetgate</title>
+<link rel="icon" href="data:,">
+<style>${STYLE}</style>
+</head>
+<body>
+<header>
+  <div class="head"><h1>fleetgate</h1><div id="summary">connecting\u2026</div><div id="conn">connecting</div></div>
+  <div id="fleetbar"></div>
+</header>
+<main id="grid"></main>
+<div id="empty" hidden>No backends configured.</div>
+<script>${SCRIPT}</script>
+</body>
+</html>
+`;
+
+function sha256(text: string): string {
+  return `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
+}
+
+export const STATUS_PAGE_HEADERS: Readonly<Record<string, string>> = {
+  'content-type': 'text/html; charset=utf-8',
+  'cache-control': 'no-cache',
+  'x-content-type-options': 'nosniff',
+  // The favicon is an inline data: URL so the browser never asks fleetgate for /favicon.ico, which
+  // would be proxied to a backend (and held in the queue while none is ready).
+  'content-security-policy': [
+    "default-src 'none'",
+    `script-src ${sha256(SCRIPT)}`,
+    `style-src ${sha256(STYLE)}`,
+    "connect-src 'self'",
+    'img-src data:',
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; '),
+};

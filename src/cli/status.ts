@@ -1,0 +1,64 @@
+/** `fleetgate status [--url URL] [--json]`: one look at the fleet. Exit 0 fetched, 1 unreachable, 2 usage. */
+import { parseArgs } from 'node:util';
+import { DEFAULT_URL, fetchStatus, resolveBaseUrl, UnreachableError, UrlError } from './fleet-client.js';
+import { colorEnabled, renderTable } from './render-status.js';
+
+export const USAGE = `usage: fleetgate status [--url URL] [--json]
+
+Prints one row per backend: NAME STATE PHASE/PROGRESS INFLIGHT REASON, then a summary line.
+
+options:
+  --url URL   fleetgate to ask (default: $FLEETGATE_URL, else ${DEFAULT_URL})
+  --json      print the raw GET /fleet/status JSON
+  -h, --help  this text
+
+exit status: 0 printed, 1 fleetgate unreachable, 2 usage error
+`;
+
+const REQUEST_TIMEOUT_MS = 5000;
+
+export async function run(argv: string[]): Promise<number> {
+  let values: { url?: string; json?: boolean; help?: boolean };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        url: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    process.stderr.write(`fleetgate status: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  try {
+    const base = resolveBaseUrl(values.url);
+    const status = await fetchStatus(base, REQUEST_TIMEOUT_MS);
+    if (values.json) {
+      process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
+      return 0;
+    }
+    const tty = process.stdout.isTTY === true;
+    process.stdout.write(
+      renderTable(status, { color: colorEnabled(process.stdout), width: tty ? process.stdout.columns : undefined }),
+    );
+    return 0;
+  } catch (error) {
+    if (error instanceof UrlError) {
+      process.stderr.write(`fleetgate status: ${error.message}\n`);
+      return 2;
+    }
+    if (error instanceof UnreachableError) {
+      process.stderr.write(`fleetgate status: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}
