@@ -87,12 +87,11 @@ const BAR_WIDTH = 20;
 /** The live TTY view: a header line, then one line per backend with a progress bar. */
 export function waitFrame(status: FleetStatus | null, opts: FrameOptions): string[] {
   const max = Math.max(20, opts.width - 1);
-  const clock = `${shortDuration(opts.elapsedMs / 1000)} elapsed${
-    opts.timeoutMs === null ? '' : ` of ${shortDuration(opts.timeoutMs / 1000)}`
-  }`;
-  const want = opts.target === 'all' ? 'all' : String(opts.target);
-  if (status === null) return [truncate(`fleetgate wait: ${opts.error ?? 'connecting'} · ${clock}`, max)];
-  const lines = [truncate(`fleetgate wait (ready ${want}): ${summaryLine(status)} · ${clock}`, max)];
+  const limit = opts.timeoutMs === null ? '' : ` of ${shortDuration(opts.timeoutMs / 1000)}`;
+  const want = opts.target === 'all' ? '' : ` for ${opts.target} ready`;
+  const head = `waited ${shortDuration(opts.elapsedMs / 1000)}${limit}${want}`;
+  if (status === null) return [truncate(`${head} · ${opts.error ?? 'connecting'}`, max)];
+  const lines = [truncate(`${head} · ${summaryLine(status)}`, max)];
   if (opts.error !== null) lines.push(truncate(`  (latest poll failed: ${opts.error})`, max));
   const nameWidth = Math.max(4, ...status.backends.map((b) => b.name.length));
   const stateWidth = 9;

@@ -1,0 +1,224 @@
+/** Terminal rendering of the fleet for `fleetgate status` and `fleetgate wait`: pure, no sockets. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { BackendStatus, FleetStatus } from '../../src/admin/fleet-summary.js';
+import { phaseText } from '../../src/admin/phase-words.js';
+import { colorEnabled, progressText, renderTable, shortDuration, summaryLine } from '../../src/cli/render-status.js';
+import {
+  changeKey,
+  failedBackends,
+  parseReadyTarget,
+  progressBar,
+  targetReached,
+  timestamp,
+  waitFrame,
+  waitLine,
+} from '../../src/cli/render-wait.js';
+import { parseWaitArgs } from '../../src/cli/wait.js';
+
+const OOM =
+  'Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 5 has a total capacity of 79.15 GiB';
+
+function backend(name: string, fields: Partial<BackendStatus> = {}): BackendStatus {
+  return {
+    name,
+    url: `http://127.0.0.1:3000${name.slice(-1)}`,
+    kind: 'sglang',
+    state: 'ready',
+    phase: null,
+    progress: null,
+    eta_seconds: null,
+    reason: null,
+    inflight: 0,
+    since: '2026-11-29T12:01:05.120Z',
+    ready_seconds: null,
+    last_log_line: null,
+    ...fields,
+  };
+}
+
+function fleet(backends: BackendStatus[], minReady = 1): FleetStatus {
+  const states: FleetStatus['states'] = {};
+  for (const b of backends) states[b.state] = (states[b.state] ?? 0) + 1;
+  return {
+    ready: backends.filter((b) => b.state === 'ready').length,
+    total: backends.length,
+    min_ready: minReady,
+    states,
+    backends,
+  };
+}
+
+/** The demo's fleet mid-start: 5 ready, one loading, one failed during capture. */
+const midStart = fleet([
+  backend('gpu0', { ready_seconds: 42.3, inflight: 12 }),
+  backend('gpu1', { inflight: 11 }),
+  backend('gpu2', { inflight: 9 }),
+  backend('gpu3', {
+    state: 'starting',
+    phase: 'loading_weights',
+    progress: { done: 66, total: 83 },
+    eta_seconds: 44,
+  }),
+  backend('gpu4', { inflight: 10 }),
+  backend('gpu5', { state: 'failed', reason: OOM }),
+  backend('gpu6', { inflight: 12 }),
+]);
+
+const ESC = String.fromCharCode(27);
+const ANSI = new RegExp(`${ESC}\\[[0-9;]*m`, 'g');
+
+test('phase in words, with progress where known', () => {
+  assert.equal(phaseText({ phase: 'loading_weights', progress: { done: 66, total: 83 } }), 'loading weights 66/83');
+  assert.equal(phaseText({ phase: 'capturing_cuda_graphs', progress: { done: 21, total: 52 } }), 'capturing CUDA graphs 21/52');
+  assert.equal(phaseText({ phase: 'warming_up', progress: null }), 'warming up');
+  assert.equal(phaseText({ phase: null, progress: null }), null);
+  assert.equal(phaseText({ phase: 'some_new_phase', progress: null }), 'some new phase');
+  assert.equal(progressText(midStart.backends[3]), 'loading weights 66/83 (79%, ETA 44s)');
+  assert.equal(progressText(midStart.backends[0]), 'ready in 42s');
+  assert.equal(progressText(midStart.backends[1]), '-');
+});
+
+test('summary line: ready count, other states, starting backends by phase', () => {
+  assert.equal(summaryLine(midStart), '5/7 ready, 1 failed, 1 loading weights 66/83');
+  const starting = fleet([
+    backend('a', { state: 'starting', phase: 'loading_weights', progress: { done: 3, total: 83 } }),
+    backend('b', { state: 'starting', phase: 'loading_weights', progress: { done: 9, total: 83 } }),
+    backend('c', { state: 'starting', phase: 'warming_up' }),
+    backend('d', { state: 'down' }),
+    backend('e', { state: 'starting' }),
+  ]);
+  assert.equal(summaryLine(starting), '0/5 ready, 1 starting, 1 down, 2 loading weights, 1 warming up');
+  assert.equal(summaryLine(fleet([])), '0/0 ready');
+});
+
+test('table: a header, one row per backend with every column, then the summary; no colour when asked', () => {
+  const out = renderTable(midStart, { color: false });
+  const lines = out.trimEnd().split('\n');
+  assert.match(lines[0], /^NAME\s+STATE\s+PHASE\/PROGRESS\s+INFLIGHT\s+REASON$/);
+  assert.equal(lines.length, 1 + 7 + 2);
+  assert.match(lines[1], /^gpu0\s+ready\s+ready in 42s\s+12$/);
+  assert.match(lines[4], /^gpu3\s+starting\s+loading weights 66\/83 \(79%, ETA 44s\)\s+0$/);
+  // Without a width (a pipe) the reason is whole.
+  assert.ok(lines[6].startsWith('gpu5  failed'));
+  assert.ok(lines[6].endsWith(OOM));
+  assert.equal(lines[8], '');
+  assert.equal(lines[9], '5/7 ready, 1 failed, 1 loading weights 66/83');
+  assert.doesNotMatch(out, ANSI);
+  // Columns line up: STATE starts at the same offset on every row.
+  const offsets = lines.slice(0, 8).map((l) => l.search(/(STATE|ready|starting|failed)/));
+  assert.equal(new Set(offsets).size, 1);
+});
+
+test('table on a terminal: state coloured, reason cut to the width', () => {
+  const out = renderTable(midStart, { color: true, width: 100 });
+  assert.match(out, new RegExp(`${ESC}\\[32mready\\s*${ESC}\\[0m`));
+  assert.match(out, new RegExp(`${ESC}\\[1;31mfailed\\s*${ESC}\\[0m`));
+  for (const line of out.replace(ANSI, '').split('\n')) assert.ok(line.length < 100, `too wide: ${line}`);
+  assert.match(out.replace(ANSI, ''), /gpu5 {2}failed .* Exception: Capture cuda.*…\n/);
+});
+
+test('table: below min_ready is said; an empty fleet is said', () => {
+  const none = fleet([backend('gpu0', { state: 'down', reason: 'connection refused' })], 2);
+  assert.match(renderTable(none, { color: false }), /0\/1 ready, 1 down \(below min_ready 2\)\n$/);
+  assert.equal(renderTable(fleet([]), { color: false }), 'no backends configured\n');
+});
+
+test('colour: TTY only, NO_COLOR wins, FORCE_COLOR forces', () => {
+  assert.equal(colorEnabled({ isTTY: true }, {}), true);
+  assert.equal(colorEnabled({ isTTY: false }, {}), false);
+  assert.equal(colorEnabled({}, {}), false);
+  assert.equal(colorEnabled({ isTTY: true }, { NO_COLOR: '1' }), false);
+  assert.equal(colorEnabled({ isTTY: false }, { FORCE_COLOR: '1' }), true);
+  assert.equal(colorEnabled({ isTTY: true }, { FORCE_COLOR: '0' }), true);
+});
+
+test('durations', () => {
+  assert.equal(shortDuration(0), '0s');
+  assert.equal(shortDuration(44.4), '44s');
+  assert.equal(shortDuration(64), '1m04s');
+  assert.equal(shortDuration(7500), '2h05m');
+});
+
+test('wait: --ready parses N or all, nothing else', () => {
+  assert.equal(parseReadyTarget('all'), 'all');
+  assert.equal(parseReadyTarget('3'), 3);
+  for (const bad of ['many', '0', '-1', '2.5', '', ' 3', 'ALL']) assert.equal(parseReadyTarget(bad), null, bad);
+});
+
+test('wait: argument errors name the flag', () => {
+  assert.match(String(parseWaitArgs(['--ready', 'many'], {})), /--ready .*'many'/);
+  assert.match(String(parseWaitArgs(['--timeout', 'soon'], {})), /--timeout .*'soon'/);
+  assert.match(String(parseWaitArgs(['--timeout', '30'], {})), /--timeout/);
+  assert.match(String(parseWaitArgs(['--url', 'ftp://x'], {})), /--url/);
+  assert.match(String(parseWaitArgs(['--bogus'], {})), /bogus/);
+  assert.match(String(parseWaitArgs(['extra'], {})), /extra/);
+  assert.equal(parseWaitArgs(['--help'], {}), null);
+  const ok = parseWaitArgs(['--ready', '3', '--timeout', '10m', '--fail-fast', '--url', '10.0.0.2:9000'], {});
+  assert.ok(typeof ok === 'object' && ok !== null);
+  assert.equal(ok.target, 3);
+  assert.equal(ok.timeoutMs, 600_000);
+  assert.equal(ok.failFast, true);
+  assert.equal(ok.base.href, 'http://10.0.0.2:9000/');
+  const defaults = parseWaitArgs([], { FLEETGATE_URL: 'http://gw:8080/prefix' });
+  assert.ok(typeof defaults === 'object' && defaults !== null);
+  assert.equal(defaults.target, 'all');
+  assert.equal(defaults.timeoutMs, null);
+  assert.equal(defaults.base.href, 'http://gw:8080/prefix/');
+});
+
+test('wait: target reached, `all` ignores drained backends and an empty fleet never counts', () => {
+  assert.equal(targetReached(midStart, 5), true);
+  assert.equal(targetReached(midStart, 6), false);
+  assert.equal(targetReached(midStart, 'all'), false);
+  const drained = fleet([backend('a'), backend('b', { state: 'draining', reason: 'drained by operator' })]);
+  assert.equal(targetReached(drained, 'all'), true);
+  assert.equal(targetReached(fleet([]), 'all'), false);
+  assert.deepEqual(
+    failedBackends(midStart).map((b) => b.name),
+    ['gpu5'],
+  );
+});
+
+test('wait: one line names every backend that is not ready', () => {
+  assert.equal(
+    waitLine(midStart, 'all'),
+    `5/7 ready; gpu3 loading weights 66/83; gpu5 failed: ${OOM.slice(0, 119)}…`,
+  );
+  assert.equal(waitLine(midStart, 6).split(';')[0], '5/7 ready (want 6)');
+  assert.equal(waitLine(fleet([backend('a')]), 'all'), '1/1 ready');
+});
+
+test('wait: progress alone does not change the line key; a phase or state change does', () => {
+  const at = (done: number, phase = 'loading_weights', state: BackendStatus['state'] = 'starting') =>
+    changeKey(fleet([backend('gpu3', { state, phase, progress: { done, total: 83 } })]));
+  assert.equal(at(10), at(11));
+  assert.notEqual(at(10), at(10, 'capturing_cuda_graphs'));
+  assert.notEqual(at(10), at(10, 'loading_weights', 'failed'));
+});
+
+test('wait: timestamps are local [HH:MM:SS]', () => {
+  assert.equal(timestamp(new Date(2026, 10, 29, 9, 5, 7)), '[09:05:07] ');
+});
+
+test('wait: the TTY frame has a bar per backend and never a line wider than the terminal', () => {
+  assert.equal(progressBar(0.5, 10), '█████░░░░░');
+  assert.equal(progressBar(2, 4), '████');
+  const frame = waitFrame(midStart, { target: 'all', color: false, width: 80, elapsedMs: 65_000, timeoutMs: 600_000, error: null });
+  assert.equal(frame.length, 1 + 7);
+  assert.match(frame[0], /^waited 1m05s of 10m00s · 5\/7 ready, 1 failed, 1 loading weights 66\/83$/);
+  assert.match(frame[4], /^gpu3 {2}starting {3}█{16}░{4} {2}loading weights 66\/83 \(79%, ETA 44s\)$/);
+  assert.match(frame[6], /^gpu5 {2}failed {5}░{20} {2}Exception: Capture cuda graph failed/);
+  for (const line of frame) assert.ok(line.length < 80, `too wide: ${line}`);
+  const narrow = waitFrame(midStart, { target: 3, color: true, width: 30, elapsedMs: 0, timeoutMs: null, error: null });
+  for (const line of narrow) assert.ok(line.replace(ANSI, '').length < 30, `too wide: ${line}`);
+  const connecting = waitFrame(null, {
+    target: 'all',
+    color: false,
+    width: 100,
+    elapsedMs: 2000,
+    timeoutMs: null,
+    error: 'cannot reach fleetgate at http://127.0.0.1:8080/: connection refused',
+  });
+  assert.deepEqual(connecting, ['waited 2s · cannot reach fleetgate at http://127.0.0.1:8080/: connection refused']);
+});
