@@ -4,9 +4,17 @@ import type { Config } from './config/types.js';
 
 export function createLogger(log: Config['log'], { pretty = false } = {}): Logger {
   if (pretty) {
-    return pino({ level: log.level, transport: { target: 'pino-pretty', options: { colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname', singleLine: true } } });
+    return pino({
+      level: log.level,
+      transport: {
+        target: 'pino-pretty',
+        options: { colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname', singleLine: true },
+      },
+    });
   }
   const fd = log.destination === 'stdout' ? 1 : log.destination === 'stderr' ? 2 : undefined;
-  const destination = pino.destination(fd !== undefined ? { fd, sync: false } : { dest: log.destination, sync: false, mkdir: true });
+  const destination = pino.destination(
+    fd !== undefined ? { fd, sync: false } : { dest: log.destination, sync: false, mkdir: true },
+  );
   return pino({ level: log.level }, destination);
 }

@@ -60,7 +60,9 @@ export function parseMaxRunning(serverInfo: string): number | null {
       .map((state) => state.effective_max_running_requests_per_dp)
       .filter((value): value is number => typeof value === 'number' && value > 0);
     if (perRank.length > 0) return perRank.reduce((a, b) => a + b, 0);
-    return typeof info.max_running_requests === 'number' && info.max_running_requests > 0 ? info.max_running_requests : null;
+    return typeof info.max_running_requests === 'number' && info.max_running_requests > 0
+      ? info.max_running_requests
+      : null;
   } catch {
     return null;
   }

@@ -8,14 +8,7 @@
 import type { LogEvent, Phase, Progress } from './log-events.js';
 
 export type BackendState = 'down' | 'starting' | 'ready' | 'unhealthy' | 'draining' | 'failed';
-export const BACKEND_STATES: readonly BackendState[] = [
-  'down',
-  'starting',
-  'ready',
-  'unhealthy',
-  'draining',
-  'failed',
-];
+export const BACKEND_STATES: readonly BackendState[] = ['down', 'starting', 'ready', 'unhealthy', 'draining', 'failed'];
 
 /** What one readiness probe found. `reachable`: something answered HTTP at all. */
 export interface ProbeResult {
@@ -280,7 +273,9 @@ export class BackendLifecycle {
       return { state: 'unhealthy', reason: this.#passive.ejected ?? this.#probe.reason ?? 'failing checks' };
     }
     const stalled =
-      this.#log.starting && !this.#log.readyLine && this.#opts.now() - this.#log.lastProgressAt >= this.#opts.stallAfter;
+      this.#log.starting &&
+      !this.#log.readyLine &&
+      this.#opts.now() - this.#log.lastProgressAt >= this.#opts.stallAfter;
     if (this.#log.starting || this.#probe.reachable) {
       return { state: 'starting', reason: stalled ? 'stalled' : this.#startingReason() };
     }

@@ -23,7 +23,8 @@ export class Fleet {
   #ticker: NodeJS.Timeout | null = null;
 
   constructor(config: Config, opts: FleetOptions = {}) {
-    const cap = typeof config.routing.max_inflight_per_backend === 'number' ? config.routing.max_inflight_per_backend : 0;
+    const cap =
+      typeof config.routing.max_inflight_per_backend === 'number' ? config.routing.max_inflight_per_backend : 0;
     this.registry = new FleetRegistry({
       rise: config.health.rise,
       fall: config.health.fall,

@@ -2,7 +2,7 @@
  * Readiness checks per backend kind: the HTTP calls only. The verdict's consequences (rise/fall,
  * state) are the state machine's. Facts behind each rule: ../shared/reference/sglang-vllm-behaviour.md.
  */
-import { Client, errors } from 'undici';
+import { type Client, errors } from 'undici';
 import type { BackendKind } from '../config/types.js';
 import type { ProbeResult } from './backend-state.js';
 

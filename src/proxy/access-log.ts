@@ -6,7 +6,10 @@ import type { ProxyEventBus } from './request-record.js';
 export function attachAccessLog(logger: Logger, registry: FleetRegistry, events: ProxyEventBus, access: boolean): void {
   registry.on('transition', ({ backend, from, to, reason }) => {
     const level = to === 'failed' || to === 'unhealthy' ? 'warn' : 'info';
-    logger[level]({ event: 'transition', backend: backend.name, from, to, reason }, `${backend.name}: ${from} -> ${to}${reason ? ` (${reason})` : ''}`);
+    logger[level](
+      { event: 'transition', backend: backend.name, from, to, reason },
+      `${backend.name}: ${from} -> ${to}${reason ? ` (${reason})` : ''}`,
+    );
   });
   if (!access) return;
   const log = logger.child({ event: 'access' });

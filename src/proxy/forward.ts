@@ -45,7 +45,10 @@ export function createForwarder(opts: ForwarderOptions) {
     return headers;
   };
 
-  const rewriteRequestHeaders = (request: { headers: IncomingHttpHeaders; ip: string }, headers: IncomingHttpHeaders): IncomingHttpHeaders => {
+  const rewriteRequestHeaders = (
+    request: { headers: IncomingHttpHeaders; ip: string },
+    headers: IncomingHttpHeaders,
+  ): IncomingHttpHeaders => {
     const peer = request.ip;
     const prior = request.headers['x-forwarded-for'];
     headers['x-forwarded-for'] = prior ? `${prior}, ${peer}` : peer;
@@ -66,12 +69,7 @@ export function createForwarder(opts: ForwarderOptions) {
     const tried = new Set<Lease['backend']>();
     let retries = 0;
 
-    const record = (
-      backend: string | null,
-      status: number,
-      outcome: RequestOutcome,
-      pipe: PipeResult | null,
-    ) => {
+    const record = (backend: string | null, status: number, outcome: RequestOutcome, pipe: PipeResult | null) => {
       events.emit('request', {
         backend,
         method: request.method,
@@ -87,10 +85,19 @@ export function createForwarder(opts: ForwarderOptions) {
       });
     };
 
-    const sendError = (status: number, message: string, type: string, backend: string | null, outcome: RequestOutcome) => {
+    const sendError = (
+      status: number,
+      message: string,
+      type: string,
+      backend: string | null,
+      outcome: RequestOutcome,
+    ) => {
       if (raw.headersSent || raw.destroyed) return;
       if (status === 503) reply.header('retry-after', String(opts.retryAfterSeconds));
-      reply.code(status).type('application/json').send(errorBody(message, type, status));
+      reply
+        .code(status)
+        .type('application/json')
+        .send(errorBody(message, type, status));
       record(backend, status, outcome, null);
     };
 
@@ -155,7 +162,11 @@ export function createForwarder(opts: ForwarderOptions) {
               lease.release();
               if (pipe.end.type === 'upstream_error') {
                 events.emit('upstream_error', { backend: backend.name, kind: pipe.end.failure.kind });
-                registry.apply(backend, { type: 'traffic', outcome: pipe.end.failure.outcome, detail: pipe.end.failure.kind });
+                registry.apply(backend, {
+                  type: 'traffic',
+                  outcome: pipe.end.failure.outcome,
+                  detail: pipe.end.failure.kind,
+                });
               }
               const outcome = pipe.end.type === 'complete' ? 'ok' : pipe.end.type;
               record(backend.name, status, outcome, pipe);

@@ -14,8 +14,8 @@ import { createPolicy } from '../routing/policies.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
 import { createForwarder } from './forward.js';
-import { ProxyEventBus } from './request-record.js';
 import { registerProxyGuards } from './guards.js';
+import { ProxyEventBus } from './request-record.js';
 import { UpstreamPools } from './upstream-pools.js';
 
 export interface GatewayOptions {

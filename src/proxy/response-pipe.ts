@@ -68,7 +68,9 @@ export function pipeResponse(
     }
     if (sse) {
       const type = failure.status === 504 ? 'upstream_timeout' : 'upstream_error';
-      raw.end(`${bytes > 0 && !endsEvent(last) ? '\n\n' : ''}data: ${errorBody(failure.message, type, failure.status)}\n\n`);
+      raw.end(
+        `${bytes > 0 && !endsEvent(last) ? '\n\n' : ''}data: ${errorBody(failure.message, type, failure.status)}\n\n`,
+      );
     } else {
       raw.destroy();
     }

@@ -30,7 +30,10 @@ export class UpstreamPools {
     request: (opts: RequestOptions, callback: RequestCallback): void => {
       const pool = this.#pools.get(String(opts.origin));
       if (!pool) {
-        callback(Object.assign(new Error(`no pool for ${String(opts.origin)}`), { code: 'UND_ERR_CLOSED' }), undefined as never);
+        callback(
+          Object.assign(new Error(`no pool for ${String(opts.origin)}`), { code: 'UND_ERR_CLOSED' }),
+          undefined as never,
+        );
         return;
       }
       if (this.currentSignal !== null) opts.signal = this.currentSignal;

@@ -73,14 +73,23 @@ test('fleetgate demo: 6/7 ready within a minute, the OOM one kept out until rela
   const res = await request(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'default', stream: true, max_tokens: 8, messages: [{ role: 'user', content: 'Hi' }] }),
+    body: JSON.stringify({
+      model: 'default',
+      stream: true,
+      max_tokens: 8,
+      messages: [{ role: 'user', content: 'Hi' }],
+    }),
   });
   const body = await res.body.text();
   assert.equal(res.statusCode, 200);
   assert.ok(body.split('\n\n').filter((e) => e.startsWith('data: {')).length >= 8);
   assert.ok(body.endsWith('data: [DONE]\n\n'));
 
-  await waitFor(async () => (await status()).ready === 7, { timeoutMs: 45_000, intervalMs: 250, what: 'gpu3 relaunched' });
+  await waitFor(async () => (await status()).ready === 7, {
+    timeoutMs: 45_000,
+    intervalMs: 250,
+    what: 'gpu3 relaunched',
+  });
   assert.ok(sawFailed || /gpu3: \w+ -> failed/.test(output), 'gpu3 went through failed');
   assert.match(output, /gpu3: starting -> failed \(.*CUDA out of memory/);
 

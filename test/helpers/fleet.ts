@@ -3,8 +3,8 @@ import type { TestContext } from 'node:test';
 import pino from 'pino';
 import { validateConfig } from '../../src/config/validate.js';
 import { createGateway, type Gateway } from '../../src/proxy/gateway.js';
-import { SimServer } from '../../src/sim/index.js';
 import type { SimOptions } from '../../src/sim/index.js';
+import { SimServer } from '../../src/sim/index.js';
 import { freePorts } from './net.js';
 
 type After = Pick<TestContext, 'after'> | { after(fn: () => unknown): void };
@@ -32,7 +32,10 @@ export async function createSims(t: After, specs: Array<Partial<SimOptions>>): P
 }
 
 /** Backend entries for the gateway config, one per sim, named like the sims. */
-export function backendsFor(sims: SimServer[], extra: (sim: SimServer, i: number) => Record<string, unknown> = () => ({})) {
+export function backendsFor(
+  sims: SimServer[],
+  extra: (sim: SimServer, i: number) => Record<string, unknown> = () => ({}),
+) {
   return sims.map((sim, i) => ({ url: sim.url, name: sim.name, ...extra(sim, i) }));
 }
 

@@ -21,7 +21,10 @@ export async function waitFor<T>(
 
 /** Resolves with the first emitted value of `event`, or rejects after `timeoutMs`. */
 export function once<T = unknown>(
-  emitter: { once(event: string, fn: (value: T) => void): unknown; off(event: string, fn: (value: T) => void): unknown },
+  emitter: {
+    once(event: string, fn: (value: T) => void): unknown;
+    off(event: string, fn: (value: T) => void): unknown;
+  },
   event: string,
   timeoutMs = 10_000,
 ): Promise<T> {

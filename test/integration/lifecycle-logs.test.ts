@@ -41,7 +41,9 @@ test('CUDA OOM during graph capture: failed with that reason within 1 s; restart
   assert.match(snapshot?.reason ?? '', /Scheduler hit an exception: .*CUDA out of memory/);
 
   // Still failed while the port stays closed; a restart (fresh log) makes it start again and join.
-  await waitFor(() => gateway.fleet.registry.get(sim.name)?.lifecycle.snapshot.reason !== null, { what: 'reason kept' });
+  await waitFor(() => gateway.fleet.registry.get(sim.name)?.lifecycle.snapshot.reason !== null, {
+    what: 'reason kept',
+  });
   await sim.restart({ failure: null });
   await waitFor(() => stateOf(gateway, sim.name) === 'starting', { timeoutMs: 2_000, what: 'starting afresh' });
   await waitFor(() => stateOf(gateway, sim.name) === 'ready', { timeoutMs: 5_000, what: 'admitted after restart' });

@@ -23,7 +23,15 @@ test('7 staggered backends under load: none gets a request before ready, each so
       logFile: join(dir, `sglang_gpu${i}.log`),
       // Staggered: each backend starts 150 ms after the previous; warm-up long enough that requests
       // arriving during it would be noticed (SGLang serves generation during warm-up).
-      timing: { startDelayMs: i * 150, shards: 4, shardMs: 10, graphBatches: 4, graphBatchMs: 10, warmupMs: 300, healthMs: 5 },
+      timing: {
+        startDelayMs: i * 150,
+        shards: 4,
+        shardMs: 10,
+        graphBatches: 4,
+        graphBatchMs: 10,
+        warmupMs: 300,
+        healthMs: 5,
+      },
       engine: { tokenMs: 1 },
     })),
   );

@@ -63,7 +63,11 @@ test('round-robin, by contrast, gives the slow backend its full share', async (t
 });
 
 test('max_inflight_per_backend: no backend ever holds more than the cap; the rest wait in fleetgate', async (t) => {
-  const sims = await createSims(t, [{ engine: { tokenMs: 4 } }, { engine: { tokenMs: 4 } }, { engine: { tokenMs: 4 } }]);
+  const sims = await createSims(t, [
+    { engine: { tokenMs: 4 } },
+    { engine: { tokenMs: 4 } },
+    { engine: { tokenMs: 4 } },
+  ]);
   for (const sim of sims) sim.start();
   await Promise.all(sims.map((s) => s.whenReady()));
   const { url, gateway } = await startGateway(t, {

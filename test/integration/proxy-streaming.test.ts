@@ -79,7 +79,11 @@ test('a client disconnect aborts the upstream request within 1 s', async (t) => 
   await iterator.next();
   const leftAt = performance.now();
   controller.abort();
-  await waitFor(() => sim.counters.clientDisconnects === 1, { timeoutMs: 1_000, intervalMs: 5, what: 'upstream abort' });
+  await waitFor(() => sim.counters.clientDisconnects === 1, {
+    timeoutMs: 1_000,
+    intervalMs: 5,
+    what: 'upstream abort',
+  });
   assert.ok(performance.now() - leftAt < 1_000);
   assert.equal(sim.counters.completed, 0, 'the generation was cut, not finished');
   await waitFor(() => gateway.fleet.registry.get(sim.name)?.inflight === 0, { what: 'slot released' });

@@ -23,8 +23,14 @@ function machine({ rise = 1, fall = 3, stallAfter = 60_000, hasLog = false } = {
 const log = {
   start: { type: 'log', event: { type: 'start' } } as const,
   loading: (done: number, total: number) =>
-    ({ type: 'log', event: { type: 'phase', phase: 'loading_weights', progress: { done, total }, etaSeconds: 4 } }) as const,
-  capturing: { type: 'log', event: { type: 'phase', phase: 'capturing_cuda_graphs', progress: null, etaSeconds: null } } as const,
+    ({
+      type: 'log',
+      event: { type: 'phase', phase: 'loading_weights', progress: { done, total }, etaSeconds: 4 },
+    }) as const,
+  capturing: {
+    type: 'log',
+    event: { type: 'phase', phase: 'capturing_cuda_graphs', progress: null, etaSeconds: null },
+  } as const,
   ready: { type: 'log', event: { type: 'ready' } } as const,
   fatal: (reason: string) => ({ type: 'log', event: { type: 'fatal', reason } }) as const,
 };

@@ -51,7 +51,10 @@ describe('wait queue', () => {
 
   test('times out with reason "timeout" and leaves the queue', async () => {
     const { queue } = setup({ timeoutMs: 20 });
-    await assert.rejects(queue.acquire() as Promise<Lease>, (e: unknown) => e instanceof AdmissionError && e.reason === 'timeout');
+    await assert.rejects(
+      queue.acquire() as Promise<Lease>,
+      (e: unknown) => e instanceof AdmissionError && e.reason === 'timeout',
+    );
     assert.equal(queue.waiting, 0);
     assert.equal(queue.rejected.timeout, 1);
   });
@@ -59,7 +62,10 @@ describe('wait queue', () => {
   test('a full queue rejects at once with "queue_full"', async () => {
     const { queue } = setup({ maxWaiting: 1 });
     const first = queue.acquire() as Promise<Lease>;
-    await assert.rejects(queue.acquire() as Promise<Lease>, (e: unknown) => e instanceof AdmissionError && e.reason === 'queue_full');
+    await assert.rejects(
+      queue.acquire() as Promise<Lease>,
+      (e: unknown) => e instanceof AdmissionError && e.reason === 'queue_full',
+    );
     queue.close();
     await assert.rejects(first);
   });
