@@ -6,6 +6,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parseArgs } from 'node:util';
+import { parseDuration } from '../config/duration.js';
 import {
   FAILURE_MODES,
   fleetOptions,
@@ -44,12 +45,11 @@ const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
 
 class UsageError extends Error {}
 
-/** `250ms`, `10s`, `2m`, `1h`, or a bare number of milliseconds. */
-export function parseDuration(text: string, flag: string): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (!match) throw new UsageError(`${flag}: '${text}' is not a duration (e.g. 250ms, 10s, 2m)`);
-  const scale = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] ?? 'ms'] ?? 1;
-  return Number(match[1]) * scale;
+/** A duration flag (`250ms`, `10s`, `2m`), parsed as the config parses durations. */
+export function parseDurationFlag(text: string, flag: string): number {
+  const ms = parseDuration(text);
+  if (ms === null) throw new UsageError(`${flag}: '${text}' is not a duration (e.g. 250ms, 10s, 2m)`);
+  return ms;
 }
 
 function parsePort(text: string, flag: string): number {
@@ -100,7 +100,7 @@ export function parseFailure(text: string, servers: number): [number, SimFailure
     case 'crash_after_ready':
     case 'scheduler_dead_http_alive':
     case 'hang_after_ready':
-      return [index, { mode, afterMs: arg === undefined ? 30_000 : parseDuration(arg, '--fail') } as SimFailure];
+      return [index, { mode, afterMs: arg === undefined ? 30_000 : parseDurationFlag(arg, '--fail') } as SimFailure];
     case 'cuda_oom_capture':
     case 'hang_capture': {
       const atBatch = arg === undefined ? undefined : number(arg, '--fail', 0);
@@ -172,11 +172,11 @@ function parse(argv: string[]) {
     version,
     speed,
     logDir: values['log-dir'] ?? null,
-    staggerMs: values.stagger === undefined ? 0 : parseDuration(values.stagger, '--stagger'),
+    staggerMs: values.stagger === undefined ? 0 : parseDurationFlag(values.stagger, '--stagger'),
     failures,
     engine,
     restartAfterMs:
-      values['restart-after'] === undefined ? null : parseDuration(values['restart-after'], '--restart-after'),
+      values['restart-after'] === undefined ? null : parseDurationFlag(values['restart-after'], '--restart-after'),
     enableMetrics: !values['no-metrics'],
     apiKey: values['api-key'] ?? null,
   });

@@ -6,7 +6,7 @@ import { get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { parseDuration, parseFailure, parsePorts, run } from '../../src/cli/sim.js';
+import { parseDurationFlag, parseFailure, parsePorts, run } from '../../src/cli/sim.js';
 import { freePorts } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -27,10 +27,9 @@ function probe(url: string): Promise<number | string> {
 test('flag parsing helpers', () => {
   assert.deepEqual(parsePorts('30000-30002'), [30000, 30001, 30002]);
   assert.deepEqual(parsePorts('30000,30005'), [30000, 30005]);
-  assert.equal(parseDuration('250ms', '--x'), 250);
-  assert.equal(parseDuration('2s', '--x'), 2000);
-  assert.equal(parseDuration('1.5m', '--x'), 90_000);
-  assert.equal(parseDuration('40', '--x'), 40);
+  assert.equal(parseDurationFlag('250ms', '--x'), 250);
+  assert.equal(parseDurationFlag('2s', '--x'), 2000);
+  assert.equal(parseDurationFlag('1.5m', '--x'), 90_000);
   assert.deepEqual(parseFailure('3:cuda_oom_capture', 7), [3, { mode: 'cuda_oom_capture', atBatch: undefined }]);
   assert.deepEqual(parseFailure('2:hang_capture:10', 7), [2, { mode: 'hang_capture', atBatch: 10 }]);
   assert.deepEqual(parseFailure('0:crash_after_ready:30s', 1), [0, { mode: 'crash_after_ready', afterMs: 30_000 }]);
