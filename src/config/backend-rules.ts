@@ -3,10 +3,8 @@ import * as defaults from './defaults.js';
 import { describeValue } from './errors.js';
 import {
   fail,
-  hostPort,
   isMapping,
   keepText,
-  list,
   nullable,
   oneOf,
   parseBackendUrl,

@@ -22,14 +22,7 @@ import {
   text,
   textToInteger,
 } from './rules.js';
-import {
-  BACKEND_KINDS,
-  type BackendConfig,
-  type BackendKind,
-  type Config,
-  type HostPort,
-  POLICY_NAMES,
-} from './types.js';
+import { BACKEND_KINDS, type Config, POLICY_NAMES } from './types.js';
 
 export const LOG_LEVELS: readonly Config['log']['level'][] = [
   'trace',
