@@ -2,7 +2,10 @@
  * A running fleet: the registry plus the I/O shells that feed it (prober, log followers, load
  * scraper) and the clock that re-evaluates time-based facts.
  */
-import type { BackendConfig, Config } from '../config/types.js';
+import type { Logger } from 'pino';
+import type { BackendConfig, Config, DnsDiscoveryConfig } from '../config/types.js';
+import { BackendSync } from './backend-sync.js';
+import { DnsDiscovery, type DnsResolver } from './dns-discovery.js';
 import { LoadScraper } from './load-scraper.js';
 import { LogFollowers } from './log-follower.js';
 import { Prober } from './prober.js';
@@ -13,10 +16,18 @@ const TICK_MS = 1_000;
 export interface FleetOptions {
   now?: () => number;
   logPollMs?: number;
+  /** DNS discovery's resolver (tests inject a stub). */
+  resolver?: DnsResolver;
+  logger?: Logger;
 }
 
 export class Fleet {
   readonly registry: FleetRegistry;
+  /** Backends from the config file and the admin API (DNS discovery owns its own). */
+  readonly configured: BackendSync;
+  readonly #opts: FleetOptions;
+  #discovery: DnsDiscovery | null = null;
+  #started = false;
   readonly #prober: Prober;
   readonly #logs: LogFollowers;
   readonly #load: LoadScraper;
@@ -51,7 +62,37 @@ export class Fleet {
       timeoutMs: config.health.timeout,
       apiKey: config.upstream.api_key,
     });
-    for (const backend of config.backends) this.registry.add(backend);
+    this.#opts = opts;
+    this.configured = new BackendSync(this.registry);
+    this.configured.apply(config.backends);
+    this.setDiscovery(config.discovery);
+  }
+
+  get discovery(): DnsDiscovery | null {
+    return this.#discovery;
+  }
+
+  /**
+   * Starts, replaces or ends DNS discovery (reload). A new name or port reconciles the backends the
+   * old one found on its first round; switching discovery off drains and removes them.
+   */
+  setDiscovery(config: DnsDiscoveryConfig | null): void {
+    const old = this.#discovery;
+    if (old !== null && config !== null && JSON.stringify(old.config) === JSON.stringify(config)) return;
+    old?.stop();
+    if (config === null) {
+      old?.removeAll();
+      this.#discovery = null;
+      return;
+    }
+    this.#discovery = new DnsDiscovery({
+      registry: this.registry,
+      config,
+      resolver: this.#opts.resolver,
+      logger: this.#opts.logger,
+      adopt: old?.sync,
+    });
+    if (this.#started) this.#discovery.start();
   }
 
   start(): void {
@@ -60,13 +101,17 @@ export class Fleet {
     this.#load.start();
     this.#ticker = setInterval(() => this.registry.tick(), TICK_MS);
     this.#ticker.unref();
+    this.#started = true;
+    this.#discovery?.start();
   }
 
   add(backend: BackendConfig) {
-    return this.registry.add(backend);
+    return this.configured.add(backend);
   }
 
   async stop(): Promise<void> {
+    this.#started = false;
+    this.#discovery?.stop();
     if (this.#ticker) clearInterval(this.#ticker);
     this.#logs.stop();
     this.#load.stop();

@@ -137,3 +137,15 @@ export class CrashTracker {
     return this.report(pending.head);
   }
 }
+
+/** A process start (`start`) begins a new run at `launching`; the ready line (`ready`) ends the start-up. */
+export function runBoundary(crash: CrashTracker, phases: PhaseTracker, boundary: 'start' | 'ready'): LogEvent[] {
+  const events: LogEvent[] = [...crash.newRun(), { type: boundary }];
+  if (boundary === 'start') {
+    phases.reset();
+    events.push(...phases.advance('launching'));
+  } else {
+    phases.markServing();
+  }
+  return events;
+}

@@ -13,7 +13,7 @@ import {
   matchesAny,
   tracebackStart,
 } from './log-line-format.js';
-import { CrashTracker, PhaseTracker, phaseRank } from './log-parser-state.js';
+import { CrashTracker, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
 
 export interface SglangLogParserOptions {
   /** Extra fatal lines from the config (`health.fatal_patterns`), tested against the raw line. */
@@ -117,12 +117,9 @@ class SglangLogParser implements LogParser {
     if (isIndented(line)) return events;
 
     if (START.test(message)) {
-      events.push(...this.#crash.newRun(), { type: 'start' });
-      this.#phases.reset();
-      events.push(...this.#phases.advance('launching'));
+      events.push(...runBoundary(this.#crash, this.#phases, 'start'));
     } else if (READY.test(message)) {
-      events.push(...this.#crash.newRun(), { type: 'ready' });
-      this.#phases.markServing();
+      events.push(...runBoundary(this.#crash, this.#phases, 'ready'));
     } else {
       events.push(...this.#phaseOf(message));
     }

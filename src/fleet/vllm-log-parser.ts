@@ -14,7 +14,7 @@ import {
   matchesAny,
   tracebackStart,
 } from './log-line-format.js';
-import { CrashTracker, PhaseTracker, phaseRank } from './log-parser-state.js';
+import { CrashTracker, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
 
 export interface VllmLogParserOptions {
   /** Extra fatal lines from the config (`health.fatal_patterns`), tested against the raw line. */
@@ -132,12 +132,9 @@ class VllmLogParser implements LogParser {
 
     if (START.test(message) || (!this.#started && EARLY_START.test(message))) {
       this.#started = true;
-      events.push(...this.#crash.newRun(), { type: 'start' });
-      this.#phases.reset();
-      events.push(...this.#phases.advance('launching'));
+      events.push(...runBoundary(this.#crash, this.#phases, 'start'));
     } else if (READY.test(message)) {
-      events.push(...this.#crash.newRun(), { type: 'ready' });
-      this.#phases.markServing();
+      events.push(...runBoundary(this.#crash, this.#phases, 'ready'));
     } else {
       events.push(...this.#phaseOf(message));
     }
