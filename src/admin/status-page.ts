@@ -39,7 +39,7 @@ h1 { margin: 0; font-size: 16px; letter-spacing: .02em; }
 #fleetbar { display: flex; gap: 2px; height: 6px; margin-top: 8px; }
 #fleetbar span { flex: 1 1 0; border-radius: 2px; background: var(--c, var(--down)); }
 main { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 290px), 1fr)); gap: 12px;
-  padding: 12px 16px 24px; }
+  align-items: start; padding: 12px 16px 24px; }
 .card { background: var(--card); border: 1px solid var(--line); border-left: 5px solid var(--c, var(--down));
   border-radius: 8px; padding: 10px 12px; min-width: 0; display: flex; flex-direction: column; gap: 4px; }
 .top { display: flex; align-items: center; gap: 8px; min-width: 0; }
@@ -138,12 +138,13 @@ const SCRIPT = `
     c.url.textContent = b.url + (b.kind && b.kind !== 'sglang' ? ' \\u00b7 ' + b.kind : '');
     var phase = phaseWords(b);
     if (b.state === 'ready') phase = b.ready_seconds != null ? 'ready in ' + duration(b.ready_seconds) : 'ready';
+    else if (phase && b.state === 'failed') phase = 'stopped at ' + phase;
     c.phase.textContent = phase;
     var ratio = b.state === 'ready' ? 1 : b.progress && b.progress.total > 0 ? b.progress.done / b.progress.total : 0;
     c.fill.style.width = (ratio * 100).toFixed(1) + '%';
     c.bar.hidden = !(b.state === 'ready' || b.progress);
     var eta = '';
-    if (b.progress && b.state !== 'ready') {
+    if (b.progress && b.state === 'starting') {
       eta = Math.floor(ratio * 100) + '%';
       if (b.eta_seconds != null) eta += ' \\u00b7 ETA ' + duration(b.eta_seconds);
     }

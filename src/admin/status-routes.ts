@@ -21,4 +21,6 @@ export async function registerStatusRoutes(app: FastifyInstance, gateway: Gatewa
   app.addHook('preClose', async () => events.closeAll());
 
   app.get('/fleet', async (_request, reply) => reply.headers(STATUS_PAGE_HEADERS).send(STATUS_PAGE_HTML));
+  // `/fleet/` would otherwise be proxied to a backend; the page's relative `fleet/events` needs `/fleet`.
+  app.get('/fleet/', async (_request, reply) => reply.redirect('../fleet', 301));
 }

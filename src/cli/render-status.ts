@@ -42,6 +42,9 @@ export function progressText(b: BackendStatus): string {
   if (b.state === 'ready') return b.ready_seconds === null ? '-' : `ready in ${shortDuration(b.ready_seconds)}`;
   const phase = phaseText(b);
   if (phase === null) return '-';
+  // A failed (or drained, or down) backend is not moving on: where it stopped, no ETA.
+  if (b.state === 'failed') return `stopped at ${phase}`;
+  if (b.state !== 'starting') return phase;
   const extras: string[] = [];
   if (b.progress !== null && b.progress.total > 0)
     extras.push(`${Math.floor((b.progress.done / b.progress.total) * 100)}%`);

@@ -36,15 +36,25 @@ const LINE_REASON_CHARS = 120;
 
 function notReadyText(b: BackendStatus): string {
   const reason = b.reason ? `: ${truncate(b.reason, LINE_REASON_CHARS)}` : '';
-  if (b.state === 'starting') return `${b.name} ${phaseText(b) ?? 'starting'}${reason}`;
-  return `${b.name} ${b.state}${reason}`;
+  if (b.state === 'starting') return `${phaseText(b) ?? 'starting'}${reason}`;
+  return `${b.state}${reason}`;
 }
 
-/** `3/7 ready; gpu3 failed: Not enough memory...; gpu5 loading weights 66/83`. */
+/**
+ * `3/7 ready; gpu3 failed: Not enough memory...; gpu5 loading weights 66/83`. Backends saying the
+ * same thing share one entry (`gpu0 gpu1 gpu2 down: connection refused`), so 7 GPUs fit a line.
+ */
 export function waitLine(status: FleetStatus, target: ReadyTarget): string {
   const want = target === 'all' ? '' : ` (want ${target})`;
-  const head = `${status.ready}/${status.backends.length} ready${want}`;
-  return [head, ...status.backends.filter((b) => b.state !== 'ready').map(notReadyText)].join('; ');
+  const groups = new Map<string, string[]>();
+  for (const b of status.backends) {
+    if (b.state === 'ready') continue;
+    const text = notReadyText(b);
+    groups.set(text, [...(groups.get(text) ?? []), b.name]);
+  }
+  const parts = [`${status.ready}/${status.backends.length} ready${want}`];
+  for (const [text, names] of groups) parts.push(`${names.join(' ')} ${text}`);
+  return parts.join('; ');
 }
 
 /**

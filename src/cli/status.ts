@@ -56,7 +56,9 @@ export async function run(argv: string[]): Promise<number> {
       return 2;
     }
     if (error instanceof UnreachableError) {
-      process.stderr.write(`fleetgate status: ${error.message}\n`);
+      process.stderr.write(
+        `fleetgate status: ${error.message}\n  is fleetgate running? point --url or FLEETGATE_URL at it\n`,
+      );
       return 1;
     }
     throw error;

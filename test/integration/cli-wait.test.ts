@@ -214,5 +214,8 @@ test('status: a table with every backend and its state; --json is the /fleet/sta
 
   assert.equal(down.code, 1);
   assert.equal(down.stdout, '');
-  assert.match(down.stderr, /^fleetgate status: cannot reach fleetgate at http:\/\/127\.0\.0\.1:\d+\/: connection refused/);
+  assert.match(
+    down.stderr,
+    /^fleetgate status: cannot reach fleetgate at http:\/\/127\.0\.0\.1:\d+\/: connection refused/,
+  );
 });

@@ -270,10 +270,13 @@ test('/fleet/events: snapshot, then an event when a backend turns ready and when
 
   client.close();
   second.close();
-  await waitFor(() => registry.listenerCount('change') === baseline && registry.listenerCount('removed') === baselineRemoved, {
-    timeoutMs: 2000,
-    what: 'listeners removed after the clients left',
-  });
+  await waitFor(
+    () => registry.listenerCount('change') === baseline && registry.listenerCount('removed') === baselineRemoved,
+    {
+      timeoutMs: 2000,
+      what: 'listeners removed after the clients left',
+    },
+  );
 });
 
 test('/fleet/events: progress bursts are coalesced per backend; in-flight travels in `summary`', async (t) => {
@@ -296,10 +299,17 @@ test('/fleet/events: progress bursts are coalesced per backend; in-flight travel
   assert.ok(loading.length >= 1, 'loading progress was sent');
   // One event per 100 ms at most (plus the leading one), not one per shard.
   const bound = Math.ceil(elapsedMs / 100) + 2;
-  assert.ok(client.backendEvents('gpu0').length <= bound, `${client.backendEvents('gpu0').length} events in ${elapsedMs} ms`);
+  assert.ok(
+    client.backendEvents('gpu0').length <= bound,
+    `${client.backendEvents('gpu0').length} events in ${elapsedMs} ms`,
+  );
   assert.ok(loading.length < 60, `${loading.length} loading events for 120 shards`);
   const dones = loading.map((b) => b.progress?.done ?? 0);
-  assert.deepEqual(dones, [...dones].sort((a, b) => a - b), 'progress only moves forward');
+  assert.deepEqual(
+    dones,
+    [...dones].sort((a, b) => a - b),
+    'progress only moves forward',
+  );
 
   // A generation in flight shows up in the next summary (within about a second), not per request.
   const from = client.events.length;
@@ -331,7 +341,10 @@ test('/fleet/events: progress bursts are coalesced per backend; in-flight travel
 });
 
 test('/fleet/events: heartbeats while idle; open streams do not hold shutdown', async (t) => {
-  const config = validateConfig({ listen: '127.0.0.1:0', backends: ['http://127.0.0.1:9'], shutdown: { drain_timeout: '10s' } }, 'test');
+  const config = validateConfig(
+    { listen: '127.0.0.1:0', backends: ['http://127.0.0.1:9'], shutdown: { drain_timeout: '10s' } },
+    'test',
+  );
   const gateway = await createGateway(config, { logger: pino({ level: 'silent' }), logPollMs: 25 });
   const url = await gateway.listen();
   let closed = false;
@@ -371,4 +384,8 @@ test('/fleet serves the self-contained status page', async (t) => {
   assert.match(html, /new EventSource\('fleet\/events'\)/);
   // Nothing from elsewhere: works offline.
   assert.doesNotMatch(html, /(src|href)="https?:/);
+  const slash = await request(`${url}/fleet/`);
+  assert.equal(slash.statusCode, 301);
+  assert.equal(new URL(String(slash.headers.location), `${url}/fleet/`).pathname, '/fleet');
+  await slash.body.dump();
 });

@@ -70,13 +70,25 @@ const ANSI = new RegExp(`${ESC}\\[[0-9;]*m`, 'g');
 
 test('phase in words, with progress where known', () => {
   assert.equal(phaseText({ phase: 'loading_weights', progress: { done: 66, total: 83 } }), 'loading weights 66/83');
-  assert.equal(phaseText({ phase: 'capturing_cuda_graphs', progress: { done: 21, total: 52 } }), 'capturing CUDA graphs 21/52');
+  assert.equal(
+    phaseText({ phase: 'capturing_cuda_graphs', progress: { done: 21, total: 52 } }),
+    'capturing CUDA graphs 21/52',
+  );
   assert.equal(phaseText({ phase: 'warming_up', progress: null }), 'warming up');
   assert.equal(phaseText({ phase: null, progress: null }), null);
   assert.equal(phaseText({ phase: 'some_new_phase', progress: null }), 'some new phase');
   assert.equal(progressText(midStart.backends[3]), 'loading weights 66/83 (79%, ETA 44s)');
   assert.equal(progressText(midStart.backends[0]), 'ready in 42s');
   assert.equal(progressText(midStart.backends[1]), '-');
+  // Stopped backends show where they stopped, without an ETA.
+  const stopped = backend('gpu5', {
+    state: 'failed',
+    phase: 'capturing_cuda_graphs',
+    progress: { done: 26, total: 52 },
+    eta_seconds: 3,
+  });
+  assert.equal(progressText(stopped), 'stopped at capturing CUDA graphs 26/52');
+  assert.equal(progressText({ ...stopped, state: 'draining' }), 'capturing CUDA graphs 26/52');
 });
 
 test('summary line: ready count, other states, starting backends by phase', () => {
@@ -181,12 +193,20 @@ test('wait: target reached, `all` ignores drained backends and an empty fleet ne
 });
 
 test('wait: one line names every backend that is not ready', () => {
-  assert.equal(
-    waitLine(midStart, 'all'),
-    `5/7 ready; gpu3 loading weights 66/83; gpu5 failed: ${OOM.slice(0, 119)}…`,
-  );
+  assert.equal(waitLine(midStart, 'all'), `5/7 ready; gpu3 loading weights 66/83; gpu5 failed: ${OOM.slice(0, 119)}…`);
   assert.equal(waitLine(midStart, 6).split(';')[0], '5/7 ready (want 6)');
   assert.equal(waitLine(fleet([backend('a')]), 'all'), '1/1 ready');
+  const cold = fleet([
+    backend('gpu0', { state: 'down', reason: 'connection refused' }),
+    backend('gpu1', { state: 'down', reason: 'connection refused' }),
+    backend('gpu2', { state: 'starting', phase: 'warming_up' }),
+    backend('gpu3', { state: 'starting', phase: 'warming_up' }),
+    backend('gpu4', { state: 'starting' }),
+  ]);
+  assert.equal(
+    waitLine(cold, 'all'),
+    '0/5 ready; gpu0 gpu1 down: connection refused; gpu2 gpu3 warming up; gpu4 starting',
+  );
 });
 
 test('wait: progress alone does not change the line key; a phase or state change does', () => {
@@ -204,7 +224,14 @@ test('wait: timestamps are local [HH:MM:SS]', () => {
 test('wait: the TTY frame has a bar per backend and never a line wider than the terminal', () => {
   assert.equal(progressBar(0.5, 10), '█████░░░░░');
   assert.equal(progressBar(2, 4), '████');
-  const frame = waitFrame(midStart, { target: 'all', color: false, width: 80, elapsedMs: 65_000, timeoutMs: 600_000, error: null });
+  const frame = waitFrame(midStart, {
+    target: 'all',
+    color: false,
+    width: 80,
+    elapsedMs: 65_000,
+    timeoutMs: 600_000,
+    error: null,
+  });
   assert.equal(frame.length, 1 + 7);
   assert.match(frame[0], /^waited 1m05s of 10m00s · 5\/7 ready, 1 failed, 1 loading weights 66\/83$/);
   assert.match(frame[4], /^gpu3 {2}starting {3}█{16}░{4} {2}loading weights 66\/83 \(79%, ETA 44s\)$/);
