@@ -62,7 +62,7 @@ export class Backend {
     const reported = this.reported;
     if (reported === null) return this.inflight;
     const current = reported.running + reported.queued + this.inflight - reported.inflightAtScrape;
-    return current > this.inflight ? current : this.inflight;
+    return Math.max(current, this.inflight);
   }
 
   hasFreeSlot(): boolean {

@@ -109,3 +109,34 @@ test('expect_model: a stale instance serving another model is never admitted', a
   assert.notEqual(stale?.state, 'ready');
   assert.match(stale?.lifecycle.snapshot.reason ?? '', /serves model "org\/old-model", expected "org\/new-model"/);
 });
+
+test('max_inflight_per_backend: auto caps each backend at its reported max_running_requests', async (t) => {
+  const sims = await createSims(t, [
+    { engine: { tokenMs: 4, maxRunningRequests: 3 } },
+    { engine: { tokenMs: 4, maxRunningRequests: 5 } },
+  ]);
+  for (const sim of sims) sim.start();
+  await Promise.all(sims.map((s) => s.whenReady()));
+  const { url, gateway } = await startGateway(t, {
+    backends: backendsFor(sims),
+    routing: { max_inflight_per_backend: 'auto', load_interval: '50ms' },
+  });
+  await waitFor(() => sims.every((s) => gateway.fleet.registry.get(s.name)?.cap !== 0), { what: 'caps learned' });
+  assert.deepEqual(
+    sims.map((s) => gateway.fleet.registry.get(s.name)?.cap),
+    [3, 5],
+  );
+  const peaks = [0, 0];
+  let sampling = true;
+  const sample = () => {
+    sims.forEach((sim, i) => {
+      peaks[i] = Math.max(peaks[i], atBackend(sim));
+    });
+    if (sampling) setImmediate(sample);
+  };
+  sample();
+  const statuses = await load(url, 16, 6);
+  sampling = false;
+  assert.deepEqual([...new Set(statuses)], [200]);
+  assert.deepEqual(peaks, [3, 5], 'each backend filled to exactly its own limit, never beyond');
+});

@@ -1,0 +1,60 @@
+/**
+ * Backend-reported load: a backend busy with work from elsewhere (another fleetgate replica, a
+ * direct client) reports it in its /metrics, and least-loaded sends new requests to the idle one.
+ * With in-flight counts alone, both look idle to this replica and would share evenly (herding).
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { request } from 'undici';
+import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
+import { waitFor } from '../helpers/wait.js';
+
+async function run(t: Parameters<typeof createSims>[0], loadInterval: string): Promise<number[]> {
+  const sims = await createSims(t, [{ engine: { tokenMs: 20 } }, { engine: { tokenMs: 20 } }]);
+  for (const sim of sims) sim.start();
+  await Promise.all(sims.map((s) => s.whenReady()));
+  const { url, gateway } = await startGateway(t, {
+    backends: backendsFor(sims),
+    routing: { load_interval: loadInterval },
+  });
+  await waitFor(() => gateway.fleet.registry.ready.length === 2, { what: 'ready' });
+
+  // Another replica's traffic: 16 long streams straight to gpu0.
+  const elsewhere = new AbortController();
+  t.after(() => elsewhere.abort());
+  for (let i = 0; i < 16; i++) {
+    void request(`${sims[0].url}/generate`, {
+      method: 'POST',
+      body: JSON.stringify({ text: 'x', stream: true, sampling_params: { max_new_tokens: 400 } }),
+      signal: elsewhere.signal,
+    })
+      .then((res) => res.body.text())
+      .catch(() => {});
+  }
+  await waitFor(() => sims[0].counters.requests === 16, { what: 'outside load on gpu0' });
+  if (loadInterval !== '0') {
+    await waitFor(() => (gateway.fleet.registry.get(sims[0].name)?.reported?.running ?? 0) >= 16, {
+      what: 'gpu0 to report its load',
+    });
+  }
+  const before = sims.map((s) => s.counters.requests);
+  for (let i = 0; i < 20; i++) {
+    const res = await request(`${url}/generate`, {
+      method: 'POST',
+      body: JSON.stringify({ text: 'y', sampling_params: { max_new_tokens: 2 } }),
+    });
+    await res.body.text();
+  }
+  elsewhere.abort();
+  return sims.map((s, i) => s.counters.requests - before[i]);
+}
+
+test('least-loaded uses the load backends report, so replicas do not herd', async (t) => {
+  const [busy, idle] = await run(t, '50ms');
+  assert.ok(idle >= 18, `idle backend got ${idle} of 20, busy one ${busy}`);
+});
+
+test('without reported load (load_interval 0) the same requests split evenly', async (t) => {
+  const [busy, idle] = await run(t, '0');
+  assert.ok(Math.abs(busy - idle) <= 2, `split ${busy}/${idle}`);
+});

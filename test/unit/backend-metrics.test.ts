@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { parseBackendLoad, parseMaxRunning } from '../../src/fleet/backend-metrics.js';
+import { BackendLifecycle } from '../../src/fleet/backend-state.js';
+import { Backend } from '../../src/fleet/registry.js';
+
+const SGLANG = `# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{engine_type="unified",model_name="m",tp_rank="0"} 12.0
+sglang:num_running_reqs{engine_type="unified",model_name="m",tp_rank="1"} 3.0
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{model_name="m",tp_rank="0"} 5.0
+sglang:num_queue_reqs{model_name="m",tp_rank="1"} 0.0
+sglang:token_usage{model_name="m",tp_rank="0"} 0.42
+sglang:token_usage{model_name="m",tp_rank="1"} 0.17
+sglang:num_running_reqs_total_fake 99
+`;
+
+const VLLM = `vllm:num_requests_running{engine="0",model_name="m"} 7.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
+`;
+
+test('SGLang gauges are summed over ranks; KV usage is the fullest rank', () => {
+  assert.deepEqual(parseBackendLoad(SGLANG, 'sglang'), { running: 15, queued: 5, tokenUsage: 0.42 });
+});
+
+test('vLLM names', () => {
+  assert.deepEqual(parseBackendLoad(VLLM, 'vllm'), { running: 7, queued: 2, tokenUsage: 0.5 });
+});
+
+test('no running gauge means no report (fall back to in-flight counts)', () => {
+  assert.equal(parseBackendLoad('# nothing here\nfoo 1\n', 'sglang'), null);
+});
+
+test('max running requests from /server_info, per DP rank or the server argument', () => {
+  const perRank = JSON.stringify({
+    max_running_requests: 4096,
+    internal_states: [{ effective_max_running_requests_per_dp: 48 }, { effective_max_running_requests_per_dp: 48 }],
+  });
+  assert.equal(parseMaxRunning(perRank), 96);
+  assert.equal(parseMaxRunning(JSON.stringify({ max_running_requests: 256 })), 256);
+  assert.equal(parseMaxRunning('not json'), null);
+});
+
+test("a backend's load: reported running + queued + fleetgate's net dispatches since the scrape", () => {
+  const lifecycle = new BackendLifecycle({ rise: 1, fall: 1, stallAfter: 1, hasLog: false, now: () => 0 });
+  const backend = new Backend({ url: 'http://127.0.0.1:1', name: 'b', kind: 'sglang', log: null }, lifecycle);
+  backend.inflight = 2;
+  assert.equal(backend.load, 2, 'in-flight only without a report');
+  backend.reported = { running: 10, queued: 4, tokenUsage: 0.3, maxRunning: null, inflightAtScrape: 2 };
+  assert.equal(backend.load, 14);
+  backend.inflight = 5;
+  assert.equal(backend.load, 17, 'three more dispatched since the scrape');
+  backend.reported = { running: 0, queued: 0, tokenUsage: 0, maxRunning: null, inflightAtScrape: 5 };
+  assert.equal(backend.load, 5, 'never below what fleetgate itself has in flight');
+});
