@@ -7,6 +7,7 @@
  *   POST   /fleet/backends/:name/resume  200 back through the readiness gate; 404; 409 being removed
  *   POST   /fleet/reload                 200 {added, removed, changed, unchanged, applied, restart_required};
  *                                        400 invalid config (the running one stays); 409 name clash
+ *   any other /fleet/... path or method  404 (never proxied)
  *
  * Every one needs admin rights (`admin-auth.ts`: 401/403) and is logged with who and what.
  * Errors are OpenAI-style `{"error": {"message", "type", "code"}}`.
@@ -116,6 +117,11 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
     audit(request, `resume backend ${backend.name}`, { backend: backend.name });
     return backendStatus(backend);
   });
+
+  // `/fleet/...` is fleetgate's own namespace: an unknown path or method there is never proxied.
+  app.all('/fleet/*', async (request, reply) =>
+    fail(reply, 404, `${request.method} ${request.url.split('?')[0]} is not a fleetgate endpoint`, 'not_found_error'),
+  );
 
   app.post('/fleet/reload', { onRequest }, async (request, reply) => {
     if (opts.reloadConfig === undefined) {

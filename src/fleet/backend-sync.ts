@@ -101,7 +101,9 @@ export class BackendSync {
     for (const backend of incoming) {
       const taken = this.#registry.list().find((b) => b.name === backend.name || b.url === backend.url);
       if (taken !== undefined && !this.#members.has(taken.name) && !taken.removing) {
-        throw new BackendConflictError(`backend "${backend.name}" (${backend.url}) conflicts with "${taken.name}" (${taken.url})`);
+        throw new BackendConflictError(
+          `backend "${backend.name}" (${backend.url}) conflicts with "${taken.name}" (${taken.url})`,
+        );
       }
     }
     const wanted = new Map(next.map((backend) => [backend.name, backend]));

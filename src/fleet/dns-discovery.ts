@@ -55,7 +55,11 @@ export async function resolveAddresses(resolver: DnsResolver, name: string): Pro
 
 export function backendForAddress(address: string, config: DnsDiscoveryConfig): BackendConfig {
   const host = isIPv6(address) ? `[${address}]` : address;
-  return validateBackend({ url: `http://${host}:${config.port}`, kind: config.kind }, config.kind, `discovery.dns (${address})`);
+  return validateBackend(
+    { url: `http://${host}:${config.port}`, kind: config.kind },
+    config.kind,
+    `discovery.dns (${address})`,
+  );
 }
 
 export class DnsDiscovery {
@@ -66,6 +70,10 @@ export class DnsDiscovery {
   readonly #logger: Logger | undefined;
   #timer: NodeJS.Timeout | null = null;
   #running: Promise<void> | null = null;
+  /** Records skipped because a static backend has their address; warned about once. */
+  readonly #skipped = new Set<string>();
+  /** Until `start()`, `refresh()` runs one round and schedules no next one (tests drive rounds). */
+  #started = false;
   #stopped = false;
   /** The last round's error message, null after a good round. */
   lastError: string | null = null;
@@ -79,6 +87,7 @@ export class DnsDiscovery {
   }
 
   start(): void {
+    this.#started = true;
     this.#stopped = false;
     void this.refresh();
   }
@@ -113,31 +122,53 @@ export class DnsDiscovery {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
       this.lastError = `cannot resolve ${dns}: ${code}`;
-      this.#logger?.warn({ dns, code, kept: this.sync.members.length }, `discovery: ${this.lastError}; keeping the current backends`);
+      this.#logger?.warn(
+        { dns, code, kept: this.sync.members.length },
+        `discovery: ${this.lastError}; keeping the current backends`,
+      );
       return;
     }
     this.lastError = null;
     if (this.#stopped) return;
-    const wanted = addresses.map((address) => backendForAddress(address, this.config));
-    const usable = wanted.filter((backend) => {
-      const problem = this.sync.owns(backend.name) ? null : this.#takenByOthers(backend);
-      if (problem !== null) this.#logger?.warn({ dns, backend: backend.name }, `discovery: skipping ${backend.url}: ${problem}`);
-      return problem === null;
-    });
-    const diff = this.sync.apply(usable);
-    if (diff.added.length > 0 || diff.removed.length > 0 || diff.changed.length > 0) {
-      this.#logger?.info({ dns, ...diff, unchanged: diff.unchanged.length }, 'discovery: fleet follows DNS');
+    try {
+      const wanted = addresses.map((address) => backendForAddress(address, this.config));
+      const diff = this.sync.apply(wanted.filter((backend) => this.#usable(backend)));
+      if (diff.added.length > 0 || diff.removed.length > 0 || diff.changed.length > 0) {
+        this.#logger?.info({ dns, ...diff, unchanged: diff.unchanged.length }, 'discovery: fleet follows DNS');
+      }
+    } catch (error) {
+      // A round must never take the process down; the next one tries again.
+      this.lastError = (error as Error).message;
+      this.#logger?.error({ dns, err: error }, `discovery: ${this.lastError}`);
     }
+  }
+
+  #usable(backend: BackendConfig): boolean {
+    const problem = this.sync.owns(backend.name) ? null : this.#takenByOthers(backend);
+    if (problem === null) {
+      this.#skipped.delete(backend.name);
+      return true;
+    }
+    if (!this.#skipped.has(backend.name)) {
+      this.#skipped.add(backend.name);
+      this.#logger?.warn(
+        { dns: this.config.dns, backend: backend.name },
+        `discovery: skipping ${backend.url}: ${problem}`,
+      );
+    }
+    return false;
   }
 
   /** A static backend already serving this address wins; the record is skipped. */
   #takenByOthers(backend: BackendConfig): string | null {
-    const other = this.#registry.list().find((b) => (b.name === backend.name || b.url === backend.url) && !this.sync.owns(b.name));
+    const other = this.#registry
+      .list()
+      .find((b) => (b.name === backend.name || b.url === backend.url) && !this.sync.owns(b.name));
     return other === undefined || other.removing ? null : `already configured as backend "${other.name}"`;
   }
 
   #schedule(): void {
-    if (this.#stopped) return;
+    if (!this.#started || this.#stopped) return;
     this.#timer = setTimeout(() => void this.refresh(), this.config.interval);
     this.#timer.unref();
   }

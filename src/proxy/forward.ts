@@ -33,14 +33,46 @@ interface UpstreamResponse {
   stream: Readable;
 }
 
-/** Response headers that describe the upstream hop, not the response. */
+/** Headers that describe one hop, not the message (RFC 9110 7.6.1); dropped both ways. */
 const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te'];
+/**
+ * Client request headers undici refuses (`invalid keep-alive header`, `expect header not supported`):
+ * forwarded, a client's `Expect: 100-continue` (curl on large bodies) would fail as an upstream error
+ * and count against a healthy backend. The body is already buffered, so none of them means anything
+ * upstream.
+ */
+const REQUEST_HOP_BY_HOP = [...HOP_BY_HOP, 'expect', 'proxy-authorization'];
+
+/**
+ * A web page in answer to an API call (POST) means something else answers on the backend's port (a
+ * dashboard, a default nginx page); SGLang, vLLM and OpenAI servers answer JSON or SSE. A GET (e.g.
+ * FastAPI's `/docs`) is passed as it is.
+ */
+const HTML_ANSWER: UpstreamFailure = {
+  kind: 'bad_response',
+  outcome: 'http_5xx',
+  status: 502,
+  retryable: false,
+  message: 'backend answered an API call with an HTML page (is another server listening on its port?)',
+};
+
+function isHtmlAnswerToApiCall(method: string, res: UpstreamResponse): boolean {
+  return method === 'POST' && res.statusCode < 300 && /^\s*text\/html/i.test(String(res.headers['content-type']));
+}
+
+/** Header names listed in `Connection` are hop-by-hop too (RFC 9110 7.6.1). */
+function dropConnectionListed(headers: IncomingHttpHeaders): void {
+  const listed: unknown = headers.connection;
+  if (listed === undefined) return;
+  for (const name of String(listed).split(',')) delete headers[name.trim().toLowerCase()];
+}
 
 export function createForwarder(opts: ForwarderOptions) {
   const now = opts.now ?? performance.now.bind(performance);
   const { registry, queue, pools, events } = opts;
 
   const rewriteHeaders = (headers: IncomingHttpHeaders): IncomingHttpHeaders => {
+    dropConnectionListed(headers);
     for (const name of HOP_BY_HOP) delete headers[name];
     return headers;
   };
@@ -53,7 +85,7 @@ export function createForwarder(opts: ForwarderOptions) {
     const prior = request.headers['x-forwarded-for'];
     headers['x-forwarded-for'] = prior ? `${prior}, ${peer}` : peer;
     headers['x-forwarded-proto'] = 'http';
-    delete headers['proxy-authorization'];
+    for (const name of REQUEST_HOP_BY_HOP) delete headers[name];
     if (opts.upstreamApiKey !== null) headers.authorization = `Bearer ${opts.upstreamApiKey}`;
     return headers;
   };
@@ -152,6 +184,13 @@ export function createForwarder(opts: ForwarderOptions) {
           onError: (_reply, { error }) => onFailure(classifyUpstreamError(error)),
           onResponse: (_request, _reply, upstream) => {
             const res = upstream as unknown as UpstreamResponse;
+            if (isHtmlAnswerToApiCall(request.method, res)) {
+              res.stream.destroy();
+              // reply-from copied the page's headers (its Content-Length among them) onto the reply.
+              for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
+              onFailure(HTML_ANSWER);
+              return;
+            }
             clientGone.signal.removeEventListener('abort', onClientGone);
             const status = res.statusCode;
             registry.apply(backend, { type: 'traffic', outcome: status >= 500 ? 'http_5xx' : 'ok' });

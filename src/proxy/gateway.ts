@@ -8,13 +8,14 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import type { Logger } from 'pino';
 import { registerAdminRoutes } from '../admin/routes.js';
 import type { Config } from '../config/types.js';
+import type { DnsResolver } from '../fleet/dns-discovery.js';
 import { Fleet } from '../fleet/fleet.js';
 import { GatewayMetrics } from '../metrics/metrics.js';
 import { createPolicy } from '../routing/policies.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
 import { createForwarder } from './forward.js';
-import { registerProxyGuards } from './guards.js';
+import { clientErrorHandler, registerProxyGuards } from './guards.js';
 import { ProxyEventBus } from './request-record.js';
 import { UpstreamPools } from './upstream-pools.js';
 
@@ -25,6 +26,8 @@ export interface GatewayOptions {
   logPollMs?: number;
   /** Re-reads the configuration (for `POST /fleet/reload` and SIGHUP). */
   reloadConfig?: () => Config;
+  /** DNS discovery's resolver (tests inject a stub). */
+  resolver?: DnsResolver;
 }
 
 export interface Gateway {
@@ -41,7 +44,12 @@ export interface Gateway {
 }
 
 export async function createGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
-  const fleet = new Fleet(config, { now: opts.now, logPollMs: opts.logPollMs });
+  const fleet = new Fleet(config, {
+    now: opts.now,
+    logPollMs: opts.logPollMs,
+    resolver: opts.resolver,
+    logger: opts.logger,
+  });
   const registry = fleet.registry;
   const queue = new WaitQueue({
     maxWaiting: config.queue.max_waiting,
@@ -63,13 +71,24 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     // fleetgate writes its own access log (one line per proxied request, with backend and retries).
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.limits.body_size,
-    keepAliveTimeout: config.limits.keep_alive_timeout,
-    // The client's request must arrive in time; the response (a long generation) has no limit here.
-    requestTimeout: Math.max(config.limits.headers_timeout, 120_000),
     forceCloseConnections: 'idle',
+    // Bad requests, header overflow and slow headers get an OpenAI-style error like every other one.
+    clientErrorHandler,
+    // fastify sets keepAliveTimeout and requestTimeout only on a server it creates itself, so here.
     serverFactory: (handler) => {
-      const server = createServer({ maxHeaderSize: config.limits.header_size }, handler);
+      const server = createServer(
+        {
+          maxHeaderSize: config.limits.header_size,
+          // Node enforces the headers and request timeouts only when it checks its connections,
+          // every 30 s by default: a slowloris client would hold a socket that long.
+          connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.limits.headers_timeout / 4))),
+        },
+        handler,
+      );
       server.headersTimeout = config.limits.headers_timeout;
+      // The client's request must arrive in time; the response (a long generation) has no limit here.
+      server.requestTimeout = Math.max(config.limits.headers_timeout, 120_000);
+      server.keepAliveTimeout = config.limits.keep_alive_timeout;
       if (config.limits.max_connections > 0) server.maxConnections = config.limits.max_connections;
       return server;
     },

@@ -1,41 +1,133 @@
 /**
- * What the proxy refuses before routing: fleetgate is not an open proxy (absolute-form targets are
- * refused; upstream is always a configured backend), and with `auth.api_keys` only known clients pass.
+ * What the proxy refuses before routing: fleetgate is not an open proxy (absolute-form targets and
+ * `CONNECT` are refused; upstream is always a configured backend, whatever `Host` says), and with
+ * `auth.api_keys` only known clients pass. Errors fastify raises itself (body too large, bad JSON,
+ * schema validation) get the same OpenAI-style body as fleetgate's own.
  */
-import { timingSafeEqual } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { FastifyError, FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
 import { errorBody } from './upstream-errors.js';
 
 /** fleetgate's own endpoints, which never need a client API key (probes, scrapes, the status page). */
 const OWN_PATHS = /^\/(livez|readyz|health|metrics|fleet)(\/|\?|$)/;
 
+/** What a malformed or too-slow request gets before fastify ever sees it. */
+const CLIENT_ERRORS: Record<string, [number, string, string]> = {
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'request headers not received in time'],
+  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'request headers too large'],
+};
+
+function rawErrorResponse(status: number, reason: string, body: string): string {
+  return (
+    `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  );
+}
+
+const CONNECT_REFUSAL = rawErrorResponse(
+  405,
+  'Method Not Allowed',
+  errorBody('CONNECT is not accepted: fleetgate is not an open proxy', 'invalid_request_error', 405),
+);
+
+/** fastify's `clientErrorHandler`: node's HTTP parser refused the request (or it came too slowly). */
+export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, message] = CLIENT_ERRORS[error.code ?? ''] ?? [
+    400,
+    'Bad Request',
+    `malformed HTTP request (${error.code ?? error.message})`,
+  ];
+  answerAndClose(socket, rawErrorResponse(status, reason, errorBody(message, 'invalid_request_error', status)));
+}
+
+/** Writes the answer, then closes even if the client never does (node's HTTP sockets allow half-open). */
+function answerAndClose(socket: Duplex, response: string): void {
+  socket.on('error', () => {});
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  socket.once('finish', () => socket.destroy());
+  socket.end(response);
+}
+
+/** `config` is read per request for `auth.api_keys`, so a reload that changes the keys applies at once. */
 export function registerProxyGuards(app: FastifyInstance, config: Config): void {
-  const keys = config.auth.api_keys.map((key) => Buffer.from(key));
+  let keySource: readonly string[] | null = null;
+  let keys: Buffer[] = [];
+  const currentKeys = () => {
+    if (config.auth.api_keys !== keySource) {
+      keySource = config.auth.api_keys;
+      keys = keySource.map(keyDigest);
+    }
+    return keys;
+  };
+
   app.addHook('onRequest', async (request, reply) => {
     const target = request.raw.url ?? '';
     if (target.charCodeAt(0) !== 47 /* / */) {
       return reply
         .code(400)
         .type('application/json')
-        .send(errorBody('absolute-form request targets are not accepted: fleetgate is not an open proxy', 'invalid_request_error', 400));
+        .send(
+          errorBody(
+            'absolute-form request targets are not accepted: fleetgate is not an open proxy',
+            'invalid_request_error',
+            400,
+          ),
+        );
     }
-    if (keys.length > 0 && !OWN_PATHS.test(target) && !hasValidKey(request.headers.authorization, keys)) {
+    const required = currentKeys();
+    if (required.length > 0 && !OWN_PATHS.test(target) && !hasValidKey(request.headers.authorization, required)) {
       return reply
         .code(401)
         .type('application/json')
         .send(errorBody('missing or invalid API key (Authorization: Bearer <key>)', 'authentication_error', 401));
     }
   });
+
+  // Without a listener node closes CONNECT connections silently; say why, then close.
+  app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => answerAndClose(socket, CONNECT_REFUSAL));
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
+    if (status >= 500) request.log.error({ err: error }, 'request failed');
+    const message = status >= 500 ? 'internal error' : error.message;
+    return reply
+      .code(status)
+      .type('application/json')
+      .send(errorBody(message, errorType(status), status));
+  });
 }
 
-export function hasValidKey(authorization: string | undefined, keys: readonly Buffer[]): boolean {
+function errorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 409) return 'conflict_error';
+  return status >= 500 ? 'server_error' : 'invalid_request_error';
+}
+
+/**
+ * Keys are compared as SHA-256 digests: always equal lengths, so the time taken tells nothing of a
+ * key's length (`timingSafeEqual` itself needs equal lengths).
+ */
+export function keyDigest(key: string): Buffer {
+  return createHash('sha256').update(key).digest();
+}
+
+/** `digests` from `keyDigest`. */
+export function hasValidKey(authorization: string | undefined, digests: readonly Buffer[]): boolean {
   if (!authorization?.startsWith('Bearer ')) return false;
-  const given = Buffer.from(authorization.slice(7));
+  const given = keyDigest(authorization.slice(7));
   let valid = false;
-  // Compare against every key, always, so timing does not tell which prefix matched.
-  for (const key of keys) {
-    if (key.length === given.length && timingSafeEqual(key, given)) valid = true;
+  // Compare against every key, always, so timing does not tell which one matched.
+  for (const digest of digests) {
+    if (timingSafeEqual(digest, given)) valid = true;
   }
   return valid;
 }

@@ -49,6 +49,9 @@ const OTHER: CatalogueEntry = { kind: 'other', outcome: 'http_5xx', status: 502,
 export function classifyUpstreamError(error: unknown): UpstreamFailure {
   for (let current = error, depth = 0; current != null && depth < 5; depth++) {
     const code = (current as { code?: unknown }).code;
+    // undici's HTTPParserError carries no string code: a status line or headers the parser refused.
+    if ((current as { name?: unknown }).name === 'HTTPParserError')
+      return { ...BAD_RESPONSE, message: describe('bad_response', current) };
     if (typeof code === 'string') {
       const entry = CATALOGUE[code] ?? (code.startsWith('HPE_') ? BAD_RESPONSE : undefined);
       if (entry) return { ...entry, message: describe(entry.kind, current) };

@@ -1,0 +1,96 @@
+/**
+ * `fleetgate drain NAME` and `fleetgate resume NAME`: `POST /fleet/backends/NAME/drain|resume` on a
+ * running fleetgate. Exit 0 done, 1 refused or unreachable (the server's message is printed), 2 usage.
+ */
+import { parseArgs } from 'node:util';
+import type { BackendStatus } from '../admin/fleet-summary.js';
+import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
+
+export type AdminVerb = 'drain' | 'resume';
+
+const DOES: Record<AdminVerb, string> = {
+  drain: 'stop sending new requests to backend NAME; its in-flight requests finish',
+  resume: 'undo drain: NAME gets traffic again once it passes the readiness checks',
+};
+
+const usage = (verb: AdminVerb) => `usage: fleetgate ${verb} NAME [--url URL] [--token TOKEN]
+
+${DOES[verb]}.
+
+options:
+  --url URL      fleetgate to ask (default: $FLEETGATE_URL, else ${DEFAULT_URL})
+  --token TOKEN  admin token (default: $FLEETGATE_ADMIN_TOKEN); not needed on loopback when admin.token is unset
+  -h, --help     this text
+
+exit status: 0 done, 1 refused by fleetgate or unreachable, 2 usage error
+`;
+
+const REQUEST_TIMEOUT_MS = 10_000;
+
+export async function run(verb: AdminVerb, argv: string[]): Promise<number> {
+  let values: { url?: string; token?: string; help?: boolean };
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args: argv,
+      options: { url: { type: 'string' }, token: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: true,
+    }));
+  } catch (error) {
+    process.stderr.write(`fleetgate ${verb}: ${(error as Error).message}\n\n${usage(verb)}`);
+    return 2;
+  }
+  if (values.help) {
+    process.stdout.write(usage(verb));
+    return 0;
+  }
+  if (positionals.length !== 1) {
+    const problem = positionals.length === 0 ? 'needs a backend NAME' : `takes one NAME, got ${positionals.length}`;
+    process.stderr.write(`fleetgate ${verb}: ${problem}\n\n${usage(verb)}`);
+    return 2;
+  }
+  let base: URL;
+  try {
+    base = resolveBaseUrl(values.url);
+  } catch (error) {
+    if (!(error instanceof UrlError)) throw error;
+    process.stderr.write(`fleetgate ${verb}: ${error.message}\n`);
+    return 2;
+  }
+  const name = positionals[0];
+  const token = values.token ?? (process.env.FLEETGATE_ADMIN_TOKEN || undefined);
+  const url = new URL(`fleet/backends/${encodeURIComponent(name)}/${verb}`, base);
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: 'POST',
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    process.stderr.write(
+      `fleetgate ${verb}: cannot reach fleetgate at ${base.origin}: ${cause?.code ?? cause?.message ?? (error as Error).message}\n`,
+    );
+    return 1;
+  }
+  const text = await res.text();
+  if (!res.ok) {
+    process.stderr.write(`fleetgate ${verb}: ${res.status} ${serverMessage(text)}\n`);
+    return 1;
+  }
+  const backend = JSON.parse(text) as BackendStatus;
+  const past = verb === 'drain' ? 'drained' : 'resumed';
+  process.stdout.write(`${past} ${backend.name}: ${backend.state}, ${backend.inflight} in flight\n`);
+  return 0;
+}
+
+/** The `error.message` of an OpenAI-style body, else the text itself. */
+function serverMessage(text: string): string {
+  try {
+    const message = (JSON.parse(text) as { error?: { message?: unknown } }).error?.message;
+    if (typeof message === 'string') return message;
+  } catch {}
+  return text.trim() || '(empty answer)';
+}
