@@ -9,6 +9,7 @@ import type {} from '@fastify/reply-from';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FleetRegistry } from '../fleet/registry.js';
 import { AdmissionError, type Lease, type WaitQueue } from '../routing/wait-queue.js';
+import { ClientGone } from './client-gone.js';
 import type { ProxyEventBus, RequestOutcome } from './request-record.js';
 import { completionTokensIn, type PipeResult, pipeResponse } from './response-pipe.js';
 import { classifyUpstreamError, errorBody, type UpstreamFailure } from './upstream-errors.js';
@@ -63,7 +64,8 @@ function isHtmlAnswerToApiCall(method: string, res: UpstreamResponse): boolean {
 /** Header names listed in `Connection` are hop-by-hop too (RFC 9110 7.6.1). */
 function dropConnectionListed(headers: IncomingHttpHeaders): void {
   const listed: unknown = headers.connection;
-  if (listed === undefined) return;
+  // The common values name no other header.
+  if (listed === undefined || listed === 'keep-alive' || listed === 'close') return;
   for (const name of String(listed).split(',')) delete headers[name.trim().toLowerCase()];
 }
 
@@ -93,13 +95,14 @@ export function createForwarder(opts: ForwarderOptions) {
   return async function forward(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const started = now();
     const raw = reply.raw;
-    const clientGone = new AbortController();
+    const clientGone = new ClientGone();
     raw.once('close', () => {
       if (!raw.writableFinished) clientGone.abort();
     });
     const body = request.body as Buffer | undefined;
-    const tried = new Set<Lease['backend']>();
+    let tried: Set<Lease['backend']> | undefined;
     let retries = 0;
+    let sse = false;
 
     const record = (backend: string | null, status: number, outcome: RequestOutcome, pipe: PipeResult | null) => {
       events.emit('request', {
@@ -113,7 +116,7 @@ export function createForwarder(opts: ForwarderOptions) {
         retries,
         outcome,
         completionTokens: pipe ? completionTokensIn(pipe.tail) : null,
-        streamed: pipe !== null && String(reply.getHeader('content-type') ?? '').startsWith('text/event-stream'),
+        streamed: sse,
       });
     };
 
@@ -136,7 +139,7 @@ export function createForwarder(opts: ForwarderOptions) {
     const attempt = async (): Promise<void> => {
       let lease: Lease;
       try {
-        lease = await queue.acquire(clientGone.signal, tried);
+        lease = await queue.acquire(clientGone, tried);
       } catch (error) {
         if (!(error instanceof AdmissionError)) throw error;
         if (error.reason === 'aborted') {
@@ -148,16 +151,17 @@ export function createForwarder(opts: ForwarderOptions) {
         return;
       }
       const backend = lease.backend;
+      tried ??= new Set();
       tried.add(backend);
       // Free the slot if the client leaves before the upstream answers (reply-from then never calls back).
       const onClientGone = () => lease.release();
-      clientGone.signal.addEventListener('abort', onClientGone, { once: true });
+      clientGone.addEventListener('abort', onClientGone);
 
       const onFailure = (failure: UpstreamFailure) => {
-        clientGone.signal.removeEventListener('abort', onClientGone);
+        clientGone.removeEventListener('abort', onClientGone);
         lease.release();
         // Our own abort of the upstream (the client left) says nothing about the backend.
-        if (clientGone.signal.aborted) {
+        if (clientGone.aborted) {
           record(backend.name, 499, 'client_abort', null);
           return;
         }
@@ -173,7 +177,7 @@ export function createForwarder(opts: ForwarderOptions) {
         sendError(failure.status, failure.message, type, backend.name, 'upstream_error');
       };
 
-      pools.currentSignal = clientGone.signal;
+      pools.currentSignal = clientGone;
       try {
         reply.from(backend.url + request.url, {
           body: body !== undefined && body.length > 0 ? body : undefined,
@@ -191,12 +195,12 @@ export function createForwarder(opts: ForwarderOptions) {
               onFailure(HTML_ANSWER);
               return;
             }
-            clientGone.signal.removeEventListener('abort', onClientGone);
+            clientGone.removeEventListener('abort', onClientGone);
             const status = res.statusCode;
             registry.apply(backend, { type: 'traffic', outcome: status >= 500 ? 'http_5xx' : 'ok' });
             reply.hijack();
             raw.writeHead(status, reply.getHeaders() as OutgoingHttpHeaders);
-            const sse = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
+            sse = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
             pipeResponse(res.stream, raw, sse, now, (pipe) => {
               lease.release();
               if (pipe.end.type === 'upstream_error') {

@@ -67,10 +67,11 @@ export function registerProxyGuards(app: FastifyInstance, config: Config): void 
     return keys;
   };
 
-  app.addHook('onRequest', async (request, reply) => {
+  // A callback hook, not an async one: it runs on every request, and a promise per request shows.
+  app.addHook('onRequest', (request, reply, done) => {
     const target = request.raw.url ?? '';
     if (target.charCodeAt(0) !== 47 /* / */) {
-      return reply
+      reply
         .code(400)
         .type('application/json')
         .send(
@@ -80,14 +81,17 @@ export function registerProxyGuards(app: FastifyInstance, config: Config): void 
             400,
           ),
         );
+      return;
     }
     const required = currentKeys();
     if (required.length > 0 && !OWN_PATHS.test(target) && !hasValidKey(request.headers.authorization, required)) {
-      return reply
+      reply
         .code(401)
         .type('application/json')
         .send(errorBody('missing or invalid API key (Authorization: Bearer <key>)', 'authentication_error', 401));
+      return;
     }
+    done();
   });
 
   // Without a listener node closes CONNECT connections silently; say why, then close.

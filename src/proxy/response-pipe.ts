@@ -95,13 +95,17 @@ function tailOf(previous: Buffer | null, last: Buffer | null): Buffer | null {
   return Buffer.concat([fromPrevious, last]);
 }
 
-const USAGE_COMPLETION_TOKENS = /"completion_tokens"\s*:\s*(\d+)/g;
+const COMPLETION_TOKENS = Buffer.from('"completion_tokens"');
 
 /** The last `completion_tokens` figure in the tail (OpenAI `usage`, SGLang `meta_info`). */
 export function completionTokensIn(tail: Buffer | null): number | null {
   if (tail === null) return null;
-  const text = tail.toString('latin1');
-  let found: number | null = null;
-  for (const match of text.matchAll(USAGE_COMPLETION_TOKENS)) found = Number(match[1]);
-  return found;
+  const at = tail.lastIndexOf(COMPLETION_TOKENS);
+  if (at < 0) return null;
+  let i = at + COMPLETION_TOKENS.length;
+  while (i < tail.length && (tail[i] === 0x20 || tail[i] === 0x3a) /* : */) i++;
+  let value = 0;
+  let digits = 0;
+  for (; i < tail.length && tail[i] >= 0x30 && tail[i] <= 0x39; i++, digits++) value = value * 10 + tail[i] - 0x30;
+  return digits > 0 ? value : null;
 }

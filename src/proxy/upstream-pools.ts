@@ -5,6 +5,7 @@
 import { type Dispatcher, Pool } from 'undici';
 import type { Config } from '../config/types.js';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
+import type { AbortLike } from './client-gone.js';
 
 type RequestOptions = Dispatcher.RequestOptions;
 type RequestCallback = (err: Error | null, data: Dispatcher.ResponseData) => void;
@@ -16,7 +17,7 @@ export class UpstreamPools {
    * The abort signal of the request being forwarded. reply-from calls `request()` synchronously
    * from `reply.from()`, so the forwarder sets this right before and clears it right after.
    */
-  currentSignal: AbortSignal | null = null;
+  currentSignal: AbortLike | null = null;
 
   constructor(registry: FleetRegistry, upstream: Config['upstream']) {
     this.#upstream = upstream;
@@ -36,7 +37,8 @@ export class UpstreamPools {
         );
         return;
       }
-      if (this.currentSignal !== null) opts.signal = this.currentSignal;
+      // undici accepts any object with add/removeEventListener('abort') and `aborted`.
+      if (this.currentSignal !== null) opts.signal = this.currentSignal as unknown as AbortSignal;
       pool.request(opts, callback);
     },
   };

@@ -5,6 +5,7 @@
  * goes away. The policy only chooses; this owns the bookkeeping (as undici's pool-base does).
  */
 import type { Backend } from '../fleet/registry.js';
+import type { AbortLike } from '../proxy/client-gone.js';
 import type { Policy } from './policies.js';
 
 export interface Lease {
@@ -62,7 +63,7 @@ export class WaitQueue {
    * A lease now if a slot is free, else a place in the queue. `avoid`: backends that already failed
    * this request; they are used only if nothing else is available.
    */
-  acquire(signal?: AbortSignal, avoid?: ReadonlySet<Backend>): Lease | Promise<Lease> {
+  acquire(signal?: AbortLike, avoid?: ReadonlySet<Backend>): Lease | Promise<Lease> {
     if (this.#waiters.length === 0) {
       const lease = this.#tryLease(avoid);
       if (lease) return lease;
