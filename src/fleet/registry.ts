@@ -36,6 +36,8 @@ export class Backend {
   cap = 0;
   /** Set when removal was asked: no new requests; removed once in-flight reaches 0. */
   removing = false;
+  /** Moving average of milliseconds per generated token in this backend's answers; null until seen. */
+  pace: number | null = null;
 
   constructor(config: BackendConfig, lifecycle: BackendLifecycle) {
     this.config = config;

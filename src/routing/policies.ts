@@ -8,6 +8,8 @@ export interface Candidate {
   readonly name: string;
   /** Comparable load: in-flight at fleetgate, refined by the backend's reported queue. */
   readonly load: number;
+  /** Observed milliseconds per generated token on this backend; null until measured. */
+  readonly pace?: number | null;
 }
 
 export interface Policy {
@@ -20,8 +22,11 @@ export interface PolicyDeps {
 }
 
 /**
- * Fewest load wins; ties go to the first tied backend after the previously picked one, so that
- * with equal load (e.g. all idle at the start) backends share evenly instead of all requests
+ * Least expected delay: a new request on a backend waits behind its load and runs at its pace, so
+ * the score is (load + 1) × pace, the rule that beats plain least-connections on servers of unequal
+ * speed (one GPU 30% slower, a server throttled by KV pressure). Pace is compared only when every
+ * candidate has one (like with like); until then it is plain fewest load. Ties go to the first tied
+ * backend after the previously picked one, so equal backends share evenly instead of all requests
  * landing on the first in the list.
  */
 class LeastLoaded implements Policy {
@@ -29,14 +34,19 @@ class LeastLoaded implements Policy {
 
   pick<C extends Candidate>(candidates: readonly C[]): C {
     const n = candidates.length;
+    const paced = candidates.every((c) => c.pace != null && c.pace > 0);
+    const score = paced ? (c: C) => (c.load + 1) * (c.pace as number) : (c: C) => c.load;
     const start = this.#cursor % n;
     let best = candidates[start];
+    let bestScore = score(best);
     let bestIndex = start;
     for (let step = 1; step < n; step++) {
       const index = (start + step) % n;
       const candidate = candidates[index];
-      if (candidate.load < best.load) {
+      const candidateScore = score(candidate);
+      if (candidateScore < bestScore) {
         best = candidate;
+        bestScore = candidateScore;
         bestIndex = index;
       }
     }

@@ -64,6 +64,24 @@ describe('least-loaded', () => {
     assert.deepEqual(picks, ['b0', 'b1', 'b2', 'b0', 'b1', 'b2']);
   });
 
+  test('with paces known for all, the least expected delay wins: (load + 1) x pace', () => {
+    const policy = createPolicy('least-loaded');
+    const paced = (loads: number[], paces: number[]) =>
+      loads.map((load, i) => ({ name: `b${i}`, load, pace: paces[i] }));
+    assert.equal(policy.pick(paced([2, 2], [1.3, 1])).name, 'b1', 'equal load: the faster one');
+    assert.equal(policy.pick(paced([2, 3], [1.3, 1])).name, 'b0', '3 x 1.3 = 3.9 beats 4 x 1 = 4');
+    assert.equal(policy.pick(paced([1, 4], [1.3, 1])).name, 'b0');
+  });
+
+  test('pace is ignored unless every candidate has one (compare like with like)', () => {
+    const policy = createPolicy('least-loaded');
+    const list = [
+      { name: 'fast', load: 3, pace: 1 },
+      { name: 'unknown', load: 2, pace: null },
+    ];
+    assert.equal(policy.pick(list).name, 'unknown');
+  });
+
   test('simulated dispatch keeps loads within one of each other', () => {
     const policy = createPolicy('least-loaded');
     const list = candidates([0, 0, 0, 0, 0]) as Array<{ name: string; load: number }>;
