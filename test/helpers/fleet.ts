@@ -6,6 +6,7 @@ import { createGateway, type Gateway } from '../../src/proxy/gateway.js';
 import type { SimOptions } from '../../src/sim/index.js';
 import { SimServer } from '../../src/sim/index.js';
 import { freePorts } from './net.js';
+import { waitFor } from './wait.js';
 
 type After = Pick<TestContext, 'after'> | { after(fn: () => unknown): void };
 
@@ -41,4 +42,18 @@ export function backendsFor(
 
 export function stateOf(gateway: Gateway, name: string): string | undefined {
   return gateway.fleet.registry.get(name)?.state;
+}
+
+/** Simulated backends started and ready, and a gateway in front of them with every one admitted. */
+export async function startReadyFleet(
+  t: After,
+  specs: Array<Partial<SimOptions>>,
+  raw: Record<string, unknown> = {},
+): Promise<RunningGateway & { sims: SimServer[] }> {
+  const sims = await createSims(t, specs);
+  for (const sim of sims) sim.start();
+  await Promise.all(sims.map((sim) => sim.whenReady()));
+  const running = await startGateway(t, { backends: backendsFor(sims), ...raw });
+  await waitFor(() => running.gateway.fleet.registry.ready.length === sims.length, { what: 'every backend ready' });
+  return { ...running, sims };
 }

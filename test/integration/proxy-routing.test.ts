@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
 import type { SimServer } from '../../src/sim/index.js';
-import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
+import { backendsFor, createSims, startGateway, startReadyFleet } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
 
 const generate = JSON.stringify({ text: 'hello', sampling_params: { max_new_tokens: 12 } });
@@ -30,15 +30,11 @@ async function load(url: string, clients: number, perClient: number): Promise<nu
 const atBackend = (sim: SimServer) => sim.counters.requests - sim.counters.completed - sim.counters.aborted;
 
 test('least-loaded: a backend 3x slower gets markedly fewer requests', async (t) => {
-  const sims = await createSims(t, [
+  const { url, sims } = await startReadyFleet(t, [
     { engine: { tokenMs: 3 } },
     { engine: { tokenMs: 3 } },
     { engine: { tokenMs: 3, slowdown: 3 } },
   ]);
-  for (const sim of sims) sim.start();
-  await Promise.all(sims.map((s) => s.whenReady()));
-  const { url, gateway } = await startGateway(t, { backends: backendsFor(sims) });
-  await waitFor(() => gateway.fleet.registry.ready.length === 3, { what: 'ready' });
 
   const statuses = await load(url, 12, 25);
   assert.deepEqual([...new Set(statuses)], [200]);
@@ -48,33 +44,22 @@ test('least-loaded: a backend 3x slower gets markedly fewer requests', async (t)
 });
 
 test('round-robin, by contrast, gives the slow backend its full share', async (t) => {
-  const sims = await createSims(t, [
-    { engine: { tokenMs: 3 } },
-    { engine: { tokenMs: 3 } },
-    { engine: { tokenMs: 3, slowdown: 3 } },
-  ]);
-  for (const sim of sims) sim.start();
-  await Promise.all(sims.map((s) => s.whenReady()));
-  const { url, gateway } = await startGateway(t, { backends: backendsFor(sims), routing: { policy: 'round-robin' } });
-  await waitFor(() => gateway.fleet.registry.ready.length === 3, { what: 'ready' });
+  const { url, sims } = await startReadyFleet(
+    t,
+    [{ engine: { tokenMs: 3 } }, { engine: { tokenMs: 3 } }, { engine: { tokenMs: 3, slowdown: 3 } }],
+    { routing: { policy: 'round-robin' } },
+  );
   await load(url, 12, 10);
   const counts = sims.map((s) => s.counters.requests);
   assert.ok(Math.max(...counts) - Math.min(...counts) <= 1, String(counts));
 });
 
 test('max_inflight_per_backend: no backend ever holds more than the cap; the rest wait in fleetgate', async (t) => {
-  const sims = await createSims(t, [
-    { engine: { tokenMs: 4 } },
-    { engine: { tokenMs: 4 } },
-    { engine: { tokenMs: 4 } },
-  ]);
-  for (const sim of sims) sim.start();
-  await Promise.all(sims.map((s) => s.whenReady()));
-  const { url, gateway } = await startGateway(t, {
-    backends: backendsFor(sims),
-    routing: { max_inflight_per_backend: 2 },
-  });
-  await waitFor(() => gateway.fleet.registry.ready.length === 3, { what: 'ready' });
+  const { url, gateway, sims } = await startReadyFleet(
+    t,
+    [{ engine: { tokenMs: 4 } }, { engine: { tokenMs: 4 } }, { engine: { tokenMs: 4 } }],
+    { routing: { max_inflight_per_backend: 2 } },
+  );
 
   let peak = 0;
   let peakQueue = 0;

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import OpenAI from 'openai';
 import { request } from 'undici';
-import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
+import { startReadyFleet } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
 
 const chat = (maxTokens: number) =>
@@ -21,11 +21,10 @@ async function streamOf(url: string, maxTokens: number) {
 const normalize = (sse: string) => sse.replace(/"id":"[^"]*"/g, '"id":"X"').replace(/"created":\d+/g, '"created":0');
 
 test('the stream through fleetgate is byte-for-byte what the backend sends (ids aside)', async (t) => {
-  const [sim] = await createSims(t, [{ engine: { tokenMs: 1 } }]);
-  sim.start();
-  await sim.whenReady();
-  const { url, gateway } = await startGateway(t, { backends: backendsFor([sim]) });
-  await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: 'ready' });
+  const {
+    url,
+    sims: [sim],
+  } = await startReadyFleet(t, [{ engine: { tokenMs: 1 } }]);
 
   const direct = await streamOf(sim.url, 50);
   const directBody = await direct.body.text();
@@ -40,11 +39,10 @@ test('the stream through fleetgate is byte-for-byte what the backend sends (ids 
 });
 
 test('the first chunk reaches the client while the backend is still generating', async (t) => {
-  const [sim] = await createSims(t, [{ engine: { tokenMs: 40 } }]);
-  sim.start();
-  await sim.whenReady();
-  const { url, gateway } = await startGateway(t, { backends: backendsFor([sim]) });
-  await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: 'ready' });
+  const {
+    url,
+    sims: [sim],
+  } = await startReadyFleet(t, [{ engine: { tokenMs: 40 } }]);
 
   const started = performance.now();
   const res = await streamOf(url, 25);
@@ -62,11 +60,11 @@ test('the first chunk reaches the client while the backend is still generating',
 });
 
 test('a client disconnect aborts the upstream request within 1 s', async (t) => {
-  const [sim] = await createSims(t, [{ engine: { tokenMs: 20 } }]);
-  sim.start();
-  await sim.whenReady();
-  const { url, gateway } = await startGateway(t, { backends: backendsFor([sim]) });
-  await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: 'ready' });
+  const {
+    url,
+    gateway,
+    sims: [sim],
+  } = await startReadyFleet(t, [{ engine: { tokenMs: 20 } }]);
 
   const controller = new AbortController();
   const res = await request(`${url}/v1/chat/completions`, {
@@ -91,11 +89,11 @@ test('a client disconnect aborts the upstream request within 1 s', async (t) => 
 });
 
 test('a backend dying mid-stream: one error event, no [DONE]; the openai SDK raises', async (t) => {
-  const [sim] = await createSims(t, [{ engine: { tokenMs: 15 } }]);
-  sim.start();
-  await sim.whenReady();
-  const { url, gateway } = await startGateway(t, { backends: backendsFor([sim]) });
-  await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: 'ready' });
+  const {
+    url,
+    gateway,
+    sims: [sim],
+  } = await startReadyFleet(t, [{ engine: { tokenMs: 15 } }]);
 
   // Raw view: what bytes does a client get?
   const res = await streamOf(url, 400);

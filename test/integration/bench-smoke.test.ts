@@ -1,0 +1,75 @@
+/**
+ * The benchmarks run and report: each with tiny sizes (`--quick`) against direct and fleetgate
+ * only. Asserts nothing about the figures (benchmarks are not tests): exit 0, a markdown table on
+ * stdout, the JSON results file written.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+
+const ROOT = new URL('../../', import.meta.url);
+const built = existsSync(new URL('dist/cli/index.js', ROOT));
+const dir = mkdtempSync(join(tmpdir(), 'bench-smoke-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function runBench(script: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 50_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const skip = built ? false : 'dist/ is missing: run npm run build';
+
+test('bench:overhead --quick runs and reports', { skip, timeout: 60_000 }, async () => {
+  const out = join(dir, 'overhead.json');
+  const { code, stdout, stderr } = await runBench('bench/overhead/run.ts', [
+    '--quick',
+    '--targets',
+    'direct,fleetgate',
+    '--out',
+    out,
+  ]);
+  assert.equal(code, 0, stderr);
+  assert.match(stdout, /\| target\s+\| req\/s/);
+  assert.match(stdout, /\| fleetgate /);
+  const json = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(json.bench, 'overhead');
+  assert.ok(json.runs.length > 0);
+});
+
+test('bench:balance --quick runs and reports', { skip, timeout: 60_000 }, async () => {
+  const out = join(dir, 'balance.json');
+  const { code, stdout, stderr } = await runBench('bench/balance/run.ts', [
+    '--quick',
+    '--targets',
+    'direct,fleetgate',
+    '--out',
+    out,
+  ]);
+  assert.equal(code, 0, stderr);
+  assert.match(stdout, /\| target\s+\| makespan s/);
+  assert.match(stdout, /\| fleetgate least-loaded /);
+  const json = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(json.bench, 'balance');
+  assert.ok(json.runs.length > 0);
+});
