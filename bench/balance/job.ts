@@ -1,0 +1,119 @@
+/**
+ * One run of the batch job through one balancer, on a fresh set of simulated servers: the job's
+ * requests go out at a fixed concurrency through one URL (no client retries, like a plain
+ * generation script), optionally with faults: one server starts late, one crashes mid-run and is
+ * relaunched a moment later.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SimEngineOptions } from '../../src/sim/index.js';
+import { closedLoop, LoadClient } from '../lib/load.js';
+import { SimHost } from '../lib/sim-control.js';
+import { percentileSorted, Samples } from '../lib/stats.js';
+import { startTarget, type TargetSpec } from '../lib/targets.js';
+import type { Job } from './workload.js';
+
+export interface FaultPlan {
+  /** This server is started `lateMs` after the job begins. */
+  lateIndex: number;
+  lateMs: number;
+  /** This server crashes once this share of the job's requests has completed, and relaunches after `restartAfterMs`. */
+  crashIndex: number;
+  crashAtShare: number;
+  restartAfterMs: number;
+}
+
+export interface JobOptions {
+  servers: number;
+  engine: (i: number) => SimEngineOptions;
+  jobs: Job[];
+  concurrency: number;
+  fault: FaultPlan | null;
+  proxyCpu: number | null;
+  clientCpu: number | null;
+  dir: string;
+  deadlineMs: number;
+}
+
+export interface JobMetrics {
+  makespanSec: number;
+  p50Sec: number;
+  p99Sec: number;
+  ok: number;
+  errors: number;
+  errorKinds: Record<string, number>;
+  retractions: number;
+  /** Completed requests per server, in server order. */
+  completed: number[];
+  /** Requests received per server (retried or failed ones included). */
+  received: number[];
+  generatedTokens: number;
+  /** Whether the deadline cut the job short. */
+  cut: boolean;
+}
+
+const PATH = '/v1/chat/completions';
+
+export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMetrics> {
+  const fault = opts.fault;
+  mkdirSync(opts.dir, { recursive: true });
+  const sims = await SimHost.start({
+    count: opts.servers,
+    engine: opts.engine,
+    cpu: opts.clientCpu,
+    logDir: opts.dir,
+    lateMs: (i) => (fault && i === fault.lateIndex ? fault.lateMs : undefined),
+    restartAfterMs: fault ? fault.restartAfterMs : null,
+  });
+  try {
+    const target = await startTarget(spec, {
+      backends: sims.urls,
+      cpu: opts.proxyCpu,
+      dir: join(opts.dir, 'proxy'),
+      readyBackends: fault ? opts.servers - 1 : opts.servers,
+    });
+    const client = new LoadClient(target.urls, opts.concurrency);
+    try {
+      const latencies = new Samples(opts.jobs.length);
+      let done = 0;
+      let crashed = false;
+      const crashAt = fault ? Math.floor(opts.jobs.length * fault.crashAtShare) : Number.POSITIVE_INFINITY;
+      if (fault) await sims.go();
+      const result = await closedLoop(client, {
+        concurrency: opts.concurrency,
+        total: opts.jobs.length,
+        deadlineMs: opts.deadlineMs,
+        graceMs: 5_000,
+        send: (i) => client.post(PATH, opts.jobs[i].body),
+        onOutcome: (o) => {
+          latencies.push(o.endMs - o.startMs);
+          done++;
+          if (fault && !crashed && done >= crashAt) {
+            crashed = true;
+            void sims.crash(fault.crashIndex);
+          }
+        },
+      });
+      const stats = await sims.stats();
+      const sorted = latencies.sorted();
+      return {
+        makespanSec: result.elapsedMs / 1000,
+        p50Sec: percentileSorted(sorted, 50) / 1000,
+        p99Sec: percentileSorted(sorted, 99) / 1000,
+        ok: result.ok,
+        errors: result.errors + (opts.jobs.length - result.sent),
+        errorKinds: result.errorKinds,
+        retractions: stats.reduce((sum, s) => sum + s.counters.retractions, 0),
+        completed: stats.map((s) => s.counters.completed),
+        received: stats.map((s) => s.counters.requests),
+        generatedTokens: stats.reduce((sum, s) => sum + s.counters.generatedTokens, 0),
+        cut: result.cut,
+      };
+    } finally {
+      await client.close();
+      await target.stop();
+    }
+  } finally {
+    await sims.stop();
+  }
+}

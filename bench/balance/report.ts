@@ -1,0 +1,151 @@
+/** Tables and the issue's targets for the balance bench. */
+import { median } from '../lib/stats.js';
+import { fmt, markdownTable } from '../lib/table.js';
+import type { JobMetrics } from './job.js';
+
+export interface BalanceRecord {
+  run: number;
+  target: string;
+  metrics: JobMetrics | null;
+  error: string | null;
+}
+
+export interface TargetSummary {
+  target: string;
+  runs: number;
+  makespanSec: number;
+  lbRatio: number;
+  p50Sec: number;
+  p99Sec: number;
+  retractions: number;
+  errors: number;
+  /** Median share of completed requests per server. */
+  shares: number[];
+  tokensPerSec: number;
+}
+
+export function summarize(records: BalanceRecord[], target: string, lbSeconds: number): TargetSummary | null {
+  const runs = records.filter((r) => r.target === target && r.metrics).map((r) => r.metrics as JobMetrics);
+  if (runs.length === 0) return null;
+  const m = (f: (x: JobMetrics) => number) => median(runs.map(f));
+  const servers = runs[0].completed.length;
+  const shares = Array.from({ length: servers }, (_, i) =>
+    m(
+      (x) =>
+        x.completed[i] /
+        Math.max(
+          1,
+          x.completed.reduce((a, b) => a + b, 0),
+        ),
+    ),
+  );
+  return {
+    target,
+    runs: runs.length,
+    makespanSec: m((x) => x.makespanSec),
+    lbRatio: m((x) => x.makespanSec) / lbSeconds,
+    p50Sec: m((x) => x.p50Sec),
+    p99Sec: m((x) => x.p99Sec),
+    retractions: m((x) => x.retractions),
+    errors: m((x) => x.errors),
+    shares,
+    tokensPerSec: m((x) => x.generatedTokens / x.makespanSec),
+  };
+}
+
+export function renderTable(summaries: TargetSummary[], records: BalanceRecord[], slowIndex: number): string {
+  const failed = (t: string) => records.filter((r) => r.target === t && r.error !== null).length;
+  const servers = summaries[0]?.shares.length ?? 0;
+  const shareHeader = Array.from({ length: servers }, (_, i) => (i === slowIndex ? `${i}*` : String(i))).join('/');
+  return markdownTable(
+    [
+      'target',
+      'makespan s',
+      'vs LB',
+      'p50 s',
+      'p99 s',
+      'KV retractions',
+      'errors',
+      'tokens/s',
+      `share per backend % (${shareHeader})`,
+    ],
+    summaries.map((s) => [
+      s.target + (failed(s.target) > 0 ? ` (${failed(s.target)} run(s) failed)` : ''),
+      fmt(s.makespanSec, 2),
+      `${s.lbRatio.toFixed(2)}x`,
+      fmt(s.p50Sec, 2),
+      fmt(s.p99Sec, 2),
+      fmt(s.retractions, 0),
+      fmt(s.errors, 0),
+      fmt(s.tokensPerSec, 0),
+      s.shares.map((x) => (x * 100).toFixed(1)).join(' / '),
+    ]),
+  );
+}
+
+export interface BalanceCheck {
+  target: string;
+  value: string;
+  met: boolean | null;
+}
+
+const FLEETGATE_DEFAULT = 'fleetgate least-loaded';
+
+/** Per run: fleetgate's makespan against the better of NGINX least_conn and HAProxy leastconn in that same run. */
+export function checkTargets(
+  records: BalanceRecord[],
+  fault: boolean,
+  fleetgateNames: string[],
+  kvPressure: boolean,
+): BalanceCheck[] {
+  const checks: BalanceCheck[] = [];
+  const runs = [...new Set(records.map((r) => r.run))];
+  const makespan = (run: number, target: string) =>
+    records.find((r) => r.run === run && r.target === target && r.metrics)?.metrics?.makespanSec;
+  if (!fault) {
+    for (const name of fleetgateNames) {
+      let wins = 0;
+      let strict = 0;
+      let compared = 0;
+      const ratios: number[] = [];
+      for (const run of runs) {
+        const fg = makespan(run, name);
+        const peers = [makespan(run, 'nginx least_conn'), makespan(run, 'haproxy leastconn')].filter(
+          (x): x is number => x !== undefined,
+        );
+        if (fg === undefined || peers.length === 0) continue;
+        const best = Math.min(...peers);
+        compared++;
+        ratios.push(fg / best);
+        if (fg <= best) wins++;
+        if (fg < best) strict++;
+      }
+      const relation = kvPressure ? '<' : '<=';
+      checks.push({
+        target: `${name}${name === FLEETGATE_DEFAULT ? ' (default policy)' : ''}: makespan ${relation} better of nginx least_conn / haproxy leastconn in the same run${kvPressure ? ' (KV pressure: strictly better)' : ''}`,
+        value:
+          compared === 0
+            ? 'not measured'
+            : `${median(ratios).toFixed(3)}x of best peer (median of runs); <= in ${wins}/${compared} runs, < in ${strict}/${compared}`,
+        met: compared === 0 ? null : (kvPressure ? strict : wins) === compared,
+      });
+    }
+  } else {
+    for (const name of fleetgateNames) {
+      const errors = records.filter((r) => r.target === name && r.metrics).map((r) => r.metrics?.errors ?? 0);
+      checks.push({
+        target: `${name}: 0 client-visible errors with a late start and a crash`,
+        value: errors.length === 0 ? 'not measured' : `errors per run: ${errors.join(', ')}`,
+        met: errors.length === 0 ? null : errors.every((e) => e === 0),
+      });
+    }
+  }
+  return checks;
+}
+
+export function renderChecks(checks: BalanceCheck[]): string {
+  return markdownTable(
+    ['issue target', 'measured', 'met'],
+    checks.map((c) => [c.target, c.value, c.met === null ? '—' : c.met ? 'yes' : 'NO']),
+  );
+}

@@ -1,0 +1,263 @@
+/**
+ * `npm run bench:balance`: which balancer finishes a batch-generation job first. Seven simulated
+ * SGLang servers with continuous batching and a KV-cache pool (one 30% slower), a job with
+ * heavy-tailed answer lengths sent at fixed concurrency through one URL, and every balancer on a
+ * fresh set of servers. `--fault`: one server starts late, one crashes mid-run and comes back.
+ * Markdown table on stdout, JSON in bench/results/, progress on stderr.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { SimEngineOptions } from '../../src/sim/index.js';
+import { describeMachine, machineLine, stamp } from '../lib/machine.js';
+import { waitQuiet } from '../lib/proc-stats.js';
+import { haveTaskset, pinSelf } from '../lib/procs.js';
+import { REPO_ROOT } from '../lib/sim-control.js';
+import { HAPROXY, missingBinaries, NGINX } from '../lib/targets.js';
+import { type FaultPlan, runJob } from './job.js';
+import {
+  type BalanceRecord,
+  checkTargets,
+  renderChecks,
+  renderTable,
+  summarize,
+  type TargetSummary,
+} from './report.js';
+import { BALANCE_TARGETS, selectTargets } from './targets.js';
+import { lowerBound, makeWorkload, type WorkloadSpec } from './workload.js';
+
+const usage = `usage: npm run bench:balance -- [options]
+
+  --runs N              repetitions (default 3; --quick: 1)
+  --quick               tiny sizes, for a smoke run
+  --fault               one server starts late, one crashes mid-run and is relaunched
+  --targets LIST        ids or prefixes: ${BALANCE_TARGETS.map((t) => t.id).join(', ')} (default all)
+  --requests N          requests in the job (default 3000)
+  --concurrency N       requests in flight (default 224 = 32 per server)
+  --token-ms MS         decode step at batch 1 (default 6; Node timers have 1 ms resolution, so much
+                        smaller steps would erase the slow server's 30%)
+  --max-running N       max_running_requests per server (default 32)
+  --kv-tokens N         max_total_num_tokens per server (default 10000: KV pressure at 32 running;
+                        100000 for a run without KV pressure)
+  --max-tokens N        max_tokens of every request (default 1400; answers stop on their own before it)
+  --seed N              workload seed (default 7)
+  --proxy-cpu N / --client-cpu N / --no-pin   core pinning (default 0 / 1)
+  --out FILE            JSON results (default bench/results/balance[-fault]-<date>.json)
+  --quiet-wait SEC      before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
+  --keep                keep the work directory
+`;
+
+const SERVERS = 7;
+const SLOW_INDEX = 6;
+const SLOWDOWN = 1.3;
+
+function parse(argv: string[]) {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      runs: { type: 'string' },
+      quick: { type: 'boolean' },
+      fault: { type: 'boolean' },
+      targets: { type: 'string' },
+      requests: { type: 'string' },
+      concurrency: { type: 'string' },
+      'token-ms': { type: 'string' },
+      'max-running': { type: 'string' },
+      'kv-tokens': { type: 'string' },
+      'max-tokens': { type: 'string' },
+      seed: { type: 'string' },
+      'proxy-cpu': { type: 'string' },
+      'client-cpu': { type: 'string' },
+      'no-pin': { type: 'boolean' },
+      out: { type: 'string' },
+      keep: { type: 'boolean' },
+      'quiet-wait': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return null;
+  const num = (text: string | undefined, flag: string, fallback: number, min = 1) => {
+    if (text === undefined) return fallback;
+    const n = Number(text);
+    if (!Number.isFinite(n) || n < min) throw new Error(`--${flag}: '${text}' must be a number >= ${min}`);
+    return n;
+  };
+  const quick = values.quick === true;
+  const maxRunning = num(values['max-running'], 'max-running', quick ? 8 : 32);
+  const maxTokens = num(values['max-tokens'], 'max-tokens', quick ? 2048 : 1400);
+  const workload: WorkloadSpec = {
+    count: num(values.requests, 'requests', quick ? 150 : 3000),
+    seed: num(values.seed, 'seed', 7, 0),
+    maxTokens,
+    longShare: 0.3,
+    shortMedian: quick ? 30 : 40,
+    longMedian: quick ? 150 : 400,
+    maxLength: quick ? 400 : 1300,
+  };
+  const engine: SimEngineOptions = {
+    tokenMs: num(values['token-ms'], 'token-ms', quick ? 1 : 6, 0),
+    maxRunningRequests: maxRunning,
+    maxTotalNumTokens: num(values['kv-tokens'], 'kv-tokens', quick ? 3000 : 10_000, 2),
+    batchPenalty: 0.002,
+    slowdown: 1,
+    prefillTokensPerMs: 100,
+    defaultMaxTokens: 16,
+  };
+  const fault: FaultPlan | null = values.fault
+    ? {
+        lateIndex: 5,
+        lateMs: quick ? 300 : 2000,
+        crashIndex: 2,
+        crashAtShare: 0.35,
+        restartAfterMs: quick ? 300 : 1000,
+      }
+    : null;
+  const pin = !values['no-pin'];
+  return {
+    runs: num(values.runs, 'runs', quick ? 1 : 3),
+    quick,
+    targets: selectTargets(values.targets ?? BALANCE_TARGETS.map((t) => t.id).join(',')),
+    concurrency: num(values.concurrency, 'concurrency', maxRunning * SERVERS),
+    workload,
+    engine,
+    fault,
+    proxyCpu: pin ? num(values['proxy-cpu'], 'proxy-cpu', 0, 0) : null,
+    clientCpu: pin ? num(values['client-cpu'], 'client-cpu', 1, 0) : null,
+    out: values.out ?? join(REPO_ROOT, 'bench/results', `balance${values.fault ? '-fault' : ''}-${stamp()}.json`),
+    keep: values.keep === true,
+    // Other sessions may be busy on this machine: wait (up to this long) for it to calm down before each measurement.
+    quietWaitMs: Number(values['quiet-wait'] ?? (values.quick ? 0 : 20)) * 1000,
+  };
+}
+
+const progress = (line: string) => process.stderr.write(`[balance] ${line}\n`);
+
+async function main(argv: string[]): Promise<number> {
+  let opts: ReturnType<typeof parse>;
+  try {
+    opts = parse(argv);
+  } catch (error) {
+    process.stderr.write(`bench:balance: ${(error as Error).message}\n\n${usage}`);
+    return 2;
+  }
+  if (opts === null) {
+    process.stdout.write(usage);
+    return 0;
+  }
+  const missing = missingBinaries(opts.targets.map((t) => t.kind));
+  if (missing.length > 0) {
+    process.stderr.write(`bench:balance: ${missing.join('; ')}\n`);
+    return 2;
+  }
+  const machine = describeMachine(NGINX, HAPROXY, REPO_ROOT);
+  if (opts.clientCpu !== null && !haveTaskset()) progress('taskset not found: processes are not pinned');
+  pinSelf(opts.clientCpu);
+  const jobs = makeWorkload(opts.workload);
+  const engines = Array.from({ length: SERVERS }, (_, i) => ({
+    ...opts.engine,
+    slowdown: i === SLOW_INDEX ? SLOWDOWN : 1,
+  }));
+  const lb = lowerBound(jobs, engines);
+  const lengths = jobs.map((j) => j.outputTokens).sort((a, b) => a - b);
+  const q = (p: number) => lengths[Math.min(lengths.length - 1, Math.floor(p * lengths.length))];
+  const workloadLine =
+    `${jobs.length} chat requests, max_tokens ${opts.workload.maxTokens}, answer lengths p50 ${q(0.5)} / p90 ${q(0.9)} / p99 ${q(0.99)} / max ${lengths[lengths.length - 1]} tokens ` +
+    `(${Math.round(opts.workload.longShare * 100)}% in a log-normal "thinking" tail), seed ${opts.workload.seed}, concurrency ${opts.concurrency}`;
+  const work = mkdtempSync(join(tmpdir(), 'fleetgate-bench-balance-'));
+  progress(`${machineLine(machine)}; work dir ${work}`);
+  progress(`${workloadLine}; lower bound ${lb.seconds.toFixed(2)} s`);
+  const records: BalanceRecord[] = [];
+  const started = Date.now();
+  try {
+    for (let run = 1; run <= opts.runs; run++) {
+      for (const spec of opts.targets) {
+        const label = `run ${run}/${opts.runs} ${spec.name}`;
+        try {
+          const busy = opts.quietWaitMs > 0 ? await waitQuiet(0.15, opts.quietWaitMs) : 0;
+          if (busy > 0.15) progress(`machine still busy (${busy.toFixed(2)} cores); measuring anyway`);
+          const metrics = await runJob(spec, {
+            servers: SERVERS,
+            engine: (i) => engines[i],
+            jobs,
+            concurrency: opts.concurrency,
+            fault: opts.fault,
+            proxyCpu: opts.proxyCpu,
+            clientCpu: opts.clientCpu,
+            dir: join(work, `${run}-${spec.id}`),
+            deadlineMs: Math.max(60_000, lb.seconds * 1000 * 10),
+          });
+          records.push({ run, target: spec.name, metrics, error: null });
+          progress(
+            `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, p99 ${metrics.p99Sec.toFixed(2)} s, retractions ${metrics.retractions}, errors ${metrics.errors} ${JSON.stringify(metrics.errorKinds)}, completed ${metrics.completed.join('/')}`,
+          );
+        } catch (error) {
+          const message = (error as Error).message;
+          records.push({ run, target: spec.name, metrics: null, error: message });
+          progress(`${label}: FAILED: ${message}`);
+        }
+      }
+    }
+  } finally {
+    if (!opts.keep) rmSync(work, { recursive: true, force: true });
+  }
+  const summaries = opts.targets
+    .map((t) => summarize(records, t.name, lb.seconds))
+    .filter((s): s is TargetSummary => s !== null);
+  const fleetgateNames = opts.targets.filter((t) => t.kind === 'fleetgate').map((t) => t.name);
+  const checks = checkTargets(records, opts.fault !== null, fleetgateNames, lb.kvPressure);
+  const e = opts.engine;
+  const faultLine = opts.fault
+    ? `Faults: gpu${opts.fault.lateIndex} starts ${opts.fault.lateMs} ms after the job; gpu${opts.fault.crashIndex} crashes (port closed, connections dropped) when ${Math.round(opts.fault.crashAtShare * 100)}% of the requests are done and is relaunched ${opts.fault.restartAfterMs} ms later. Errors are what the client saw (no client retries).`
+    : '';
+  const report = [
+    `## fleetgate balance bench${opts.fault ? ' (fault variant)' : ''} (medians of ${opts.runs} run${opts.runs === 1 ? '' : 's'})`,
+    '',
+    `Machine: ${machineLine(machine)}. Balancer pinned to core ${opts.proxyCpu ?? '-'}, servers and client to core ${opts.clientCpu ?? '-'}.`,
+    `Servers: ${SERVERS} simulated SGLang, tokenMs ${e.tokenMs}, max_running_requests ${e.maxRunningRequests}, max_total_num_tokens ${e.maxTotalNumTokens}, batchPenalty ${e.batchPenalty}, prefill ${e.prefillTokensPerMs} tokens/ms; gpu${SLOW_INDEX} (*) is ${SLOWDOWN}x slower. A fresh set of servers for every target and run.`,
+    `Job: ${workloadLine}.`,
+    faultLine,
+    `KV pressure: ${lb.kvPressure ? 'yes' : 'no'}: a full batch of ${e.maxRunningRequests} holds about ${Math.round(lb.kvDemandAtFullBatch)} KV tokens on average against a pool of ${e.maxTotalNumTokens}.`,
+    `Lower bound: ${lb.seconds.toFixed(2)} s. ${lb.formula}`,
+    '',
+    renderTable(summaries, records, SLOW_INDEX),
+    '',
+    '### issue #7 targets',
+    '',
+    renderChecks(checks),
+    '',
+  ]
+    .filter((line, i, all) => line !== '' || all[i - 1] !== '')
+    .join('\n');
+  process.stdout.write(report);
+  mkdirSync(dirname(opts.out), { recursive: true });
+  writeFileSync(
+    opts.out,
+    `${JSON.stringify(
+      {
+        bench: opts.fault ? 'balance-fault' : 'balance',
+        date: new Date().toISOString(),
+        durationSec: Math.round((Date.now() - started) / 1000),
+        machine,
+        options: { ...opts, out: undefined, targets: opts.targets.map((t) => t.id) },
+        lowerBound: lb,
+        summaries,
+        targets: checks,
+        runs: records,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  progress(`wrote ${opts.out}`);
+  return records.some((r) => r.metrics !== null) ? 0 : 1;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`bench:balance: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exitCode = 1;
+  },
+);

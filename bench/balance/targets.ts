@@ -1,0 +1,39 @@
+/** The balancers compared by the balance bench. */
+import type { TargetSpec } from '../lib/targets.js';
+
+export interface BalanceTarget extends TargetSpec {
+  /** Key for `--targets` (a prefix such as `fleetgate` selects every fleetgate variant). */
+  id: string;
+}
+
+export const BALANCE_TARGETS: readonly BalanceTarget[] = [
+  { id: 'direct', name: 'direct (client round-robin)', kind: 'direct' },
+  { id: 'fleetgate-least-loaded', name: 'fleetgate least-loaded', kind: 'fleetgate', balance: 'least-loaded' },
+  { id: 'fleetgate-round-robin', name: 'fleetgate round-robin', kind: 'fleetgate', balance: 'round-robin' },
+  { id: 'fleetgate-power-of-two', name: 'fleetgate power-of-two', kind: 'fleetgate', balance: 'power-of-two' },
+  {
+    id: 'fleetgate-auto',
+    name: 'fleetgate least-loaded, cap auto',
+    kind: 'fleetgate',
+    balance: 'least-loaded',
+    maxInflight: 'auto',
+  },
+  { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn' },
+  { id: 'nginx-round-robin', name: 'nginx round-robin', kind: 'nginx', balance: 'round-robin' },
+  { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn' },
+  { id: 'haproxy-roundrobin', name: 'haproxy roundrobin', kind: 'haproxy', balance: 'roundrobin' },
+];
+
+/** `direct,fleetgate,nginx-least-conn` -> the matching targets, in the table's order. */
+export function selectTargets(list: string): BalanceTarget[] {
+  const wanted = list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const w of wanted) {
+    if (!BALANCE_TARGETS.some((t) => t.id === w || t.id.startsWith(`${w}-`))) {
+      throw new Error(`--targets: unknown target '${w}' (${BALANCE_TARGETS.map((t) => t.id).join(', ')})`);
+    }
+  }
+  return BALANCE_TARGETS.filter((t) => wanted.some((w) => t.id === w || t.id.startsWith(`${w}-`)));
+}

@@ -1,0 +1,186 @@
+/**
+ * The load generator: undici Pools (one per URL, the client spreading requests round-robin over
+ * them) driven through `dispatch` with a bare handler, so the client spends as little CPU as it
+ * can per request and per SSE chunk. Every loop is bounded by a count and a deadline.
+ */
+import { Pool } from 'undici';
+
+const LFLF = Buffer.from('\n\n');
+const LF = 0x0a;
+
+export interface Outcome {
+  status: number;
+  /** performance.now() at send, first body byte, end. */
+  startMs: number;
+  firstMs: number;
+  endMs: number;
+  /** SSE events (`\n\n`-terminated blocks) received; 0 for non-streamed bodies is normal. */
+  events: number;
+  bytes: number;
+  error: string | null;
+}
+
+export interface StreamHooks {
+  /** Each body chunk as it arrives: its time and how many SSE events it completed. */
+  onData?(now: number, events: number, first: boolean): void;
+}
+
+export class LoadClient {
+  readonly #pools: Pool[];
+  #next = 0;
+  readonly #inflight = new Set<(error: Error) => void>();
+
+  constructor(urls: string[], connectionsPerUrl: number) {
+    this.#pools = urls.map(
+      (url) =>
+        new Pool(url, {
+          connections: connectionsPerUrl,
+          pipelining: 1,
+          headersTimeout: 30 * 60_000,
+          bodyTimeout: 10 * 60_000,
+          keepAliveTimeout: 60_000,
+          keepAliveMaxTimeout: 10 * 60_000,
+        }),
+    );
+  }
+
+  /** POSTs `body` (JSON) to `path` on the next URL in turn. */
+  post(path: string, body: Buffer, hooks: StreamHooks = {}): Promise<Outcome> {
+    const pool = this.#pools[this.#next];
+    this.#next = (this.#next + 1) % this.#pools.length;
+    const inflight = this.#inflight;
+    return new Promise((resolve) => {
+      const out: Outcome = {
+        status: 0,
+        startMs: performance.now(),
+        firstMs: 0,
+        endMs: 0,
+        events: 0,
+        bytes: 0,
+        error: null,
+      };
+      let lastLf = false;
+      let abort: ((error: Error) => void) | null = null;
+      const finish = (error: string | null) => {
+        if (abort) inflight.delete(abort);
+        out.endMs = performance.now();
+        out.error = error;
+        resolve(out);
+      };
+      pool.dispatch(
+        {
+          path,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-length': String(body.length) },
+          body,
+        },
+        {
+          onConnect(fn: (error?: Error) => void) {
+            abort = fn;
+            inflight.add(fn);
+          },
+          onHeaders(statusCode: number) {
+            out.status = statusCode;
+            return true;
+          },
+          onData(chunk: Buffer) {
+            const now = performance.now();
+            const first = out.firstMs === 0;
+            if (first) out.firstMs = now;
+            out.bytes += chunk.length;
+            let events = 0;
+            if (lastLf && chunk[0] === LF) events++;
+            let at = chunk.indexOf(LFLF);
+            while (at >= 0) {
+              events++;
+              at = chunk.indexOf(LFLF, at + 2);
+            }
+            lastLf = chunk[chunk.length - 1] === LF;
+            out.events += events;
+            hooks.onData?.(now, events, first);
+            return true;
+          },
+          onComplete() {
+            finish(null);
+          },
+          onError(error: Error) {
+            finish((error as NodeJS.ErrnoException).code ?? error.message);
+          },
+        } as never,
+      );
+    });
+  }
+
+  /** Aborts every request still in flight (a bench's hard deadline). */
+  abortAll(): number {
+    const n = this.#inflight.size;
+    for (const abort of [...this.#inflight]) abort(new Error('bench deadline'));
+    return n;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#pools.map((pool) => pool.destroy()));
+  }
+}
+
+export interface LoopOptions {
+  concurrency: number;
+  /** Requests to send in all. */
+  total: number;
+  /** No new request starts after this many ms; in-flight ones are aborted `graceMs` later. */
+  deadlineMs: number;
+  graceMs?: number;
+  /** Sends request number `i`. */
+  send(i: number): Promise<Outcome>;
+  /** Each finished request. */
+  onOutcome?(outcome: Outcome, i: number): void;
+}
+
+export interface LoopResult {
+  sent: number;
+  ok: number;
+  errors: number;
+  /** Error kinds (status or code) and their counts. */
+  errorKinds: Record<string, number>;
+  elapsedMs: number;
+  /** True when the deadline cut the loop short. */
+  cut: boolean;
+}
+
+/** A closed loop: `concurrency` workers, each sending its next request when the previous one ended. */
+export async function closedLoop(client: LoadClient, opts: LoopOptions): Promise<LoopResult> {
+  const started = performance.now();
+  const deadline = started + opts.deadlineMs;
+  let next = 0;
+  let ok = 0;
+  let errors = 0;
+  const errorKinds: Record<string, number> = {};
+  let cut = false;
+  const hard = setTimeout(
+    () => {
+      cut = true;
+      client.abortAll();
+    },
+    opts.deadlineMs + (opts.graceMs ?? 30_000),
+  );
+  const worker = async () => {
+    while (next < opts.total) {
+      if (performance.now() > deadline) {
+        cut = true;
+        return;
+      }
+      const i = next++;
+      const outcome = await opts.send(i);
+      if (outcome.error === null && outcome.status >= 200 && outcome.status < 300) ok++;
+      else {
+        errors++;
+        const kind = outcome.error ?? String(outcome.status);
+        errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+      }
+      opts.onOutcome?.(outcome, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(opts.concurrency, opts.total) }, worker));
+  clearTimeout(hard);
+  return { sent: next, ok, errors, errorKinds, elapsedMs: performance.now() - started, cut };
+}

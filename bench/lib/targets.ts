@@ -1,0 +1,171 @@
+/**
+ * The things a client can talk to: the backends directly (the client spreads its requests
+ * round-robin), fleetgate, NGINX or HAProxy, each proxy in its own process pinned to a core.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { request } from 'undici';
+import { freePort, type Managed, spawnPinned, waitFor } from './procs.js';
+import { fleetgateConfig, haproxyConfig, nginxConfig } from './proxy-configs.js';
+import { REPO_ROOT } from './sim-control.js';
+
+/** `node-floor`: a bare node:http + undici proxy (node-floor-proxy.ts), the floor for any Node proxy. */
+export type TargetKind = 'direct' | 'fleetgate' | 'nginx' | 'haproxy' | 'node-floor';
+
+export interface TargetSpec {
+  /** Unique label in reports, e.g. `nginx least_conn`. */
+  name: string;
+  kind: TargetKind;
+  /** fleetgate: least-loaded | round-robin | power-of-two; nginx: least_conn | round-robin; haproxy: leastconn | roundrobin. */
+  balance?: string;
+  /** fleetgate only. */
+  maxInflight?: number | 'auto';
+}
+
+export interface RunningTarget {
+  readonly spec: TargetSpec;
+  /** Where the client sends requests: the backends for `direct`, else the proxy's one URL. */
+  readonly urls: string[];
+  /** The proxy process (null for direct). */
+  readonly proc: Managed | null;
+  stop(): Promise<void>;
+}
+
+export const NGINX = process.env.NGINX_BIN ?? '/usr/sbin/nginx';
+export const HAPROXY = process.env.HAPROXY_BIN ?? '/usr/sbin/haproxy';
+export const FLEETGATE_CLI = join(REPO_ROOT, 'dist/cli/index.js');
+const NODE_FLOOR = join(REPO_ROOT, 'bench/lib/node-floor-proxy.ts');
+
+export interface StartOptions {
+  backends: string[];
+  /** Core for the proxy process. */
+  cpu: number | null;
+  /** A fresh directory for this target's config, pid and logs. */
+  dir: string;
+  /** fleetgate: wait until this many backends are ready (default all). */
+  readyBackends?: number;
+  /** Extra node flags for fleetgate, e.g. `--cpu-prof`. */
+  nodeArgs?: string[];
+}
+
+/** Checks the binaries exist; returns a message per missing one. */
+export function missingBinaries(kinds: Iterable<TargetKind>): string[] {
+  const missing: string[] = [];
+  const set = new Set(kinds);
+  if (set.has('nginx') && !existsSync(NGINX)) missing.push(`nginx not found at ${NGINX} (set NGINX_BIN)`);
+  if (set.has('haproxy') && !existsSync(HAPROXY)) missing.push(`haproxy not found at ${HAPROXY} (set HAPROXY_BIN)`);
+  if (set.has('fleetgate') && !existsSync(FLEETGATE_CLI)) missing.push(`${FLEETGATE_CLI} missing: run npm run build`);
+  return missing;
+}
+
+/** node-floor-proxy.ts as plain JS, with undici imported by absolute URL so it runs from a temp dir. */
+async function transpileNodeFloor(): Promise<string> {
+  const ts = (await import('typescript')).default;
+  const undici = pathToFileURL(createRequire(import.meta.url).resolve('undici')).href;
+  const { outputText } = ts.transpileModule(readFileSync(NODE_FLOOR, 'utf8'), {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+  });
+  return outputText.replace(/from 'undici'/, `from '${undici}'`);
+}
+
+async function httpStatus(url: string): Promise<number> {
+  const res = await request(url, { headersTimeout: 2000, bodyTimeout: 2000 });
+  await res.body.dump();
+  return res.statusCode;
+}
+
+function watchExit(proc: Managed): () => void {
+  let exited = false;
+  void proc.exited.then(() => {
+    exited = true;
+  });
+  return () => {
+    if (exited) throw new Error(`${proc.name} exited early (see its log)`);
+  };
+}
+
+export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise<RunningTarget> {
+  if (spec.kind === 'direct') {
+    return { spec, urls: opts.backends, proc: null, stop: async () => {} };
+  }
+  mkdirSync(opts.dir, { recursive: true });
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const log = join(opts.dir, `${spec.kind}.log`);
+  let proc: Managed;
+  if (spec.kind === 'nginx') {
+    mkdirSync(join(opts.dir, 'temp'), { recursive: true });
+    const conf = join(opts.dir, 'nginx.conf');
+    const balance = spec.balance === 'round-robin' ? 'round-robin' : 'least_conn';
+    writeFileSync(conf, nginxConfig({ port, backends: opts.backends, prefix: opts.dir, balance }));
+    proc = spawnPinned(
+      'nginx',
+      NGINX,
+      ['-p', opts.dir, '-e', join(opts.dir, 'error.log'), '-c', conf, '-g', 'daemon off;'],
+      { cpu: opts.cpu, logFile: log },
+    );
+  } else if (spec.kind === 'haproxy') {
+    const conf = join(opts.dir, 'haproxy.cfg');
+    const balance = spec.balance === 'roundrobin' ? 'roundrobin' : 'leastconn';
+    writeFileSync(conf, haproxyConfig({ port, backends: opts.backends, balance }));
+    proc = spawnPinned('haproxy', HAPROXY, ['-db', '-f', conf], { cpu: opts.cpu, logFile: log });
+  } else if (spec.kind === 'node-floor') {
+    // Plain node like fleetgate from dist/, not under tsx (whose loader adds ~30 MB of RSS).
+    const script = join(opts.dir, 'node-floor-proxy.mjs');
+    writeFileSync(script, await transpileNodeFloor());
+    proc = spawnPinned('node-floor', process.execPath, [script, String(port), ...opts.backends], {
+      cpu: opts.cpu,
+      logFile: log,
+      cwd: REPO_ROOT,
+    });
+  } else {
+    const conf = join(opts.dir, 'fleetgate.yaml');
+    writeFileSync(
+      conf,
+      fleetgateConfig({
+        port,
+        backends: opts.backends,
+        policy: spec.balance,
+        maxInflight: spec.maxInflight,
+      }),
+    );
+    proc = spawnPinned(
+      'fleetgate',
+      process.execPath,
+      [...(opts.nodeArgs ?? []), FLEETGATE_CLI, 'serve', '--config', conf],
+      { cpu: opts.cpu, logFile: log, cwd: opts.dir },
+    );
+  }
+  const alive = watchExit(proc);
+  try {
+    if (spec.kind === 'fleetgate') {
+      const want = opts.readyBackends ?? opts.backends.length;
+      await waitFor(
+        async () => {
+          alive();
+          const res = await request(`${url}/fleet/status`, { headersTimeout: 2000 });
+          const body = (await res.body.json()) as { ready?: number };
+          return (body.ready ?? 0) >= want;
+        },
+        `fleetgate with ${want} ready backends`,
+        30_000,
+      );
+    } else {
+      // Through the proxy to a backend's /health.
+      await waitFor(
+        async () => {
+          alive();
+          return (await httpStatus(`${url}/health`)) === 200;
+        },
+        `${spec.kind} up`,
+        15_000,
+      );
+    }
+  } catch (error) {
+    await proc.stop(1000);
+    throw error;
+  }
+  return { spec, urls: [url], proc, stop: () => proc.stop(5000) };
+}

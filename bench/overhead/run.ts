@@ -1,0 +1,248 @@
+/**
+ * `npm run bench:overhead`: what a proxy costs in front of a fleet. Simulated backends and this
+ * client on one core, the proxy under test (fleetgate, NGINX, HAProxy; or none: direct) alone on
+ * the other; each scenario repeated `--runs` times (targets interleaved within a run), medians
+ * reported as a markdown table on stdout and JSON in bench/results/. Progress goes to stderr.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { describeMachine, machineLine, stamp } from '../lib/machine.js';
+import { waitQuiet } from '../lib/proc-stats.js';
+import { haveTaskset, pinSelf } from '../lib/procs.js';
+import { REPO_ROOT, SimHost } from '../lib/sim-control.js';
+import { HAPROXY, missingBinaries, NGINX, startTarget, type TargetKind, type TargetSpec } from '../lib/targets.js';
+import { checkTargets, mediansOf, type RunRecord, renderChecks, renderTables } from './report.js';
+import { FULL, QUICK, SCENARIO_IDS, SCENARIOS, type ScenarioId, type Sizes } from './scenarios.js';
+
+const usage = `usage: npm run bench:overhead -- [options]
+
+  --runs N              repetitions of each scenario (default 3; --quick: 1)
+  --quick               tiny sizes, for a smoke run
+  --targets LIST        direct,fleetgate,nginx,haproxy (default); also node-floor: a bare node:http +
+                        undici.dispatch proxy (bench/lib/node-floor-proxy.ts), what any Node proxy costs at least
+  --scenarios LIST      a,b,c,d (default all)
+  --backends K          simulated backends (default ${FULL.backends})
+  --requests N          (a) requests per run (default ${FULL.requests})
+  --concurrency N       (a) concurrency (default ${FULL.concurrency})
+  --streams N           (b) concurrent streams (default ${FULL.streams})
+  --rounds N            (b) streams per slot per run (default ${FULL.rounds})
+  --chunks N            (b) tokens per stream (default ${FULL.chunks})
+  --paced-streams N     (c) concurrent streams (default ${FULL.pacedStreams})
+  --paced-chunks N      (c) tokens per stream (default ${FULL.pacedChunks})
+  --pace-ms MS          (c) decode step (default ${FULL.paceMs})
+  --sequential N        (d) sequential streams (default ${FULL.sequential})
+  --proxy-cpu N         core for the proxy (default 0); --client-cpu N for sims + client (default 1)
+  --no-pin              do not pin with taskset
+  --cpu-prof DIR        run fleetgate under node --cpu-prof, writing .cpuprofile files to DIR
+                        (summarise with: node --import tsx bench/profile-summary.ts DIR)
+  --out FILE            JSON results (default bench/results/overhead-<date>.json)
+  --quiet-wait SEC      before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
+  --keep                keep the work directory (configs, proxy logs)
+`;
+
+const TARGETS: Record<TargetKind, TargetSpec> = {
+  direct: { name: 'direct', kind: 'direct' },
+  fleetgate: { name: 'fleetgate', kind: 'fleetgate' },
+  nginx: { name: 'nginx', kind: 'nginx', balance: 'least_conn' },
+  haproxy: { name: 'haproxy', kind: 'haproxy', balance: 'leastconn' },
+  'node-floor': { name: 'node-floor', kind: 'node-floor' },
+};
+
+function parse(argv: string[]) {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      runs: { type: 'string' },
+      quick: { type: 'boolean' },
+      targets: { type: 'string' },
+      scenarios: { type: 'string' },
+      backends: { type: 'string' },
+      requests: { type: 'string' },
+      concurrency: { type: 'string' },
+      streams: { type: 'string' },
+      rounds: { type: 'string' },
+      chunks: { type: 'string' },
+      'paced-streams': { type: 'string' },
+      'paced-chunks': { type: 'string' },
+      'pace-ms': { type: 'string' },
+      sequential: { type: 'string' },
+      'proxy-cpu': { type: 'string' },
+      'client-cpu': { type: 'string' },
+      'no-pin': { type: 'boolean' },
+      'cpu-prof': { type: 'string' },
+      out: { type: 'string' },
+      keep: { type: 'boolean' },
+      'quiet-wait': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return null;
+  const int = (text: string | undefined, flag: string, fallback: number, min = 1) => {
+    if (text === undefined) return fallback;
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < min) throw new Error(`--${flag}: '${text}' must be an integer >= ${min}`);
+    return n;
+  };
+  const base = values.quick ? QUICK : FULL;
+  const sizes: Sizes = {
+    backends: int(values.backends, 'backends', base.backends),
+    requests: int(values.requests, 'requests', base.requests),
+    concurrency: int(values.concurrency, 'concurrency', base.concurrency),
+    streams: int(values.streams, 'streams', base.streams),
+    rounds: int(values.rounds, 'rounds', base.rounds),
+    chunks: int(values.chunks, 'chunks', base.chunks),
+    pacedStreams: int(values['paced-streams'], 'paced-streams', base.pacedStreams),
+    pacedChunks: int(values['paced-chunks'], 'paced-chunks', base.pacedChunks),
+    paceMs: int(values['pace-ms'], 'pace-ms', base.paceMs),
+    sequential: int(values.sequential, 'sequential', base.sequential),
+  };
+  const targets = (values.targets ?? 'direct,fleetgate,nginx,haproxy').split(',').map((t) => t.trim());
+  for (const t of targets) {
+    if (!(t in TARGETS))
+      throw new Error(`--targets: unknown target '${t}' (direct, fleetgate, nginx, haproxy, node-floor)`);
+  }
+  const scenarios = (values.scenarios ?? SCENARIO_IDS.join(',')).split(',').map((s) => s.trim()) as ScenarioId[];
+  for (const s of scenarios) {
+    if (!SCENARIO_IDS.includes(s)) throw new Error(`--scenarios: unknown scenario '${s}' (a, b, c, d)`);
+  }
+  const pin = !values['no-pin'];
+  return {
+    sizes,
+    runs: int(values.runs, 'runs', values.quick ? 1 : 3),
+    quick: values.quick === true,
+    targets: targets as TargetKind[],
+    scenarios,
+    proxyCpu: pin ? int(values['proxy-cpu'], 'proxy-cpu', 0, 0) : null,
+    clientCpu: pin ? int(values['client-cpu'], 'client-cpu', 1, 0) : null,
+    nodeArgs: values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] : [],
+    out: values.out ?? join(REPO_ROOT, 'bench/results', `overhead-${stamp()}.json`),
+    keep: values.keep === true,
+    // Other sessions may be busy on this machine: wait (up to this long) for it to calm down before each measurement.
+    quietWaitMs: Number(values['quiet-wait'] ?? (values.quick ? 0 : 20)) * 1000,
+  };
+}
+
+const progress = (line: string) => process.stderr.write(`[overhead] ${line}\n`);
+
+async function main(argv: string[]): Promise<number> {
+  let opts: ReturnType<typeof parse>;
+  try {
+    opts = parse(argv);
+  } catch (error) {
+    process.stderr.write(`bench:overhead: ${(error as Error).message}\n\n${usage}`);
+    return 2;
+  }
+  if (opts === null) {
+    process.stdout.write(usage);
+    return 0;
+  }
+  const missing = missingBinaries(opts.targets);
+  if (missing.length > 0) {
+    process.stderr.write(`bench:overhead: ${missing.join('; ')}\n`);
+    return 2;
+  }
+  if (opts.clientCpu !== null && !haveTaskset()) progress('taskset not found: processes are not pinned');
+  pinSelf(opts.clientCpu);
+  const machine = describeMachine(NGINX, HAPROXY, REPO_ROOT);
+  const work = mkdtempSync(join(tmpdir(), 'fleetgate-bench-overhead-'));
+  progress(`${machineLine(machine)}; work dir ${work}`);
+  const records: RunRecord[] = [];
+  const started = Date.now();
+  try {
+    for (const id of opts.scenarios) {
+      const scenario = SCENARIOS[id];
+      const sims = await SimHost.start({
+        count: opts.sizes.backends,
+        engine: () => scenario.engine(opts.sizes),
+        cpu: opts.clientCpu,
+        logDir: work,
+      });
+      try {
+        for (let run = 1; run <= opts.runs; run++) {
+          for (const kind of opts.targets) {
+            const spec = TARGETS[kind];
+            const label = `${scenario.title} run ${run}/${opts.runs} ${spec.name}`;
+            let target: Awaited<ReturnType<typeof startTarget>> | null = null;
+            try {
+              const busy = opts.quietWaitMs > 0 ? await waitQuiet(0.15, opts.quietWaitMs) : 0;
+              if (busy > 0.15) progress(`machine still busy (${busy.toFixed(2)} cores); measuring anyway`);
+              target = await startTarget(spec, {
+                backends: sims.urls,
+                cpu: opts.proxyCpu,
+                dir: join(work, `${id}-${run}-${spec.name}`),
+                nodeArgs: opts.nodeArgs,
+              });
+              const metrics = await scenario.run(target, sims, opts.sizes);
+              records.push({ scenario: id, run, target: spec.name, metrics, error: null });
+              progress(
+                `${label}: ${JSON.stringify(metrics, (_k, v) => (typeof v === 'number' ? +v.toPrecision(4) : v))}`,
+              );
+            } catch (error) {
+              const message = (error as Error).message;
+              records.push({ scenario: id, run, target: spec.name, metrics: null, error: message });
+              progress(`${label}: FAILED: ${message}`);
+            } finally {
+              await target?.stop();
+            }
+          }
+        }
+      } finally {
+        await sims.stop();
+      }
+    }
+  } finally {
+    if (!opts.keep) rmSync(work, { recursive: true, force: true });
+  }
+  const medians = mediansOf(records);
+  const checks = checkTargets(medians);
+  const targetNames = opts.targets.map((t) => TARGETS[t].name);
+  const report = [
+    `## fleetgate overhead bench (medians of ${opts.runs} run${opts.runs === 1 ? '' : 's'})`,
+    '',
+    `Machine: ${machineLine(machine)}. Proxy pinned to core ${opts.proxyCpu ?? '-'}, ${opts.sizes.backends} simulated backends and the load generator to core ${opts.clientCpu ?? '-'}. ` +
+      `"core 1 busy" is the CPU of backends + client over the wall time: near 100% means the test rig, not the proxy, set the pace. ` +
+      `"other load" is CPU used by anything else on the machine meanwhile (other processes, kernel softirq), in cores: high means a noisy run.`,
+    '',
+    renderTables(medians, targetNames, records, opts.sizes),
+    '',
+    '### issue #7 targets',
+    '',
+    renderChecks(checks),
+    '',
+  ].join('\n');
+  process.stdout.write(report);
+  mkdirSync(dirname(opts.out), { recursive: true });
+  writeFileSync(
+    opts.out,
+    `${JSON.stringify(
+      {
+        bench: 'overhead',
+        date: new Date().toISOString(),
+        durationSec: Math.round((Date.now() - started) / 1000),
+        machine,
+        options: { ...opts, out: undefined },
+        medians,
+        targets: checks,
+        runs: records,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  progress(`wrote ${opts.out}`);
+  return records.some((r) => r.metrics !== null) ? 0 : 1;
+}
+
+main(process.argv.slice(2)).then(
+  // Exit at once rather than wait for idle keep-alive sockets to time out.
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(
+      `bench:overhead: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    process.exitCode = 1;
+  },
+);

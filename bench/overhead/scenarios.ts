@@ -1,0 +1,346 @@
+/**
+ * The four overhead scenarios. Each warms the target up, then measures one phase: client-side
+ * throughput and latency, the proxy's CPU time and peak RSS from /proc, and how busy core 1 (the
+ * simulated backends + this client) was, which says whether the proxy or the test rig was the limit.
+ */
+import type { SimEngineOptions } from '../../src/sim/index.js';
+import { closedLoop, LoadClient, type Outcome } from '../lib/load.js';
+import { CpuMeter, resetPeakRss, systemBusySeconds, treePeakRssBytes, treeRssBytes } from '../lib/proc-stats.js';
+import type { SimHost } from '../lib/sim-control.js';
+import { percentileSorted, Samples } from '../lib/stats.js';
+import type { RunningTarget } from '../lib/targets.js';
+
+export type ScenarioId = 'a' | 'b' | 'c' | 'd';
+export const SCENARIO_IDS: readonly ScenarioId[] = ['a', 'b', 'c', 'd'];
+
+export interface Sizes {
+  backends: number;
+  /** (a) */
+  requests: number;
+  concurrency: number;
+  /** (b): `streams` at once, `rounds` streams per slot, `chunks` tokens each. */
+  streams: number;
+  rounds: number;
+  chunks: number;
+  /** (c) */
+  pacedStreams: number;
+  pacedChunks: number;
+  paceMs: number;
+  /** (d) */
+  sequential: number;
+}
+
+export const FULL: Sizes = {
+  backends: 4,
+  requests: 30_000,
+  concurrency: 64,
+  streams: 256,
+  rounds: 4,
+  chunks: 200,
+  pacedStreams: 1000,
+  pacedChunks: 200,
+  paceMs: 20,
+  sequential: 200,
+};
+
+export const QUICK: Sizes = {
+  backends: 2,
+  requests: 1000,
+  concurrency: 64,
+  streams: 32,
+  rounds: 2,
+  chunks: 50,
+  pacedStreams: 100,
+  pacedChunks: 30,
+  paceMs: 20,
+  sequential: 30,
+};
+
+export type Metrics = Record<string, number>;
+
+export interface Scenario {
+  id: ScenarioId;
+  title: string;
+  engine(sizes: Sizes): Partial<SimEngineOptions>;
+  run(target: RunningTarget, sims: SimHost, sizes: Sizes): Promise<Metrics>;
+}
+
+/** Backends that are never the thing being measured: no batch slowdown, no prefill cost, room for every stream. */
+const fastEngine = (tokenMs: number): Partial<SimEngineOptions> => ({
+  tokenMs,
+  maxRunningRequests: 8192,
+  maxTotalNumTokens: 100_000_000,
+  batchPenalty: 0,
+  prefillTokensPerMs: 1_000_000,
+  defaultMaxTokens: 16,
+});
+
+function chatBody(maxTokens: number, stream: boolean): Buffer {
+  return Buffer.from(
+    JSON.stringify({
+      model: 'meta-llama/Llama-3.1-8B-Instruct',
+      messages: [{ role: 'user', content: 'Say something about Paris.' }],
+      max_tokens: maxTokens,
+      stream,
+    }),
+  );
+}
+
+const PATH = '/v1/chat/completions';
+
+/** CPU of the proxy, the sims and this process over one measured phase. */
+class Phase {
+  readonly #proxy: CpuMeter | null;
+  readonly #sims: CpuMeter;
+  readonly #client = process.cpuUsage();
+  readonly #system = systemBusySeconds();
+  readonly #start = performance.now();
+
+  constructor(target: RunningTarget, sims: SimHost) {
+    this.#proxy = target.proc ? new CpuMeter(target.proc.pid) : null;
+    this.#sims = new CpuMeter(sims.proc.pid);
+  }
+
+  end(): { wallSec: number; proxyCpuSec: number; core1Busy: number; simCpuSec: number; otherCores: number } {
+    const wallSec = (performance.now() - this.#start) / 1000;
+    const client = process.cpuUsage(this.#client);
+    const clientSec = (client.user + client.system) / 1e6;
+    const simCpuSec = this.#sims.seconds();
+    const proxyCpuSec = this.#proxy ? this.#proxy.seconds() : Number.NaN;
+    const system = systemBusySeconds() - this.#system;
+    return {
+      wallSec,
+      proxyCpuSec,
+      simCpuSec,
+      core1Busy: (simCpuSec + clientSec) / wallSec,
+      // CPU used by anything else (other sessions on the machine, kernel softirq work): a noise gauge.
+      otherCores: Math.max(0, system - simCpuSec - clientSec - (this.#proxy ? proxyCpuSec : 0)) / wallSec,
+    };
+  }
+}
+
+function failIfAllFailed(ok: number, errors: number, kinds: Record<string, number>): void {
+  if (ok === 0 && errors > 0) throw new Error(`every request failed: ${JSON.stringify(kinds)}`);
+}
+
+const scenarioA: Scenario = {
+  id: 'a',
+  title: `(a) non-streamed small requests`,
+  engine: () => fastEngine(0),
+  async run(target, sims, sizes) {
+    const client = new LoadClient(target.urls, sizes.concurrency);
+    const body = chatBody(4, false);
+    const send = () => client.post(PATH, body);
+    try {
+      const warm = Math.max(200, Math.floor(sizes.requests / 10));
+      await closedLoop(client, { concurrency: sizes.concurrency, total: warm, deadlineMs: 30_000, send });
+      const latencies = new Samples(sizes.requests);
+      const phase = new Phase(target, sims);
+      const result = await closedLoop(client, {
+        concurrency: sizes.concurrency,
+        total: sizes.requests,
+        deadlineMs: 120_000,
+        send,
+        onOutcome: (o) => latencies.push(o.endMs - o.startMs),
+      });
+      const p = phase.end();
+      failIfAllFailed(result.ok, result.errors, result.errorKinds);
+      const sorted = latencies.sorted();
+      return {
+        reqPerSec: result.ok / p.wallSec,
+        p50Ms: percentileSorted(sorted, 50),
+        p99Ms: percentileSorted(sorted, 99),
+        proxyCpuSec: p.proxyCpuSec,
+        cpuPer1kReq: (p.proxyCpuSec / result.ok) * 1000,
+        simCpuPer1kReq: (p.simCpuSec / result.ok) * 1000,
+        core1Busy: p.core1Busy,
+        otherCores: p.otherCores,
+        errors: result.errors,
+      };
+    } finally {
+      await client.close();
+    }
+  },
+};
+
+const scenarioB: Scenario = {
+  id: 'b',
+  title: `(b) concurrent SSE streams at full speed`,
+  engine: () => fastEngine(0),
+  async run(target, sims, sizes) {
+    const client = new LoadClient(target.urls, sizes.streams);
+    try {
+      const warmBody = chatBody(20, true);
+      await closedLoop(client, {
+        concurrency: sizes.streams,
+        total: sizes.streams,
+        deadlineMs: 30_000,
+        send: () => client.post(PATH, warmBody),
+      });
+      const body = chatBody(sizes.chunks, true);
+      const ttfc = new Samples(sizes.streams * sizes.rounds);
+      let events = 0;
+      const phase = new Phase(target, sims);
+      const result = await closedLoop(client, {
+        concurrency: sizes.streams,
+        total: sizes.streams * sizes.rounds,
+        deadlineMs: 180_000,
+        send: () => client.post(PATH, body),
+        onOutcome: (o) => {
+          events += o.events;
+          if (o.firstMs > 0) ttfc.push(o.firstMs - o.startMs);
+        },
+      });
+      const p = phase.end();
+      failIfAllFailed(result.ok, result.errors, result.errorKinds);
+      const sorted = ttfc.sorted();
+      return {
+        chunksPerSec: events / p.wallSec,
+        ttfcP50Ms: percentileSorted(sorted, 50),
+        ttfcP99Ms: percentileSorted(sorted, 99),
+        proxyCpuSec: p.proxyCpuSec,
+        cpuPer100kChunks: (p.proxyCpuSec / events) * 100_000,
+        simCpuPer100kChunks: (p.simCpuSec / events) * 100_000,
+        chunksPerStream: events / Math.max(1, result.ok + result.errors),
+        core1Busy: p.core1Busy,
+        otherCores: p.otherCores,
+        errors: result.errors,
+      };
+    } finally {
+      await client.close();
+    }
+  },
+};
+
+const BUCKET_MS = 10;
+
+const scenarioC: Scenario = {
+  id: 'c',
+  title: `(c) many concurrent paced streams`,
+  engine: (sizes) => fastEngine(sizes.paceMs),
+  async run(target, sims, sizes) {
+    const n = sizes.pacedStreams;
+    const client = new LoadClient(target.urls, n);
+    try {
+      // Opens every client and upstream connection before the measured phase.
+      const warmBody = chatBody(2, true);
+      await closedLoop(client, {
+        concurrency: n,
+        total: n,
+        deadlineMs: 30_000,
+        send: () => client.post(PATH, warmBody),
+      });
+      const idleRss = target.proc ? treeRssBytes(target.proc.pid) : Number.NaN;
+      const hwmReset = target.proc ? resetPeakRss(target.proc.pid) : false;
+      const body = chatBody(sizes.pacedChunks, true);
+      const nominalMs = sizes.pacedChunks * sizes.paceMs;
+      const buckets = new Float64Array(Math.ceil((nominalMs * 4 + 60_000) / BUCKET_MS));
+      const gaps = new Samples(n * sizes.pacedChunks);
+      const firsts: number[] = [];
+      const ends: number[] = [];
+      let events = 0;
+      const phase = new Phase(target, sims);
+      const t0 = performance.now();
+      const result = await closedLoop(client, {
+        concurrency: n,
+        total: n,
+        deadlineMs: nominalMs * 4 + 30_000,
+        graceMs: 10_000,
+        send: () => {
+          // A gap is the time between two socket reads that completed SSE events. undici calls onData once
+          // per HTTP chunk, so several calls can come from one read; they count as one delivery (the
+          // parser runs synchronously over a read, so a microtask marks its end).
+          let last = 0;
+          let inRead = false;
+          const endRead = () => {
+            inRead = false;
+          };
+          return client.post(PATH, body, {
+            onData(now, count) {
+              if (count === 0) return;
+              const bucket = Math.floor((now - t0) / BUCKET_MS);
+              if (bucket < buckets.length) buckets[bucket] += count;
+              if (inRead) return;
+              inRead = true;
+              queueMicrotask(endRead);
+              if (last > 0) gaps.push(now - last);
+              last = now;
+            },
+          });
+        },
+        onOutcome: (o: Outcome) => {
+          events += o.events;
+          if (o.firstMs > 0) firsts.push(o.firstMs - t0);
+          ends.push(o.endMs - t0);
+        },
+      });
+      const p = phase.end();
+      failIfAllFailed(result.ok, result.errors, result.errorKinds);
+      // The share is taken while every stream is running: from the last first chunk to the first end.
+      const from = Math.max(...firsts);
+      const to = Math.min(...ends);
+      let inWindow = 0;
+      const b0 = Math.ceil(from / BUCKET_MS);
+      const b1 = Math.floor(to / BUCKET_MS);
+      for (let b = b0; b < b1; b++) inWindow += buckets[b];
+      const windowMs = (b1 - b0) * BUCKET_MS;
+      const expected = (n * windowMs) / sizes.paceMs;
+      const peak = target.proc ? treePeakRssBytes(target.proc.pid) : Number.NaN;
+      return {
+        rateShare: windowMs > 0 ? inWindow / expected : Number.NaN,
+        chunksPerSec: windowMs > 0 ? (inWindow / windowMs) * 1000 : Number.NaN,
+        expectedChunksPerSec: (n / sizes.paceMs) * 1000,
+        windowSec: windowMs / 1000,
+        gapP50Ms: percentileSorted(gaps.sorted(), 50),
+        gapP99Ms: percentileSorted(gaps.sorted(), 99),
+        peakRssMB: peak / 2 ** 20,
+        idleRssMB: idleRss / 2 ** 20,
+        peakRssSinceStart: hwmReset ? 0 : 1,
+        proxyCpuSec: p.proxyCpuSec,
+        cpuPer100kChunks: (p.proxyCpuSec / events) * 100_000,
+        core1Busy: p.core1Busy,
+        otherCores: p.otherCores,
+        errors: result.errors,
+      };
+    } finally {
+      await client.close();
+    }
+  },
+};
+
+const scenarioD: Scenario = {
+  id: 'd',
+  title: `(d) time to first chunk, one stream at a time`,
+  engine: () => fastEngine(0),
+  async run(target, sims, sizes) {
+    const client = new LoadClient(target.urls, 1);
+    try {
+      const body = chatBody(4, true);
+      const send = () => client.post(PATH, body);
+      await closedLoop(client, { concurrency: 1, total: Math.max(20, sizes.sequential / 4), deadlineMs: 30_000, send });
+      const ttfc = new Samples(sizes.sequential);
+      const phase = new Phase(target, sims);
+      const result = await closedLoop(client, {
+        concurrency: 1,
+        total: sizes.sequential,
+        deadlineMs: 60_000,
+        send,
+        onOutcome: (o) => {
+          if (o.firstMs > 0) ttfc.push(o.firstMs - o.startMs);
+        },
+      });
+      phase.end();
+      failIfAllFailed(result.ok, result.errors, result.errorKinds);
+      const sorted = ttfc.sorted();
+      return {
+        ttfcP50Ms: percentileSorted(sorted, 50),
+        ttfcP90Ms: percentileSorted(sorted, 90),
+        errors: result.errors,
+      };
+    } finally {
+      await client.close();
+    }
+  },
+};
+
+export const SCENARIOS: Record<ScenarioId, Scenario> = { a: scenarioA, b: scenarioB, c: scenarioC, d: scenarioD };
