@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { waitFor as poll } from '../../test/helpers/wait.js';
 import { descendants } from './proc-stats.js';
 
 export interface Managed {
@@ -133,47 +133,17 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      if (address === null || typeof address === 'string') return reject(new Error('no port'));
-      server.close(() => resolve(address.port));
-    });
-  });
-}
-
-export async function freePorts(n: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < n) ports.add(await freePort());
-  return [...ports];
-}
+// The tests' helpers: one implementation of free ports and bounded polling for tests and benches.
+export { freePort, freePorts } from '../../test/helpers/net.js';
 
 /** Polls `check` until truthy or `timeoutMs` passes. */
-export async function waitFor<T>(
+export function waitFor<T>(
   check: () => T | Promise<T>,
   what: string,
   timeoutMs = 15_000,
   intervalMs = 25,
 ): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value as NonNullable<T>;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
+  return poll(check, { what, timeoutMs, intervalMs });
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

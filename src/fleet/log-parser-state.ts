@@ -149,3 +149,8 @@ export function runBoundary(crash: CrashTracker, phases: PhaseTracker, boundary:
   }
   return events;
 }
+
+export interface LogParserOptions {
+  /** Extra fatal lines from the config (`health.fatal_patterns`), tested against the raw line. */
+  fatalPatterns?: RegExp[];
+}

@@ -13,12 +13,7 @@ import {
   matchesAny,
   tracebackStart,
 } from './log-line-format.js';
-import { CrashTracker, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
-
-export interface SglangLogParserOptions {
-  /** Extra fatal lines from the config (`health.fatal_patterns`), tested against the raw line. */
-  fatalPatterns?: RegExp[];
-}
+import { CrashTracker, type LogParserOptions, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
 
 const BARS: readonly BarLabel[] = [
   { label: 'Loading safetensors checkpoint shards', phase: 'loading_weights' },
@@ -84,7 +79,7 @@ export function sglangMessage(line: string): string {
   return line.replace(/^(\[[^\]]*\]:? ?)+/, '').replace(/^(INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+/, '');
 }
 
-export function createSglangLogParser(options: SglangLogParserOptions = {}): LogParser {
+export function createSglangLogParser(options: LogParserOptions = {}): LogParser {
   return new SglangLogParser(options.fatalPatterns ?? []);
 }
 

@@ -14,12 +14,7 @@ import {
   matchesAny,
   tracebackStart,
 } from './log-line-format.js';
-import { CrashTracker, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
-
-export interface VllmLogParserOptions {
-  /** Extra fatal lines from the config (`health.fatal_patterns`), tested against the raw line. */
-  fatalPatterns?: RegExp[];
-}
+import { CrashTracker, type LogParserOptions, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
 
 const BARS: readonly BarLabel[] = [
   { label: 'Loading safetensors checkpoint shards', phase: 'loading_weights' },
@@ -90,7 +85,7 @@ export function vllmMessage(line: string): VllmLine {
   return { message: untagged.replace(UVICORN_LEVEL, ''), isRecord: false };
 }
 
-export function createVllmLogParser(options: VllmLogParserOptions = {}): LogParser {
+export function createVllmLogParser(options: LogParserOptions = {}): LogParser {
   return new VllmLogParser(options.fatalPatterns ?? []);
 }
 
