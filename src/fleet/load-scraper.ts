@@ -4,6 +4,7 @@
  * other clients, also load it), refined by fleetgate's own dispatches since the scrape.
  */
 import { Client } from 'undici';
+import { nextAdaptiveCap } from '../routing/adaptive-cap.js';
 import { parseBackendLoad, parseMaxRunning } from './backend-metrics.js';
 import type { Backend, FleetRegistry } from './registry.js';
 
@@ -11,7 +12,7 @@ export interface LoadScraperOptions {
   registry: FleetRegistry;
   /** 0 disables scraping. */
   intervalMs: number;
-  /** `max_inflight_per_backend: auto`: cap each backend at its reported concurrency limit. */
+  /** `max_inflight_per_backend: auto`: cap each backend at what it reports it can run (adaptive-cap.ts). */
   autoCap: boolean;
   timeoutMs: number;
   apiKey: string | null;
@@ -22,8 +23,8 @@ export class LoadScraper {
   readonly #clients = new Map<Backend, Client>();
   /** Backends whose `/metrics` is missing (404): they fall back to in-flight counts. */
   readonly #unsupported = new WeakSet<Backend>();
-  /** Backends whose reported concurrency limit was read (once per admission). */
-  readonly #capped = new WeakSet<Backend>();
+  /** Each backend's reported `max_running_requests` (null: not reported), read once per admission. */
+  readonly #maxRunning = new WeakMap<Backend, number | null>();
   #timer: NodeJS.Timeout | null = null;
   #running = false;
 
@@ -36,7 +37,9 @@ export class LoadScraper {
     opts.registry.on('transition', ({ backend, to }) => {
       if (to !== 'ready') {
         backend.reported = null;
-        this.#capped.delete(backend);
+        this.#maxRunning.delete(backend);
+        // A restarted backend is a new process: its capacity is learned afresh.
+        if (opts.autoCap) opts.registry.setCap(backend, 0);
       }
     });
   }
@@ -92,17 +95,16 @@ export class LoadScraper {
       if (metrics.status !== 200) return;
       const load = parseBackendLoad(metrics.body, backend.config.kind);
       if (load === null) return;
-      if (this.#opts.autoCap && !this.#capped.has(backend)) {
-        const info = await this.#get(client, '/server_info');
-        const maxRunning = info.status === 200 ? parseMaxRunning(info.body) : null;
-        if (maxRunning !== null) backend.cap = maxRunning;
-        this.#capped.add(backend);
+      let maxRunning = this.#maxRunning.get(backend) ?? null;
+      if (this.#opts.autoCap) {
+        if (!this.#maxRunning.has(backend)) {
+          const info = await this.#get(client, '/server_info');
+          maxRunning = info.status === 200 ? parseMaxRunning(info.body) : null;
+          this.#maxRunning.set(backend, maxRunning);
+        }
+        this.#opts.registry.setCap(backend, nextAdaptiveCap({ ...load, maxRunning }, backend.cap, backend.inflight));
       }
-      backend.reported = {
-        ...load,
-        maxRunning: backend.cap || null,
-        inflightAtScrape: backend.inflight,
-      };
+      backend.reported = { ...load, maxRunning, inflightAtScrape: backend.inflight };
     } catch {
       // The prober and the proxy judge health; a failed scrape only leaves the last figures stale.
     }

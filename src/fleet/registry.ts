@@ -84,6 +84,8 @@ export interface RegistryEvents {
   change: [Backend];
   /** A readiness probe finished (for `fleetgate_health_checks_total`). */
   probe: [Backend, ProbeResult];
+  /** A backend's cap rose or was lifted: requests waiting in the queue may fit now. */
+  capacity: [Backend];
 }
 
 export interface RegistryOptions {
@@ -148,6 +150,13 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
     this.apply(backend, { type: 'drain' });
     this.#removeIfIdle(backend);
     return backend;
+  }
+
+  /** Sets a backend's in-flight cap (0 = none); a cap that opens emits `capacity`. */
+  setCap(backend: Backend, cap: number): void {
+    const opens = cap === 0 ? backend.cap !== 0 : backend.cap !== 0 && cap > backend.cap;
+    backend.cap = cap;
+    if (opens) this.emit('capacity', backend);
   }
 
   /** Called by whoever releases a request slot. */

@@ -55,6 +55,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const queue = new WaitQueue({
     maxWaiting: config.queue.max_waiting,
     timeoutMs: config.queue.timeout,
+    timeoutOnlyWhenNoneReady: config.routing.max_inflight_per_backend === 'auto',
     ready: () => registry.ready,
     policy: createPolicy(config.routing.policy),
     onRelease: (backend) => registry.released(backend),
@@ -62,6 +63,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   registry.on('transition', ({ to }) => {
     if (to === 'ready') queue.drain();
   });
+  registry.on('capacity', () => queue.drain());
   const events = new ProxyEventBus();
   const metrics = new GatewayMetrics(registry, events, queue);
   trackBackendPace(registry, events);

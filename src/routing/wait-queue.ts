@@ -34,6 +34,11 @@ interface Waiter {
 export interface WaitQueueOptions {
   maxWaiting: number;
   timeoutMs: number;
+  /**
+   * With adaptive caps a request waits here instead of in a backend's own queue, where nothing
+   * times it out: then `timeoutMs` bounds only a wait while no backend is ready.
+   */
+  timeoutOnlyWhenNoneReady?: boolean;
   /** Ready backends, read per admission (the registry keeps this list prebuilt). */
   ready: () => readonly Backend[];
   policy: Policy;
@@ -74,13 +79,16 @@ export class WaitQueue {
     }
     return new Promise<Lease>((resolve, reject) => {
       // A timeout of 0 waits as long as the client does.
-      const timer =
-        this.#opts.timeoutMs > 0
-          ? setTimeout(() => {
-              this.#remove(waiter);
-              reject(this.#reject('timeout', `no backend became available within ${this.#opts.timeoutMs} ms`));
-            }, this.#opts.timeoutMs)
-          : undefined;
+      let timer: NodeJS.Timeout | undefined;
+      const onTimeout = () => {
+        if (this.#opts.timeoutOnlyWhenNoneReady && this.#opts.ready().length > 0) {
+          timer = setTimeout(onTimeout, this.#opts.timeoutMs);
+          return;
+        }
+        this.#remove(waiter);
+        reject(this.#reject('timeout', `no backend became available within ${this.#opts.timeoutMs} ms`));
+      };
+      if (this.#opts.timeoutMs > 0) timer = setTimeout(onTimeout, this.#opts.timeoutMs);
       const onAbort = () => {
         this.#remove(waiter);
         reject(this.#reject('aborted', 'client went away'));

@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
+import { QUEUE_ALLOWANCE } from '../../src/routing/adaptive-cap.js';
 import type { SimServer } from '../../src/sim/index.js';
 import { backendsFor, createSims, startGateway, startReadyFleet } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
@@ -95,7 +96,7 @@ test('expect_model: a stale instance serving another model is never admitted', a
   assert.match(stale?.lifecycle.snapshot.reason ?? '', /serves model "org\/old-model", expected "org\/new-model"/);
 });
 
-test('max_inflight_per_backend: auto caps each backend at its reported max_running_requests', async (t) => {
+test('max_inflight_per_backend: auto starts each cap at max_running_requests plus the queue allowance', async (t) => {
   const sims = await createSims(t, [
     { engine: { tokenMs: 4, maxRunningRequests: 3 } },
     { engine: { tokenMs: 4, maxRunningRequests: 5 } },
@@ -106,11 +107,9 @@ test('max_inflight_per_backend: auto caps each backend at its reported max_runni
     backends: backendsFor(sims),
     routing: { max_inflight_per_backend: 'auto', load_interval: '50ms' },
   });
-  await waitFor(() => sims.every((s) => gateway.fleet.registry.get(s.name)?.cap !== 0), { what: 'caps learned' });
-  assert.deepEqual(
-    sims.map((s) => gateway.fleet.registry.get(s.name)?.cap),
-    [3, 5],
-  );
+  const capOf = (sim: SimServer) => gateway.fleet.registry.get(sim.name)?.cap;
+  await waitFor(() => sims.every((s) => capOf(s) !== 0), { what: 'caps learned' });
+  assert.deepEqual(sims.map(capOf), [3 + QUEUE_ALLOWANCE, 5 + QUEUE_ALLOWANCE]);
   const peaks = [0, 0];
   let sampling = true;
   const sample = () => {
@@ -120,8 +119,65 @@ test('max_inflight_per_backend: auto caps each backend at its reported max_runni
     if (sampling) setImmediate(sample);
   };
   sample();
-  const statuses = await load(url, 16, 6);
+  const statuses = await load(url, 24, 6);
   sampling = false;
   assert.deepEqual([...new Set(statuses)], [200]);
-  assert.deepEqual(peaks, [3, 5], 'each backend filled to exactly its own limit, never beyond');
+  sims.forEach((sim, i) => {
+    assert.ok(peaks[i] <= (capOf(sim) ?? 0), `${sim.name} held ${peaks[i]}, beyond its cap ${capOf(sim)}`);
+  });
+});
+
+test('max_inflight_per_backend: auto closes the cap of a backend whose KV cache is full; the rest wait in fleetgate', async (t) => {
+  // Each request reserves ~30 KV tokens on admission: the 40-token pool runs one at a time.
+  const engine = { tokenMs: 5, maxRunningRequests: 16 };
+  const sims = await createSims(t, [
+    { engine: { ...engine, maxTotalNumTokens: 40 } },
+    { engine: { ...engine, maxTotalNumTokens: 100_000 } },
+  ]);
+  for (const sim of sims) sim.start();
+  await Promise.all(sims.map((s) => s.whenReady()));
+  const { url, gateway } = await startGateway(t, {
+    backends: backendsFor(sims),
+    routing: { max_inflight_per_backend: 'auto', load_interval: '50ms' },
+  });
+  const [full, roomy] = sims.map((sim) => gateway.fleet.registry.get(sim.name));
+  await waitFor(() => (full?.cap ?? 0) > 0, { what: 'caps learned' });
+  const body = JSON.stringify({ text: 'hello', sampling_params: { max_new_tokens: 40 } });
+  let peakAfterClose = 0;
+  let closed = false;
+  let sampling = true;
+  const sample = () => {
+    // Once the cap has closed and what was sent before has drained, the backend never holds more.
+    if (!closed && (full?.cap ?? 0) <= 1 + QUEUE_ALLOWANCE && atBackend(sims[0]) <= (full?.cap ?? 0)) closed = true;
+    if (closed) peakAfterClose = Math.max(peakAfterClose, atBackend(sims[0]));
+    if (sampling) setImmediate(sample);
+  };
+  sample();
+  const statuses = await Promise.all(
+    Array.from({ length: 24 }, async () => {
+      const codes: number[] = [];
+      for (let i = 0; i < 8; i++) {
+        const res = await request(`${url}/generate`, {
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json' },
+        });
+        await res.body.text();
+        codes.push(res.statusCode);
+      }
+      return codes;
+    }),
+  );
+  sampling = false;
+  assert.deepEqual([...new Set(statuses.flat())], [200]);
+  assert.ok(closed, `the full backend's cap closed to what it runs plus ${QUEUE_ALLOWANCE} (cap ${full?.cap})`);
+  assert.ok(
+    peakAfterClose <= 1 + QUEUE_ALLOWANCE,
+    `the full backend then held at most ${1 + QUEUE_ALLOWANCE}, saw ${peakAfterClose}`,
+  );
+  assert.ok((roomy?.cap ?? 0) >= 16, `the roomy backend kept its cap open (${roomy?.cap})`);
+  assert.ok(
+    sims[1].counters.completed > 3 * sims[0].counters.completed,
+    `the roomy backend served most (${sims[1].counters.completed} vs ${sims[0].counters.completed})`,
+  );
 });

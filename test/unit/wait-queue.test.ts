@@ -7,7 +7,7 @@ import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/wait-qu
 
 const OK = { ok: true, reachable: true, reason: null };
 
-function setup({ backends = 2, cap = 0, maxWaiting = 10, timeoutMs = 5_000 } = {}) {
+function setup({ backends = 2, cap = 0, maxWaiting = 10, timeoutMs = 5_000, timeoutOnlyWhenNoneReady = false } = {}) {
   const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: cap });
   const list = Array.from({ length: backends }, (_, i) => {
     const config: BackendConfig = { url: `http://127.0.0.1:${40000 + i}`, name: `b${i}`, kind: 'sglang', log: null };
@@ -16,6 +16,7 @@ function setup({ backends = 2, cap = 0, maxWaiting = 10, timeoutMs = 5_000 } = {
   const queue = new WaitQueue({
     maxWaiting,
     timeoutMs,
+    timeoutOnlyWhenNoneReady,
     ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
     onRelease: (b) => registry.released(b),
@@ -23,6 +24,7 @@ function setup({ backends = 2, cap = 0, maxWaiting = 10, timeoutMs = 5_000 } = {
   registry.on('transition', ({ to }) => {
     if (to === 'ready') queue.drain();
   });
+  registry.on('capacity', () => queue.drain());
   const makeReady = (i: number) => registry.apply(list[i], { type: 'probe', result: OK });
   return { registry, list, queue, makeReady };
 }
@@ -94,6 +96,40 @@ describe('wait queue', () => {
     const c = await waiting;
     assert.equal(c.backend, b.backend);
     for (const backend of list) assert.ok(backend.inflight <= 1);
+  });
+
+  test('a cap that opens (setCap) serves waiting requests at once; one that closes does not', async () => {
+    const { queue, registry, makeReady, list } = setup({ backends: 1, cap: 1 });
+    makeReady(0);
+    const held = queue.acquire() as Lease;
+    const waiting = queue.acquire() as Promise<Lease>;
+    registry.setCap(list[0], 1);
+    assert.equal(queue.waiting, 1, 'the same cap admits nothing more');
+    registry.setCap(list[0], 2);
+    assert.equal((await waiting).backend, list[0]);
+    assert.equal(list[0].inflight, 2);
+    held.release();
+  });
+
+  test('timeoutOnlyWhenNoneReady: a wait for a capped but ready backend is not timed out', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const { queue, makeReady, list } = setup({ backends: 1, cap: 1, timeoutMs: 1_000, timeoutOnlyWhenNoneReady: true });
+    makeReady(0);
+    const held = queue.acquire() as Lease;
+    const waiting = queue.acquire() as Promise<Lease>;
+    t.mock.timers.tick(10_000);
+    assert.equal(queue.waiting, 1, 'still waiting after 10 timeouts: the backend is ready, only full');
+    held.release();
+    assert.equal((await waiting).backend, list[0]);
+  });
+
+  test('timeoutOnlyWhenNoneReady: with nothing ready the timeout still applies', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const { queue } = setup({ timeoutMs: 1_000, timeoutOnlyWhenNoneReady: true });
+    const waiting = queue.acquire() as Promise<Lease>;
+    t.mock.timers.tick(1_000);
+    await assert.rejects(waiting, (e: unknown) => e instanceof AdmissionError && e.reason === 'timeout');
+    assert.equal(queue.waiting, 0);
   });
 
   test('a backend that already failed this request is avoided while another is free', () => {

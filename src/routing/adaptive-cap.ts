@@ -1,0 +1,41 @@
+/**
+ * `max_inflight_per_backend: auto`: a cap that follows what each backend can run right now, so
+ * requests wait in fleetgate's central queue, not in a backend's own, and go to whichever backend
+ * frees capacity first. A backend's concurrency is limited by `max_running_requests` and, under KV
+ * pressure, by its KV cache: long answers grow, admission stalls, and what a least-connections
+ * balancer sent it sits in its queue while another GPU has room. Pure: one step per load report.
+ *
+ * The rule, in the spirit of a congestion window: a backend that queues is full, so the cap closes
+ * to what it runs plus a small allowance (a freed slot is refilled inside the backend at its next
+ * step, without waiting for fleetgate's round trip); a backend with an empty queue and KV room, whose
+ * cap was reached, may take more, so the cap opens by a quarter.
+ */
+
+/** Requests a backend may hold in its own queue beyond what it runs. */
+export const QUEUE_ALLOWANCE = 2;
+/** KV usage from which a backend counts as full even with an empty queue. */
+export const KV_FULL = 0.92;
+const GROWTH = 0.25;
+
+export interface CapReport {
+  running: number;
+  queued: number;
+  /** KV usage 0..1, when reported. */
+  tokenUsage: number | null;
+  /** The backend's `max_running_requests`, when reported. */
+  maxRunning: number | null;
+}
+
+/**
+ * The next cap. `previous`: the cap in force (0 = none yet); `inflight`: fleetgate's requests on the
+ * backend when the report was taken.
+ */
+export function nextAdaptiveCap(report: CapReport, previous: number, inflight: number): number {
+  const ceiling = report.maxRunning !== null ? report.maxRunning + QUEUE_ALLOWANCE : Number.POSITIVE_INFINITY;
+  const full = report.queued >= QUEUE_ALLOWANCE || (report.tokenUsage !== null && report.tokenUsage >= KV_FULL);
+  if (full) return Math.max(1, Math.min(ceiling, report.running + QUEUE_ALLOWANCE));
+  if (previous === 0) return Number.isFinite(ceiling) ? ceiling : 0;
+  // Only a cap that held requests back has learned something; an idle backend keeps its cap.
+  if (inflight < previous) return previous;
+  return Math.min(ceiling, previous + Math.max(1, Math.ceil(previous * GROWTH)));
+}

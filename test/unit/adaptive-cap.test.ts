@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { KV_FULL, nextAdaptiveCap, QUEUE_ALLOWANCE } from '../../src/routing/adaptive-cap.js';
+
+const report = (over: Partial<Parameters<typeof nextAdaptiveCap>[0]> = {}) => ({
+  running: 10,
+  queued: 0,
+  tokenUsage: 0.5,
+  maxRunning: 32,
+  ...over,
+});
+
+test('first report: the cap starts at max_running_requests plus the queue allowance', () => {
+  assert.equal(nextAdaptiveCap(report(), 0, 0), 32 + QUEUE_ALLOWANCE);
+});
+
+test('first report without a reported max_running_requests: no cap until the backend queues', () => {
+  assert.equal(nextAdaptiveCap(report({ maxRunning: null }), 0, 0), 0);
+  assert.equal(nextAdaptiveCap(report({ maxRunning: null, running: 7, queued: 5 }), 0, 12), 7 + QUEUE_ALLOWANCE);
+});
+
+test('a backend that queues closes to what it runs plus the allowance (its KV cache limits it)', () => {
+  assert.equal(nextAdaptiveCap(report({ running: 12, queued: 20 }), 34, 32), 12 + QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(report({ running: 12, queued: QUEUE_ALLOWANCE }), 34, 14), 12 + QUEUE_ALLOWANCE);
+});
+
+test('a nearly full KV cache counts as full even before anything queues', () => {
+  assert.equal(nextAdaptiveCap(report({ running: 9, tokenUsage: KV_FULL }), 20, 20), 9 + QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(report({ running: 9, tokenUsage: KV_FULL - 0.01 }), 20, 20), 25);
+});
+
+test('a cap that held requests back opens by a quarter while the backend has room, up to its limit', () => {
+  assert.equal(nextAdaptiveCap(report({ running: 12 }), 12, 12), 15);
+  assert.equal(nextAdaptiveCap(report({ running: 2 }), 2, 2), 3, 'at least one more');
+  assert.equal(nextAdaptiveCap(report({ running: 30 }), 32, 32), 32 + QUEUE_ALLOWANCE, 'never past the limit');
+});
+
+test('an idle backend keeps its cap: only a binding cap learns something', () => {
+  assert.equal(nextAdaptiveCap(report({ running: 3 }), 12, 3), 12);
+});
+
+test('the cap never closes below one request', () => {
+  assert.equal(nextAdaptiveCap(report({ running: 0, queued: 4, maxRunning: 32 }), 10, 4), QUEUE_ALLOWANCE);
+  assert.ok(nextAdaptiveCap(report({ running: 0, queued: 4, maxRunning: 0 }), 10, 4) >= 1);
+});
