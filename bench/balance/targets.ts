@@ -17,6 +17,7 @@ export const BALANCE_TARGETS: readonly BalanceTarget[] = [
     kind: 'fleetgate',
     balance: 'least-loaded',
     maxInflight: 'auto',
+    loadInterval: '250ms',
   },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn' },
   { id: 'nginx-round-robin', name: 'nginx round-robin', kind: 'nginx', balance: 'round-robin' },

@@ -99,13 +99,19 @@ ${servers}
 
 /** fleetgate with access log off and default health intervals. */
 export function fleetgateConfig(
-  input: ProxyConfigInput & { policy?: string; maxInflight?: number | 'auto'; logLevel?: string },
+  input: ProxyConfigInput & {
+    policy?: string;
+    maxInflight?: number | 'auto';
+    loadInterval?: string;
+    logLevel?: string;
+  },
 ): string {
   const backends = input.backends.map((b, i) => `  - url: ${b}\n    name: gpu${i}`).join('\n');
   // Unset keys keep fleetgate's own defaults.
   const routing = [
     input.policy === undefined ? '' : `  policy: ${input.policy}\n`,
     input.maxInflight === undefined ? '' : `  max_inflight_per_backend: ${input.maxInflight}\n`,
+    input.loadInterval === undefined ? '' : `  load_interval: ${input.loadInterval}\n`,
   ].join('');
   return `listen: 127.0.0.1:${input.port}
 backends:

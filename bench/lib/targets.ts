@@ -22,6 +22,8 @@ export interface TargetSpec {
   balance?: string;
   /** fleetgate only. */
   maxInflight?: number | 'auto';
+  /** fleetgate only: `routing.load_interval`, e.g. `250ms`. */
+  loadInterval?: string;
 }
 
 export interface RunningTarget {
@@ -129,6 +131,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         backends: opts.backends,
         policy: spec.balance,
         maxInflight: spec.maxInflight,
+        loadInterval: spec.loadInterval,
       }),
     );
     proc = spawnPinned(
