@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { SimEngineOptions } from '../../src/sim/index.js';
-import { describeMachine, machineLine, stamp } from '../lib/machine.js';
+import { COMMON_OPTIONS, commonSettings, numberFlag } from '../lib/cli.js';
+import { describeMachine, machineLine } from '../lib/machine.js';
 import { waitQuiet } from '../lib/proc-stats.js';
 import { haveTaskset, pinSelf } from '../lib/procs.js';
 import { REPO_ROOT } from '../lib/sim-control.js';
@@ -57,10 +58,8 @@ function parse(argv: string[]) {
     args: argv,
     strict: true,
     options: {
-      runs: { type: 'string' },
-      quick: { type: 'boolean' },
+      ...COMMON_OPTIONS,
       fault: { type: 'boolean' },
-      targets: { type: 'string' },
       requests: { type: 'string' },
       concurrency: { type: 'string' },
       'token-ms': { type: 'string' },
@@ -68,22 +67,11 @@ function parse(argv: string[]) {
       'kv-tokens': { type: 'string' },
       'max-tokens': { type: 'string' },
       seed: { type: 'string' },
-      'proxy-cpu': { type: 'string' },
-      'client-cpu': { type: 'string' },
-      'no-pin': { type: 'boolean' },
-      out: { type: 'string' },
-      keep: { type: 'boolean' },
-      'quiet-wait': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) return null;
-  const num = (text: string | undefined, flag: string, fallback: number, min = 1) => {
-    if (text === undefined) return fallback;
-    const n = Number(text);
-    if (!Number.isFinite(n) || n < min) throw new Error(`--${flag}: '${text}' must be a number >= ${min}`);
-    return n;
-  };
+  const num = (text: string | undefined, flag: string, fallback: number, min = 1) =>
+    numberFlag(text, flag, fallback, min, true);
   const quick = values.quick === true;
   const maxRunning = num(values['max-running'], 'max-running', quick ? 8 : 32);
   const maxTokens = num(values['max-tokens'], 'max-tokens', quick ? 2048 : 1400);
@@ -114,21 +102,13 @@ function parse(argv: string[]) {
         restartAfterMs: quick ? 300 : 1000,
       }
     : null;
-  const pin = !values['no-pin'];
   return {
-    runs: num(values.runs, 'runs', quick ? 1 : 3),
-    quick,
+    ...commonSettings(values, `balance${values.fault ? '-fault' : ''}`),
     targets: selectTargets(values.targets ?? BALANCE_TARGETS.map((t) => t.id).join(',')),
     concurrency: num(values.concurrency, 'concurrency', maxRunning * SERVERS),
     workload,
     engine,
     fault,
-    proxyCpu: pin ? num(values['proxy-cpu'], 'proxy-cpu', 0, 0) : null,
-    clientCpu: pin ? num(values['client-cpu'], 'client-cpu', 1, 0) : null,
-    out: values.out ?? join(REPO_ROOT, 'bench/results', `balance${values.fault ? '-fault' : ''}-${stamp()}.json`),
-    keep: values.keep === true,
-    // Other sessions may be busy on this machine: wait (up to this long) for it to calm down before each measurement.
-    quietWaitMs: Number(values['quiet-wait'] ?? (values.quick ? 0 : 20)) * 1000,
   };
 }
 

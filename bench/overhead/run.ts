@@ -8,7 +8,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { describeMachine, machineLine, stamp } from '../lib/machine.js';
+import { COMMON_OPTIONS, commonSettings, numberFlag } from '../lib/cli.js';
+import { describeMachine, machineLine } from '../lib/machine.js';
 import { waitQuiet } from '../lib/proc-stats.js';
 import { haveTaskset, pinSelf } from '../lib/procs.js';
 import { REPO_ROOT, SimHost } from '../lib/sim-control.js';
@@ -55,9 +56,7 @@ function parse(argv: string[]) {
     args: argv,
     strict: true,
     options: {
-      runs: { type: 'string' },
-      quick: { type: 'boolean' },
-      targets: { type: 'string' },
+      ...COMMON_OPTIONS,
       scenarios: { type: 'string' },
       backends: { type: 'string' },
       requests: { type: 'string' },
@@ -69,23 +68,11 @@ function parse(argv: string[]) {
       'paced-chunks': { type: 'string' },
       'pace-ms': { type: 'string' },
       sequential: { type: 'string' },
-      'proxy-cpu': { type: 'string' },
-      'client-cpu': { type: 'string' },
-      'no-pin': { type: 'boolean' },
       'cpu-prof': { type: 'string' },
-      out: { type: 'string' },
-      keep: { type: 'boolean' },
-      'quiet-wait': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) return null;
-  const int = (text: string | undefined, flag: string, fallback: number, min = 1) => {
-    if (text === undefined) return fallback;
-    const n = Number(text);
-    if (!Number.isInteger(n) || n < min) throw new Error(`--${flag}: '${text}' must be an integer >= ${min}`);
-    return n;
-  };
+  const int = numberFlag;
   const base = values.quick ? QUICK : FULL;
   const sizes: Sizes = {
     backends: int(values.backends, 'backends', base.backends),
@@ -108,20 +95,12 @@ function parse(argv: string[]) {
   for (const s of scenarios) {
     if (!SCENARIO_IDS.includes(s)) throw new Error(`--scenarios: unknown scenario '${s}' (a, b, c, d)`);
   }
-  const pin = !values['no-pin'];
   return {
+    ...commonSettings(values, 'overhead'),
     sizes,
-    runs: int(values.runs, 'runs', values.quick ? 1 : 3),
-    quick: values.quick === true,
     targets: targets as TargetKind[],
     scenarios,
-    proxyCpu: pin ? int(values['proxy-cpu'], 'proxy-cpu', 0, 0) : null,
-    clientCpu: pin ? int(values['client-cpu'], 'client-cpu', 1, 0) : null,
     nodeArgs: values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] : [],
-    out: values.out ?? join(REPO_ROOT, 'bench/results', `overhead-${stamp()}.json`),
-    keep: values.keep === true,
-    // Other sessions may be busy on this machine: wait (up to this long) for it to calm down before each measurement.
-    quietWaitMs: Number(values['quiet-wait'] ?? (values.quick ? 0 : 20)) * 1000,
   };
 }
 

@@ -23,9 +23,11 @@ export const DEFAULT_HEALTH_FALL = 3;
 export const DEFAULT_HEALTH_STALL_AFTER = 10 * 60_000;
 
 export const DEFAULT_ROUTING_POLICY: PolicyName = 'least-loaded';
-export const DEFAULT_MAX_INFLIGHT_PER_BACKEND = 0;
+/** `auto`: the adaptive cap (src/routing/adaptive-cap.ts); it finished bench:balance's job first. */
+export const DEFAULT_MAX_INFLIGHT_PER_BACKEND: number | 'auto' = 'auto';
 export const DEFAULT_ROUTING_RETRIES = 2;
-export const DEFAULT_LOAD_INTERVAL = 1_000;
+/** Short enough for the adaptive cap to follow a backend's KV cache as answers grow. */
+export const DEFAULT_LOAD_INTERVAL = 250;
 
 export const DEFAULT_QUEUE_MAX_WAITING = 10_000;
 export const DEFAULT_QUEUE_TIMEOUT = 120_000;

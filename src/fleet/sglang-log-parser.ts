@@ -111,13 +111,8 @@ class SglangLogParser implements LogParser {
     }
     if (isIndented(line)) return events;
 
-    if (START.test(message)) {
-      events.push(...runBoundary(this.#crash, this.#phases, 'start'));
-    } else if (READY.test(message)) {
-      events.push(...runBoundary(this.#crash, this.#phases, 'ready'));
-    } else {
-      events.push(...this.#phaseOf(message));
-    }
+    const boundary = START.test(message) ? 'start' : READY.test(message) ? 'ready' : null;
+    events.push(...(boundary ? runBoundary(this.#crash, this.#phases, boundary) : this.#phaseOf(message)));
     return events;
   }
 

@@ -125,14 +125,10 @@ class VllmLogParser implements LogParser {
     }
     if (isIndented(message)) return events;
 
-    if (START.test(message) || (!this.#started && EARLY_START.test(message))) {
-      this.#started = true;
-      events.push(...runBoundary(this.#crash, this.#phases, 'start'));
-    } else if (READY.test(message)) {
-      events.push(...runBoundary(this.#crash, this.#phases, 'ready'));
-    } else {
-      events.push(...this.#phaseOf(message));
-    }
+    const starts = START.test(message) || (!this.#started && EARLY_START.test(message));
+    if (starts) this.#started = true;
+    const boundary = starts ? 'start' : READY.test(message) ? 'ready' : null;
+    events.push(...(boundary ? runBoundary(this.#crash, this.#phases, boundary) : this.#phaseOf(message)));
     return events;
   }
 

@@ -5,10 +5,13 @@
  * pressure, by its KV cache: long answers grow, admission stalls, and what a least-connections
  * balancer sent it sits in its queue while another GPU has room. Pure: one step per load report.
  *
- * The rule, in the spirit of a congestion window: a backend that queues is full, so the cap closes
- * to what it runs plus a small allowance (a freed slot is refilled inside the backend at its next
- * step, without waiting for fleetgate's round trip); a backend with an empty queue and KV room, whose
- * cap was reached, may take more, so the cap opens by a quarter.
+ * The rule, in the spirit of a congestion window: a backend that queues (or whose KV cache is
+ * nearly full) can take no more than it runs, so the cap closes to fleetgate's requests on it minus
+ * the ones waiting in its queue, plus a small allowance (a freed slot is refilled inside the backend
+ * at its next step, without waiting for fleetgate's round trip). With one fleetgate that is what the
+ * backend runs + the allowance; with several replicas each gives back the queue it sees, so together
+ * they back off quickly and then grow again. A backend with an empty queue and KV room whose cap was
+ * reached may take more: the cap opens by a quarter.
  */
 
 /** Requests a backend may hold in its own queue beyond what it runs. */
@@ -33,7 +36,7 @@ export interface CapReport {
 export function nextAdaptiveCap(report: CapReport, previous: number, inflight: number): number {
   const ceiling = report.maxRunning !== null ? report.maxRunning + QUEUE_ALLOWANCE : Number.POSITIVE_INFINITY;
   const full = report.queued >= QUEUE_ALLOWANCE || (report.tokenUsage !== null && report.tokenUsage >= KV_FULL);
-  if (full) return Math.max(1, Math.min(ceiling, report.running + QUEUE_ALLOWANCE));
+  if (full) return Math.max(1, Math.min(ceiling, inflight - report.queued + QUEUE_ALLOWANCE));
   if (previous === 0) return Number.isFinite(ceiling) ? ceiling : 0;
   // Only a cap that held requests back has learned something; an idle backend keeps its cap.
   if (inflight < previous) return previous;

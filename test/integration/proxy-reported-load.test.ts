@@ -3,7 +3,9 @@
  * direct client) reports it in its /metrics, and least-loaded sends new requests to the idle one.
  * With in-flight counts alone, both look idle to this replica and would share evenly (herding).
  */
+
 import assert from 'node:assert/strict';
+import { setMaxListeners } from 'node:events';
 import { test } from 'node:test';
 import { request } from 'undici';
 import { startReadyFleet } from '../helpers/fleet.js';
@@ -16,6 +18,8 @@ async function run(t: Parameters<typeof startReadyFleet>[0], loadInterval: strin
 
   // Another replica's traffic: 16 long streams straight to gpu0.
   const elsewhere = new AbortController();
+  // One signal for the 16 requests: more listeners than Node's default warning threshold, on purpose.
+  setMaxListeners(32, elsewhere.signal);
   t.after(() => elsewhere.abort());
   for (let i = 0; i < 16; i++) {
     void request(`${sims[0].url}/generate`, {

@@ -24,8 +24,13 @@ test('a backend that queues closes to what it runs plus the allowance (its KV ca
   assert.equal(nextAdaptiveCap(report({ running: 12, queued: QUEUE_ALLOWANCE }), 34, 14), 12 + QUEUE_ALLOWANCE);
 });
 
+test("several fleetgate replicas: each gives back the queue it sees, not the others' requests", () => {
+  // The backend runs 30 and queues 10; this replica has 20 of the 40 requests on it.
+  assert.equal(nextAdaptiveCap(report({ running: 30, queued: 10 }), 34, 20), 20 - 10 + QUEUE_ALLOWANCE);
+});
+
 test('a nearly full KV cache counts as full even before anything queues', () => {
-  assert.equal(nextAdaptiveCap(report({ running: 9, tokenUsage: KV_FULL }), 20, 20), 9 + QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(report({ running: 9, tokenUsage: KV_FULL }), 20, 9), 9 + QUEUE_ALLOWANCE);
   assert.equal(nextAdaptiveCap(report({ running: 9, tokenUsage: KV_FULL - 0.01 }), 20, 20), 25);
 });
 

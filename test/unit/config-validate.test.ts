@@ -22,7 +22,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     stall_after: 600_000,
     fatal_patterns: [],
   },
-  routing: { policy: 'least-loaded', max_inflight_per_backend: 0, retries: 2, load_interval: 1_000 },
+  routing: { policy: 'least-loaded', max_inflight_per_backend: 'auto', retries: 2, load_interval: 250 },
   queue: { max_waiting: 10_000, timeout: 120_000 },
   upstream: { connect_timeout: 5_000, headers_timeout: 3_600_000, stream_idle_timeout: 600_000, api_key: null },
   limits: {
