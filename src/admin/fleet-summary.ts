@@ -12,6 +12,8 @@ export interface BackendStatus {
   eta_seconds: number | null;
   reason: string | null;
   inflight: number;
+  /** Requests fleetgate keeps on it at most before queueing (`max_inflight_per_backend`); null = no cap. */
+  inflight_cap: number | null;
   since: string;
   ready_seconds: number | null;
   last_log_line: string | null;
@@ -37,6 +39,7 @@ export function backendStatus(backend: Backend): BackendStatus {
     eta_seconds: s.etaSeconds,
     reason: s.reason,
     inflight: backend.inflight,
+    inflight_cap: backend.cap === 0 ? null : backend.cap,
     since: new Date(s.since).toISOString(),
     ready_seconds: s.readySeconds === null ? null : Math.round(s.readySeconds * 1000) / 1000,
     last_log_line: s.lastLogLine,

@@ -89,6 +89,11 @@ test('fleetgate demo: 6/7 ready within a minute, the OOM one kept out until rela
     timeoutMs: 45_000,
     intervalMs: 250,
     what: 'gpu3 relaunched',
+  }).catch(async (error: Error) => {
+    const gpu3Now = gpu3(await status());
+    throw new Error(
+      `${error.message}; gpu3 now: ${JSON.stringify(gpu3Now)}; demo output ends:\n${output.slice(-3000)}`,
+    );
   });
   assert.ok(sawFailed || /gpu3: \w+ -> failed/.test(output), 'gpu3 went through failed');
   assert.match(output, /gpu3: starting -> failed \(.*CUDA out of memory/);

@@ -120,6 +120,7 @@ async function getStatus(url: string): Promise<FleetStatus> {
 const BACKEND_KEYS = [
   'eta_seconds',
   'inflight',
+  'inflight_cap',
   'kind',
   'last_log_line',
   'name',

@@ -110,6 +110,12 @@ test('max_inflight_per_backend: auto starts each cap at max_running_requests plu
   const capOf = (sim: SimServer) => gateway.fleet.registry.get(sim.name)?.cap;
   await waitFor(() => sims.every((s) => capOf(s) !== 0), { what: 'caps learned' });
   assert.deepEqual(sims.map(capOf), [3 + QUEUE_ALLOWANCE, 5 + QUEUE_ALLOWANCE]);
+  const status = (await (await request(`${url}/fleet/status`)).body.json()) as { backends: { inflight_cap: number }[] };
+  assert.deepEqual(
+    status.backends.map((b) => b.inflight_cap),
+    [3 + QUEUE_ALLOWANCE, 5 + QUEUE_ALLOWANCE],
+    '/fleet/status shows each cap',
+  );
   const peaks = [0, 0];
   let sampling = true;
   const sample = () => {

@@ -30,6 +30,7 @@ function backend(name: string, fields: Partial<BackendStatus> = {}): BackendStat
     eta_seconds: null,
     reason: null,
     inflight: 0,
+    inflight_cap: null,
     since: '2026-11-29T12:01:05.120Z',
     ready_seconds: null,
     last_log_line: null,
