@@ -11,13 +11,13 @@ export const BALANCE_TARGETS: readonly BalanceTarget[] = [
   { id: 'fleetgate-least-loaded', name: 'fleetgate least-loaded', kind: 'fleetgate', balance: 'least-loaded' },
   { id: 'fleetgate-round-robin', name: 'fleetgate round-robin', kind: 'fleetgate', balance: 'round-robin' },
   { id: 'fleetgate-power-of-two', name: 'fleetgate power-of-two', kind: 'fleetgate', balance: 'power-of-two' },
+  // fleetgate's defaults include `max_inflight_per_backend: auto`; this is the same without the cap.
   {
-    id: 'fleetgate-auto',
-    name: 'fleetgate least-loaded, cap auto',
+    id: 'fleetgate-no-cap',
+    name: 'fleetgate least-loaded, no cap',
     kind: 'fleetgate',
     balance: 'least-loaded',
-    maxInflight: 'auto',
-    loadInterval: '250ms',
+    maxInflight: 0,
   },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn' },
   { id: 'nginx-round-robin', name: 'nginx round-robin', kind: 'nginx', balance: 'round-robin' },
