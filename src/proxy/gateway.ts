@@ -123,19 +123,6 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   };
 
   registerProxyGuards(app, config);
-  app.get('/livez', async () => ({ status: 'ok' }));
-  const readiness = async (_request: unknown, reply: import('fastify').FastifyReply) => {
-    const ready = registry.ready.length;
-    const body = {
-      status: ready >= gateway.config.min_ready ? 'ready' : 'not_ready',
-      ready,
-      total: registry.size,
-      min_ready: gateway.config.min_ready,
-    };
-    return reply.code(ready >= gateway.config.min_ready ? 200 : 503).send(body);
-  };
-  app.get('/readyz', readiness);
-  app.get('/health', readiness);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   await registerAdminRoutes(app, gateway, opts);
 
