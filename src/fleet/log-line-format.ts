@@ -99,6 +99,12 @@ export function isKilledLine(line: string): boolean {
   return /^Killed\s*$/.test(line) || /: line \d+:\s+\d+ Killed\b/.test(line);
 }
 
+/**
+ * uvicorn (SGLang's and vLLM's HTTP server) could not take the port, and the process exits: another
+ * process holds it, often an old server still answering there, which must not be taken for this one.
+ */
+export const PORT_IN_USE = /error while attempting to bind on address .*address already in use/;
+
 export const MAX_REASON_LENGTH = 200;
 
 /** A one-line reason for humans: whitespace collapsed, cut at about 200 characters. */

@@ -11,6 +11,7 @@ import {
   isKilledLine,
   lastProgressBar,
   matchesAny,
+  PORT_IN_USE,
   tracebackStart,
 } from './log-line-format.js';
 import { CrashTracker, type LogParserOptions, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
@@ -56,6 +57,7 @@ const READY = /The server is fired up and ready to roll/;
 const CRASH_HEAD = /\b\w+ hit an exception\b|Initialization failed\. warmup error/;
 
 const FATAL_LINES: readonly RegExp[] = [
+  PORT_IN_USE,
   /Not enough memory/,
   /Capture cuda graph failed/i,
   /CUDA out of memory|OutOfMemoryError/,

@@ -12,6 +12,7 @@ import {
   isTracebackHeader,
   lastProgressBar,
   matchesAny,
+  PORT_IN_USE,
   tracebackStart,
 } from './log-line-format.js';
 import { CrashTracker, type LogParserOptions, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
@@ -54,6 +55,7 @@ const CRASH_HEAD =
   /EngineCore failed to start|EngineCore encountered a fatal error|WorkerProc failed to start|WorkerProc hit an exception|WorkerProc failed\./;
 
 const FATAL_LINES: readonly RegExp[] = [
+  PORT_IN_USE,
   /Free memory on device .* is less than desired GPU memory utilization/,
   /CUDA out of memory|OutOfMemoryError/,
   /EngineDeadError/,

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { request } from 'undici';
+import { SimServer } from '../../src/sim/index.js';
 import { backendsFor, createSims, startGateway, stateOf } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -123,4 +124,28 @@ test('old SGLang (200 on /health during warm-up) is admitted only after the read
   assert.ok(healthWasOkWhileWarming, 'old SGLang answered 200 during warm-up');
   assert.equal(readyBeforeLine, false, 'admitted only after "fired up and ready to roll"');
   assert.equal(sim.counters.requestsWhileNotReady, 0);
+});
+
+test('a stale old server on the port: the new one cannot bind, fails with that reason, and the old one gets no traffic', async (t) => {
+  const dir = await logDir(t);
+  const [stale] = await createSims(t, [{ timing: slowCapture }]);
+  stale.start();
+  await stale.whenReady();
+  // The new launch on the same port, logging where fleetgate looks.
+  const fresh = new SimServer({ port: stale.port, name: 'gpu0', logFile: join(dir, 'gpu0.log'), timing: slowCapture });
+  t.after(() => fresh.stop());
+  const { gateway, url } = await startGateway(t, {
+    backends: [{ url: stale.url, name: 'gpu0', log: fresh.options.logFile }],
+    health: { starting_interval: '100ms' },
+    queue: { timeout: '300ms' },
+  });
+  fresh.start();
+  await waitFor(() => stateOf(gateway, 'gpu0') === 'failed', { timeoutMs: 10_000, what: 'failed from the log' });
+  const reason = gateway.fleet.registry.get('gpu0')?.lifecycle.snapshot.reason ?? '';
+  assert.match(reason, /address already in use/);
+  const before = stale.counters.requests;
+  const res = await request(`${url}/generate`, { method: 'POST', body: JSON.stringify({ text: 'hi' }) });
+  await res.body.text();
+  assert.equal(res.statusCode, 503, 'nothing ready: the stale server answering on the port is not admitted');
+  assert.equal(stale.counters.requests, before, 'no request reached the stale server');
 });

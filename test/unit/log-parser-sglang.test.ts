@@ -342,6 +342,11 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
         'Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection cl...',
     },
     {
+      name: 'port held by another process (uvicorn bind failure)',
+      line: "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use",
+      reason: "[Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use",
+    },
+    {
       name: 'distributed store timeout',
       line: 'torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/4 clients joined.',
       reason: 'torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/4 clients joined.',

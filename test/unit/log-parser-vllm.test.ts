@@ -165,6 +165,11 @@ describe('vLLM fatal lines', () => {
       reason: 'RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}',
     },
     { name: 'OOM killer', line: 'Killed', reason: 'Killed' },
+    {
+      name: 'port held by another process (uvicorn bind failure)',
+      line: "ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use",
+      reason: "[Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use",
+    },
   ];
   for (const { name, line, reason } of cases) {
     test(name, () => assert.deepEqual(fatalReasons(createVllmLogParser().push(line)), [reason]));
