@@ -5,12 +5,12 @@
  * fresh set of servers. `--fault`: one server starts late, one crashes mid-run and comes back.
  * Markdown table on stdout, JSON in bench/results/, progress on stderr.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { SimEngineOptions } from '../../src/sim/index.js';
-import { COMMON_OPTIONS, commonSettings, numberFlag } from '../lib/cli.js';
+import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, writeResults } from '../lib/cli.js';
 import { describeMachine, machineLine } from '../lib/machine.js';
 import { waitQuiet } from '../lib/proc-stats.js';
 import { haveTaskset, pinSelf } from '../lib/procs.js';
@@ -211,33 +211,16 @@ async function main(argv: string[]): Promise<number> {
     .filter((line, i, all) => line !== '' || all[i - 1] !== '')
     .join('\n');
   process.stdout.write(report);
-  mkdirSync(dirname(opts.out), { recursive: true });
-  writeFileSync(
-    opts.out,
-    `${JSON.stringify(
-      {
-        bench: opts.fault ? 'balance-fault' : 'balance',
-        date: new Date().toISOString(),
-        durationSec: Math.round((Date.now() - started) / 1000),
-        machine,
-        options: { ...opts, out: undefined, targets: opts.targets.map((t) => t.id) },
-        lowerBound: lb,
-        summaries,
-        targets: checks,
-        runs: records,
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  writeResults(opts.out, opts.fault ? 'balance-fault' : 'balance', started, {
+    machine,
+    options: { ...opts, out: undefined, targets: opts.targets.map((t) => t.id) },
+    lowerBound: lb,
+    summaries,
+    targets: checks,
+    runs: records,
+  });
   progress(`wrote ${opts.out}`);
   return records.some((r) => r.metrics !== null) ? 0 : 1;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`bench:balance: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
-    process.exitCode = 1;
-  },
-);
+runBench('bench:balance', main);

@@ -1,5 +1,6 @@
 /** The command-line options both benches share, and their parsing. */
-import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { stamp } from './machine.js';
 import { REPO_ROOT } from './sim-control.js';
 
@@ -51,4 +52,22 @@ export function commonSettings(values: CommonValues, name: string) {
     // Other sessions may be busy on this machine: wait (up to this long) for it to calm down before each measurement.
     quietWaitMs: numberFlag(values['quiet-wait'], 'quiet-wait', quick ? 0 : 20, 0, true) * 1000,
   };
+}
+
+/** Writes a bench run's JSON results: what ran, when, for how long, then the bench's own fields. */
+export function writeResults(out: string, bench: string, startedMs: number, fields: Record<string, unknown>): void {
+  const durationSec = Math.round((Date.now() - startedMs) / 1000);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify({ bench, date: new Date().toISOString(), durationSec, ...fields }, null, 2)}\n`);
+}
+
+/** Runs a bench's main and exits with its code at once, rather than wait for idle keep-alive sockets. */
+export function runBench(name: string, main: (argv: string[]) => Promise<number>): void {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      process.stderr.write(`${name}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -4,11 +4,11 @@
  * the other; each scenario repeated `--runs` times (targets interleaved within a run), medians
  * reported as a markdown table on stdout and JSON in bench/results/. Progress goes to stderr.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { COMMON_OPTIONS, commonSettings, numberFlag } from '../lib/cli.js';
+import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, writeResults } from '../lib/cli.js';
 import { describeMachine, machineLine } from '../lib/machine.js';
 import { waitQuiet } from '../lib/proc-stats.js';
 import { haveTaskset, pinSelf } from '../lib/procs.js';
@@ -193,35 +193,15 @@ async function main(argv: string[]): Promise<number> {
     '',
   ].join('\n');
   process.stdout.write(report);
-  mkdirSync(dirname(opts.out), { recursive: true });
-  writeFileSync(
-    opts.out,
-    `${JSON.stringify(
-      {
-        bench: 'overhead',
-        date: new Date().toISOString(),
-        durationSec: Math.round((Date.now() - started) / 1000),
-        machine,
-        options: { ...opts, out: undefined },
-        medians,
-        targets: checks,
-        runs: records,
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  writeResults(opts.out, 'overhead', started, {
+    machine,
+    options: { ...opts, out: undefined },
+    medians,
+    targets: checks,
+    runs: records,
+  });
   progress(`wrote ${opts.out}`);
   return records.some((r) => r.metrics !== null) ? 0 : 1;
 }
 
-main(process.argv.slice(2)).then(
-  // Exit at once rather than wait for idle keep-alive sockets to time out.
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(
-      `bench:overhead: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-    );
-    process.exitCode = 1;
-  },
-);
+runBench('bench:overhead', main);
