@@ -16,6 +16,7 @@ export class BackendSeries {
   readonly #up: Gauge.Internal<'backend'>;
   readonly #states = new Map<BackendState, Gauge.Internal<'backend' | 'state'>>();
   readonly #inflight: Gauge.Internal<'backend'>;
+  readonly #inflightCap: Gauge.Internal<'backend'>;
   readonly #progress: Gauge.Internal<'backend'>;
   readonly #readySeconds: Gauge.Internal<'backend'>;
   readonly #probePass: Counter.Internal;
@@ -32,6 +33,7 @@ export class BackendSeries {
     this.#up = families.backendUp.labels({ backend: name });
     for (const state of BACKEND_STATES) this.#states.set(state, families.backendState.labels({ backend: name, state }));
     this.#inflight = families.inflight.labels({ backend: name });
+    this.#inflightCap = families.inflightCap.labels({ backend: name });
     this.#progress = families.loadProgress.labels({ backend: name });
     this.#readySeconds = families.readySeconds.labels({ backend: name });
     this.#probePass = families.healthChecks.labels({ backend: name, result: 'pass' });
@@ -47,7 +49,7 @@ export class BackendSeries {
     }
     this.#state = backend.state;
     this.#showState(backend.state);
-    this.#inflight.set(backend.inflight);
+    this.collectInflight();
     this.snapshotChanged(backend.lifecycle.snapshot);
   }
 
@@ -73,8 +75,10 @@ export class BackendSeries {
     (ok ? this.#probePass : this.#probeFail).inc();
   }
 
+  /** In-flight count and cap, read when scraped (both change on the request path). */
   collectInflight(): void {
     this.#inflight.set(this.backend.inflight);
+    this.#inflightCap.set(this.backend.cap);
   }
 
   remove(): void {
@@ -84,6 +88,7 @@ export class BackendSeries {
     f.backendUp.remove({ backend });
     for (const state of BACKEND_STATES) f.backendState.remove({ backend, state });
     f.inflight.remove({ backend });
+    f.inflightCap.remove({ backend });
     f.loadProgress.remove({ backend });
     f.readySeconds.remove({ backend });
     f.healthChecks.remove({ backend, result: 'pass' });

@@ -53,6 +53,13 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       registers,
       collect: () => sources.inflight(),
     }),
+    inflightCap: new Gauge({
+      name: 'fleetgate_backend_inflight_cap',
+      help: 'Most requests fleetgate keeps on the backend before queueing (max_inflight_per_backend; follows the backend with auto); 0 = no cap.',
+      labelNames: ['backend'] as const,
+      registers,
+      collect: () => sources.inflight(),
+    }),
     loadProgress: new Gauge({
       name: 'fleetgate_backend_load_progress_ratio',
       help: 'Progress (0..1) of the current start-up phase that reports progress (weights, CUDA graphs); 0 otherwise.',

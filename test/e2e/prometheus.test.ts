@@ -185,7 +185,7 @@ test('Prometheus sees a backend go down and come back, evaluates the alerts and 
     'Backend state',
     'Ready backends',
     'Request rate by backend',
-    'In-flight requests',
+    'In-flight requests and caps',
   ]) {
     assert.ok(!empty.includes(title), `dashboard panel "${title}" has data`);
   }

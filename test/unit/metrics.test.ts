@@ -375,6 +375,16 @@ describe('scrape-time gauges', () => {
     assert.equal(await value(metrics, 'fleetgate_backend_inflight_requests', { backend: 'gpu0' }), 0);
   });
 
+  test('the in-flight cap is read when scraped and follows setCap (0 = none)', async () => {
+    const { registry, metrics, add } = setup();
+    const gpu = add('gpu0');
+    assert.equal(await value(metrics, 'fleetgate_backend_inflight_cap', { backend: 'gpu0' }), 0);
+    registry.setCap(gpu, 14);
+    assert.equal(await value(metrics, 'fleetgate_backend_inflight_cap', { backend: 'gpu0' }), 14);
+    registry.setCap(gpu, 5);
+    assert.equal(await value(metrics, 'fleetgate_backend_inflight_cap', { backend: 'gpu0' }), 5);
+  });
+
   test('queue rejections are counted by reason and never go down', async () => {
     const { metrics, queue, add } = setup();
     add('gpu0');
@@ -407,6 +417,7 @@ describe('exposition', () => {
       fleetgate_backend_state: 'gauge',
       fleetgate_backends: 'gauge',
       fleetgate_backend_inflight_requests: 'gauge',
+      fleetgate_backend_inflight_cap: 'gauge',
       fleetgate_backend_load_progress_ratio: 'gauge',
       fleetgate_backend_ready_seconds: 'gauge',
       fleetgate_requests_total: 'counter',
