@@ -67,6 +67,14 @@ export class Backend {
     return Math.max(current, this.inflight);
   }
 
+  /** It reports idle batch slots: fewer running than its `max_running_requests`, nothing queued. */
+  get idleSlot(): boolean {
+    const reported = this.reported;
+    return (
+      reported !== null && reported.maxRunning !== null && reported.queued === 0 && this.load < reported.maxRunning
+    );
+  }
+
   hasFreeSlot(): boolean {
     return this.cap === 0 || this.inflight < this.cap;
   }

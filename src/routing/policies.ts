@@ -10,6 +10,8 @@ export interface Candidate {
   readonly load: number;
   /** Observed milliseconds per generated token on this backend; null until measured. */
   readonly pace?: number | null;
+  /** The backend reports idle batch slots: it runs fewer than its `max_running_requests` and queues nothing. */
+  readonly idleSlot?: boolean;
 }
 
 export interface Policy {
@@ -25,9 +27,11 @@ export interface PolicyDeps {
  * Least expected delay: a new request on a backend waits behind its load and runs at its pace, so
  * the score is (load + 1) × pace, the rule that beats plain least-connections on servers of unequal
  * speed (one GPU 30% slower, a server throttled by KV pressure). Pace is compared only when every
- * candidate has one (like with like); until then it is plain fewest load. Ties go to the first tied
- * backend after the previously picked one, so equal backends share evenly instead of all requests
- * landing on the first in the list.
+ * candidate has one (like with like); until then it is plain fewest load. A backend with an idle
+ * batch slot comes before any without: continuous batching starts a request at once where a slot
+ * is free, and a request queued on a faster GPU while a slower one leaves a slot idle costs the
+ * whole job that slot's work. Ties go to the first tied backend after the previously picked one, so
+ * equal backends share evenly instead of all requests landing on the first in the list.
  */
 class LeastLoaded implements Policy {
   #cursor = 0;
@@ -39,14 +43,18 @@ class LeastLoaded implements Policy {
     const start = this.#cursor % n;
     let best = candidates[start];
     let bestScore = score(best);
+    let bestIdle = best.idleSlot === true;
     let bestIndex = start;
     for (let step = 1; step < n; step++) {
       const index = (start + step) % n;
       const candidate = candidates[index];
+      const idle = candidate.idleSlot === true;
+      if (idle !== bestIdle && !idle) continue;
       const candidateScore = score(candidate);
-      if (candidateScore < bestScore) {
+      if (idle !== bestIdle || candidateScore < bestScore) {
         best = candidate;
         bestScore = candidateScore;
+        bestIdle = idle;
         bestIndex = index;
       }
     }

@@ -188,3 +188,37 @@ test('max_inflight_per_backend: auto closes the cap of a backend whose KV cache 
     `the roomy backend served most (${sims[1].counters.completed} vs ${sims[0].counters.completed})`,
   );
 });
+
+test("least-loaded fills a slower backend's idle batch slots before queueing on a faster one", async (t) => {
+  // Both run 4 at a time; gpu1 is 2x slower. Pace alone would give it ~2.7 of 8 and queue the rest on gpu0.
+  const { url, sims, gateway } = await startReadyFleet(
+    t,
+    [{ engine: { tokenMs: 4, maxRunningRequests: 4 } }, { engine: { tokenMs: 4, maxRunningRequests: 4, slowdown: 2 } }],
+    { routing: { load_interval: '50ms' } },
+  );
+  const slow = gateway.fleet.registry.get(sims[1].name);
+  await waitFor(() => slow?.reported?.maxRunning === 4, { what: 'max_running_requests read' });
+  const body = JSON.stringify({ text: 'hi', sampling_params: { max_new_tokens: 20 } });
+  let stop = false;
+  const clients = Array.from({ length: 8 }, async () => {
+    while (!stop) {
+      const res = await request(`${url}/generate`, { method: 'POST', body });
+      await res.body.text();
+    }
+  });
+  // Let paces settle, then sample how many requests the slow backend holds.
+  await waitFor(() => slow?.pace != null && sims[1].counters.completed >= 20, { what: 'paces measured' });
+  const samples: number[] = [];
+  await waitFor(
+    () => {
+      samples.push(atBackend(sims[1]));
+      return samples.length >= 300;
+    },
+    { intervalMs: 5, timeoutMs: 20_000, what: '300 samples' },
+  );
+  stop = true;
+  await Promise.all(clients);
+  const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
+  t.diagnostic(`the slow backend held ${mean.toFixed(2)} of its 4 slots on average`);
+  assert.ok(mean >= 3.3, `the slow backend held ${mean.toFixed(2)} of its 4 slots on average`);
+});

@@ -73,6 +73,17 @@ describe('least-loaded', () => {
     assert.equal(policy.pick(paced([1, 4], [1.3, 1])).name, 'b0');
   });
 
+  test('a backend with an idle batch slot comes first, even a slower one; among them the usual score', () => {
+    const policy = createPolicy('least-loaded');
+    const slow = { name: 'slow', load: 30, pace: 1.3, idleSlot: true };
+    const fast = { name: 'fast', load: 32, pace: 1, idleSlot: false };
+    assert.equal(policy.pick([fast, slow]).name, 'slow', 'the full fast one would queue it');
+    assert.equal(policy.pick([slow, fast]).name, 'slow');
+    const fastIdle = { name: 'fast-idle', load: 30, pace: 1, idleSlot: true };
+    assert.equal(policy.pick([slow, fast, fastIdle]).name, 'fast-idle', '31 x 1 beats 31 x 1.3');
+    assert.equal(policy.pick([fast, { ...fast, name: 'fast2', load: 40 }]).name, 'fast', 'none idle: plain score');
+  });
+
   test('pace is ignored unless every candidate has one (compare like with like)', () => {
     const policy = createPolicy('least-loaded');
     const list = [
