@@ -5,17 +5,12 @@
  * fresh set of servers. `--fault`: one server starts late, one crashes mid-run and comes back.
  * Markdown table on stdout, JSON in bench/results/, progress on stderr.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { SimEngineOptions } from '../../src/sim/index.js';
-import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, writeResults } from '../lib/cli.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { waitQuiet } from '../lib/proc-stats.js';
-import { haveTaskset, pinSelf } from '../lib/procs.js';
-import { REPO_ROOT } from '../lib/sim-control.js';
-import { HAPROXY, missingBinaries, NGINX } from '../lib/targets.js';
+import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, settle, startBench, writeResults } from '../lib/cli.js';
+import { machineLine } from '../lib/machine.js';
 import { type FaultPlan, runJob } from './job.js';
 import {
   type BalanceRecord,
@@ -112,28 +107,10 @@ function parse(argv: string[]) {
   };
 }
 
-const progress = (line: string) => process.stderr.write(`[balance] ${line}\n`);
-
 async function main(argv: string[]): Promise<number> {
-  let opts: ReturnType<typeof parse>;
-  try {
-    opts = parse(argv);
-  } catch (error) {
-    process.stderr.write(`bench:balance: ${(error as Error).message}\n\n${usage}`);
-    return 2;
-  }
-  if (opts === null) {
-    process.stdout.write(usage);
-    return 0;
-  }
-  const missing = missingBinaries(opts.targets.map((t) => t.kind));
-  if (missing.length > 0) {
-    process.stderr.write(`bench:balance: ${missing.join('; ')}\n`);
-    return 2;
-  }
-  const machine = describeMachine(NGINX, HAPROXY, REPO_ROOT);
-  if (opts.clientCpu !== null && !haveTaskset()) progress('taskset not found: processes are not pinned');
-  pinSelf(opts.clientCpu);
+  const start = startBench('balance', usage, argv, parse, (o) => o.targets.map((t) => t.kind));
+  if (typeof start === 'number') return start;
+  const { opts, machine, work, progress } = start;
   const jobs = makeWorkload(opts.workload);
   const engines = Array.from({ length: SERVERS }, (_, i) => ({
     ...opts.engine,
@@ -145,8 +122,6 @@ async function main(argv: string[]): Promise<number> {
   const workloadLine =
     `${jobs.length} chat requests, max_tokens ${opts.workload.maxTokens}, answer lengths p50 ${q(0.5)} / p90 ${q(0.9)} / p99 ${q(0.99)} / max ${lengths[lengths.length - 1]} tokens ` +
     `(${Math.round(opts.workload.longShare * 100)}% in a log-normal "thinking" tail), seed ${opts.workload.seed}, concurrency ${opts.concurrency}`;
-  const work = mkdtempSync(join(tmpdir(), 'fleetgate-bench-balance-'));
-  progress(`${machineLine(machine)}; work dir ${work}`);
   progress(`${workloadLine}; lower bound ${lb.seconds.toFixed(2)} s`);
   const records: BalanceRecord[] = [];
   const started = Date.now();
@@ -155,8 +130,7 @@ async function main(argv: string[]): Promise<number> {
       for (const spec of opts.targets) {
         const label = `run ${run}/${opts.runs} ${spec.name}`;
         try {
-          const busy = opts.quietWaitMs > 0 ? await waitQuiet(0.15, opts.quietWaitMs) : 0;
-          if (busy > 0.15) progress(`machine still busy (${busy.toFixed(2)} cores); measuring anyway`);
+          await settle(opts.quietWaitMs, progress);
           const metrics = await runJob(spec, {
             servers: SERVERS,
             engine: (i) => engines[i],

@@ -1,8 +1,12 @@
-/** The command-line options both benches share, and their parsing. */
-import { mkdirSync, writeFileSync } from 'node:fs';
+/** What both benches share: command-line options, the start of a run, the JSON results, the runner. */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { stamp } from './machine.js';
+import { describeMachine, type Machine, machineLine, stamp } from './machine.js';
+import { waitQuiet } from './proc-stats.js';
+import { haveTaskset, pinSelf } from './procs.js';
 import { REPO_ROOT } from './sim-control.js';
+import { HAPROXY, missingBinaries, NGINX, type TargetKind } from './targets.js';
 
 export const COMMON_OPTIONS = {
   runs: { type: 'string' },
@@ -70,4 +74,55 @@ export function runBench(name: string, main: (argv: string[]) => Promise<number>
       process.exitCode = 1;
     },
   );
+}
+
+export interface BenchStart<O> {
+  opts: O;
+  machine: Machine;
+  /** A fresh temporary directory for configs and logs. */
+  work: string;
+  progress: (line: string) => void;
+}
+
+/**
+ * Parses the command line (`--help`: usage, exit 0; bad flags: message and usage, exit 2), checks
+ * that the proxies it needs are installed, pins this process to the client core and makes the work
+ * directory. A number is the exit code when the run cannot start.
+ */
+export function startBench<O extends { clientCpu: number | null }>(
+  name: string,
+  usage: string,
+  argv: string[],
+  parse: (argv: string[]) => O | null,
+  kinds: (opts: O) => Iterable<TargetKind>,
+): BenchStart<O> | number {
+  let opts: O | null;
+  try {
+    opts = parse(argv);
+  } catch (error) {
+    process.stderr.write(`bench:${name}: ${(error as Error).message}\n\n${usage}`);
+    return 2;
+  }
+  if (opts === null) {
+    process.stdout.write(usage);
+    return 0;
+  }
+  const missing = missingBinaries(kinds(opts));
+  if (missing.length > 0) {
+    process.stderr.write(`bench:${name}: ${missing.join('; ')}\n`);
+    return 2;
+  }
+  const progress = (line: string) => process.stderr.write(`[${name}] ${line}\n`);
+  if (opts.clientCpu !== null && !haveTaskset()) progress('taskset not found: processes are not pinned');
+  pinSelf(opts.clientCpu);
+  const machine = describeMachine(NGINX, HAPROXY, REPO_ROOT);
+  const work = mkdtempSync(join(tmpdir(), `fleetgate-bench-${name}-`));
+  progress(`${machineLine(machine)}; work dir ${work}`);
+  return { opts, machine, work, progress };
+}
+
+/** Before a measurement: wait (up to `quietWaitMs`) for other load on the machine to settle. */
+export async function settle(quietWaitMs: number, progress: (line: string) => void): Promise<void> {
+  const busy = quietWaitMs > 0 ? await waitQuiet(0.15, quietWaitMs) : 0;
+  if (busy > 0.15) progress(`machine still busy (${busy.toFixed(2)} cores); measuring anyway`);
 }

@@ -4,16 +4,13 @@
  * the other; each scenario repeated `--runs` times (targets interleaved within a run), medians
  * reported as a markdown table on stdout and JSON in bench/results/. Progress goes to stderr.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, writeResults } from '../lib/cli.js';
-import { describeMachine, machineLine } from '../lib/machine.js';
-import { waitQuiet } from '../lib/proc-stats.js';
-import { haveTaskset, pinSelf } from '../lib/procs.js';
-import { REPO_ROOT, SimHost } from '../lib/sim-control.js';
-import { HAPROXY, missingBinaries, NGINX, startTarget, type TargetKind, type TargetSpec } from '../lib/targets.js';
+import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, settle, startBench, writeResults } from '../lib/cli.js';
+import { machineLine } from '../lib/machine.js';
+import { SimHost } from '../lib/sim-control.js';
+import { startTarget, type TargetKind, type TargetSpec } from '../lib/targets.js';
 import { checkTargets, mediansOf, type RunRecord, renderChecks, renderTables } from './report.js';
 import { FULL, QUICK, SCENARIO_IDS, SCENARIOS, type ScenarioId, type Sizes } from './scenarios.js';
 
@@ -104,30 +101,10 @@ function parse(argv: string[]) {
   };
 }
 
-const progress = (line: string) => process.stderr.write(`[overhead] ${line}\n`);
-
 async function main(argv: string[]): Promise<number> {
-  let opts: ReturnType<typeof parse>;
-  try {
-    opts = parse(argv);
-  } catch (error) {
-    process.stderr.write(`bench:overhead: ${(error as Error).message}\n\n${usage}`);
-    return 2;
-  }
-  if (opts === null) {
-    process.stdout.write(usage);
-    return 0;
-  }
-  const missing = missingBinaries(opts.targets);
-  if (missing.length > 0) {
-    process.stderr.write(`bench:overhead: ${missing.join('; ')}\n`);
-    return 2;
-  }
-  if (opts.clientCpu !== null && !haveTaskset()) progress('taskset not found: processes are not pinned');
-  pinSelf(opts.clientCpu);
-  const machine = describeMachine(NGINX, HAPROXY, REPO_ROOT);
-  const work = mkdtempSync(join(tmpdir(), 'fleetgate-bench-overhead-'));
-  progress(`${machineLine(machine)}; work dir ${work}`);
+  const start = startBench('overhead', usage, argv, parse, (o) => o.targets);
+  if (typeof start === 'number') return start;
+  const { opts, machine, work, progress } = start;
   const records: RunRecord[] = [];
   const started = Date.now();
   try {
@@ -146,8 +123,7 @@ async function main(argv: string[]): Promise<number> {
             const label = `${scenario.title} run ${run}/${opts.runs} ${spec.name}`;
             let target: Awaited<ReturnType<typeof startTarget>> | null = null;
             try {
-              const busy = opts.quietWaitMs > 0 ? await waitQuiet(0.15, opts.quietWaitMs) : 0;
-              if (busy > 0.15) progress(`machine still busy (${busy.toFixed(2)} cores); measuring anyway`);
+              await settle(opts.quietWaitMs, progress);
               target = await startTarget(spec, {
                 backends: sims.urls,
                 cpu: opts.proxyCpu,

@@ -40,36 +40,26 @@ function runBench(script: string, args: string[]): Promise<{ code: number | null
 
 const skip = built ? false : 'dist/ is missing: run npm run build';
 
-test('bench:overhead --quick runs and reports', { skip, timeout: 60_000 }, async () => {
-  const out = join(dir, 'overhead.json');
-  const { code, stdout, stderr } = await runBench('bench/overhead/run.ts', [
-    '--quick',
-    '--targets',
-    'direct,fleetgate',
-    '--out',
-    out,
-  ]);
-  assert.equal(code, 0, stderr);
-  assert.match(stdout, /\| target\s+\| req\/s/);
-  assert.match(stdout, /\| fleetgate /);
-  const json = JSON.parse(readFileSync(out, 'utf8'));
-  assert.equal(json.bench, 'overhead');
-  assert.ok(json.runs.length > 0);
-});
+const BENCHES = [
+  { bench: 'overhead', header: /\| target\s+\| req\/s/, fleetgateRow: /\| fleetgate / },
+  { bench: 'balance', header: /\| target\s+\| makespan s/, fleetgateRow: /\| fleetgate least-loaded / },
+];
 
-test('bench:balance --quick runs and reports', { skip, timeout: 60_000 }, async () => {
-  const out = join(dir, 'balance.json');
-  const { code, stdout, stderr } = await runBench('bench/balance/run.ts', [
-    '--quick',
-    '--targets',
-    'direct,fleetgate',
-    '--out',
-    out,
-  ]);
-  assert.equal(code, 0, stderr);
-  assert.match(stdout, /\| target\s+\| makespan s/);
-  assert.match(stdout, /\| fleetgate least-loaded /);
-  const json = JSON.parse(readFileSync(out, 'utf8'));
-  assert.equal(json.bench, 'balance');
-  assert.ok(json.runs.length > 0);
-});
+for (const { bench, header, fleetgateRow } of BENCHES) {
+  test(`bench:${bench} --quick runs and reports`, { skip, timeout: 60_000 }, async () => {
+    const out = join(dir, `${bench}.json`);
+    const { code, stdout, stderr } = await runBench(`bench/${bench}/run.ts`, [
+      '--quick',
+      '--targets',
+      'direct,fleetgate',
+      '--out',
+      out,
+    ]);
+    assert.equal(code, 0, stderr);
+    assert.match(stdout, header);
+    assert.match(stdout, fleetgateRow);
+    const json = JSON.parse(readFileSync(out, 'utf8'));
+    assert.equal(json.bench, bench);
+    assert.ok(json.runs.length > 0);
+  });
+}
