@@ -95,13 +95,14 @@ export class LoadScraper {
       if (metrics.status !== 200) return;
       const load = parseBackendLoad(metrics.body, backend.config.kind);
       if (load === null) return;
-      let maxRunning = this.#maxRunning.get(backend) ?? null;
+      // Read once per admission: the adaptive cap and least-loaded's idle-slot rule both need it.
+      let maxRunning = this.#maxRunning.get(backend);
+      if (maxRunning === undefined) {
+        const info = await this.#get(client, '/server_info');
+        maxRunning = info.status === 200 ? parseMaxRunning(info.body) : null;
+        this.#maxRunning.set(backend, maxRunning);
+      }
       if (this.#opts.autoCap) {
-        if (!this.#maxRunning.has(backend)) {
-          const info = await this.#get(client, '/server_info');
-          maxRunning = info.status === 200 ? parseMaxRunning(info.body) : null;
-          this.#maxRunning.set(backend, maxRunning);
-        }
         this.#opts.registry.setCap(backend, nextAdaptiveCap({ ...load, maxRunning }, backend.cap, backend.inflight));
       }
       backend.reported = { ...load, maxRunning, inflightAtScrape: backend.inflight };
