@@ -3,7 +3,6 @@
  * pools, the fastify server with fleetgate's own endpoints, and the proxy for everything else.
  */
 import { createServer, type Server } from 'node:http';
-import replyFrom, { type FastifyReplyFromOptions } from '@fastify/reply-from';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { registerAdminRoutes } from '../admin/routes.js';
@@ -126,9 +125,6 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   await registerAdminRoutes(app, gateway, opts);
 
-  // reply-from's typings want undici's overloaded `request`; it only ever calls the callback form.
-  const undici = pools.requestable as unknown as FastifyReplyFromOptions['undici'];
-  await app.register(replyFrom, { undici, disableRequestLogging: true });
   await app.register(async (proxy) => {
     // Bodies pass through as received bytes: no parsing, no re-serialization.
     proxy.removeAllContentTypeParsers();

@@ -45,7 +45,7 @@ const CATALOGUE: Record<string, CatalogueEntry> = {
 const BAD_RESPONSE: CatalogueEntry = { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false };
 const OTHER: CatalogueEntry = { kind: 'other', outcome: 'http_5xx', status: 502, retryable: false };
 
-/** Classifies an error from undici, possibly wrapped by reply-from (the undici error is its `cause`). */
+/** Classifies an error from undici, or one that carries it as its `cause`. */
 export function classifyUpstreamError(error: unknown): UpstreamFailure {
   for (let current = error, depth = 0; current != null && depth < 5; depth++) {
     const code = (current as { code?: unknown }).code;

@@ -1,7 +1,7 @@
 /** `metrics_listen`: /metrics also served on its own address (e.g. for a scrape-only network). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
 import { sampleValue } from '../helpers/prometheus-text.js';
 import { waitFor } from '../helpers/wait.js';
@@ -33,5 +33,8 @@ test('metrics_listen serves /metrics on a separate address and closes with the g
   assert.equal(other.statusCode, 404, 'only /metrics is served there');
 
   await gateway.close();
-  await assert.rejects(request(`${metricsUrl}/metrics`), /ECONNREFUSED/);
+  // A fresh connection: the kept-alive one above may not have seen the server's FIN yet.
+  const fresh = new Agent();
+  t.after(() => fresh.close());
+  await assert.rejects(request(`${metricsUrl}/metrics`, { dispatcher: fresh }), /ECONNREFUSED/);
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { completionTokensIn } from '../../src/proxy/response-pipe.js';
+import { completionTokensIn } from '../../src/proxy/response-relay.js';
 
 test('completion tokens: the last usage figure in the tail', () => {
   const chat = Buffer.from('{"usage":{"prompt_tokens":5,"total_tokens":37,"completion_tokens":32}}');
