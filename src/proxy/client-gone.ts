@@ -1,7 +1,7 @@
 /**
  * A one-shot "the client went away" signal. `AbortController` builds on EventTarget, which cost
- * about 5 % of a small proxied request in the profile (creation plus two listeners); undici and the
- * wait queue need only `aborted`, `reason` and add/removeEventListener('abort').
+ * about 5 % of a small proxied request in the profile (creation plus two listeners); the wait queue
+ * and the forwarder need only `aborted` and add/removeEventListener('abort').
  */
 export interface AbortLike {
   readonly aborted: boolean;
@@ -11,8 +11,6 @@ export interface AbortLike {
 
 export class ClientGone implements AbortLike {
   aborted = false;
-  /** undici reads it; undefined makes it report its own RequestAbortedError. */
-  readonly reason: Error | undefined = undefined;
   #listeners: Array<() => void> = [];
 
   addEventListener(_type: 'abort', listener: () => void): void {
