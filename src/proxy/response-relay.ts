@@ -89,7 +89,9 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
     this.#hooks.started(status, this.#sse);
     const raw = this.#raw;
     raw.writeHead(status, clientResponseHeaders(headers));
-    raw.on('drain', () => controller.resume());
+    raw.on('drain', () => {
+      if (this.#state === 'relaying') controller.resume();
+    });
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
