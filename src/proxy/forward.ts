@@ -23,6 +23,8 @@ export interface ForwarderOptions {
   /** Seconds, for `Retry-After` when the queue gives up. */
   retryAfterSeconds: number;
   upstreamApiKey: string | null;
+  /** ms a client may take no response bytes before it is cut off (`upstream.stream_idle_timeout`); 0 = none. */
+  clientStallTimeout: number;
   now?: () => number;
 }
 
@@ -51,9 +53,13 @@ export function createForwarder(opts: ForwarderOptions) {
     const started = now();
     const raw = reply.raw;
     const clientGone = new ClientGone();
-    raw.once('close', () => {
+    const onClose = () => {
       if (!raw.writableFinished) clientGone.abort();
-    });
+    };
+    raw.once('close', onClose);
+    // A pipelined request's response has no socket yet and hears no 'close' when the client leaves.
+    const socket = request.raw.socket;
+    socket.once('close', onClose);
     const body = request.body as Buffer | undefined;
     const headers = upstreamRequestHeaders(request.raw.rawHeaders, { peer: request.ip, apiKey: opts.upstreamApiKey });
     let tried: Set<Lease['backend']> | undefined;
@@ -61,6 +67,7 @@ export function createForwarder(opts: ForwarderOptions) {
     let sse = false;
 
     const record = (backend: string | null, status: number, outcome: RequestOutcome, relay: RelayResult | null) => {
+      socket.off('close', onClose);
       events.emit('request', {
         backend,
         method: request.method,
@@ -152,7 +159,7 @@ export function createForwarder(opts: ForwarderOptions) {
             }
           },
         },
-        now,
+        { now, clientStallTimeout: opts.clientStallTimeout },
       );
       const cancel = () => relay.cancel();
       clientGone.addEventListener('abort', cancel);

@@ -137,6 +137,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       retries: config.routing.retries,
       retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
       upstreamApiKey: config.upstream.api_key,
+      clientStallTimeout: config.upstream.stream_idle_timeout,
     });
     proxy.all('/', forward);
     proxy.all('/*', forward);

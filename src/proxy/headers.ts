@@ -37,10 +37,12 @@ export function upstreamRequestHeaders(rawHeaders: readonly string[], opts: Upst
   let forwardedFor: string | null = null;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i].toLowerCase();
-    if (name === 'x-forwarded-for')
-      forwardedFor = forwardedFor === null ? rawHeaders[i + 1] : `${forwardedFor}, ${rawHeaders[i + 1]}`;
-    if (NOT_FORWARDED.has(name) || listed?.has(name) || (name === 'authorization' && opts.apiKey !== null)) continue;
-    out.push(rawHeaders[i], rawHeaders[i + 1]);
+    if (listed?.has(name)) continue;
+    const value = rawHeaders[i + 1];
+    if (name === 'x-forwarded-for' && value.trim() !== '')
+      forwardedFor = forwardedFor === null ? value : `${forwardedFor}, ${value}`;
+    if (NOT_FORWARDED.has(name) || (name === 'authorization' && opts.apiKey !== null)) continue;
+    out.push(rawHeaders[i], value);
   }
   out.push('x-forwarded-for', forwardedFor === null ? opts.peer : `${forwardedFor}, ${opts.peer}`);
   out.push('x-forwarded-proto', 'http');

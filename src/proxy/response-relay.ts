@@ -5,7 +5,10 @@
  * then frees the GPU work); an upstream dying mid-SSE ends the stream with one error event and no
  * `data: [DONE]`, so no client takes a cut answer for a whole one; a cut plain body destroys the
  * client connection so it cannot look complete. A failure before any response byte leaves the
- * client untouched, so the caller may retry elsewhere.
+ * client untouched, so the caller may retry elsewhere. A client that takes no bytes for the stream
+ * idle timeout is cut off like an upstream that sends none: while it stalls, undici's own body
+ * timeout is suspended, and the backend would hold the request's GPU slot for as long as the client
+ * keeps the connection open.
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
@@ -36,6 +39,12 @@ export interface RelayHooks {
   ended(result: RelayResult): void;
 }
 
+export interface RelayOptions {
+  now: () => number;
+  /** ms a client may take no bytes before it is cut off; 0 = no limit. */
+  clientStallTimeout: number;
+}
+
 const TAIL_BYTES = 2048;
 
 class ClientGoneError extends Error {
@@ -46,6 +55,8 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
   readonly #raw: ServerResponse;
   readonly #hooks: RelayHooks;
   readonly #now: () => number;
+  readonly #stallTimeout: number;
+  #stallTimer: NodeJS.Timeout | null = null;
   #controller: Dispatcher.DispatchController | null = null;
   #state: 'waiting' | 'relaying' | 'done' = 'waiting';
   #sse = false;
@@ -55,10 +66,11 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
   #last: Buffer | null = null;
   #previous: Buffer | null = null;
 
-  constructor(raw: ServerResponse, hooks: RelayHooks, now: () => number) {
+  constructor(raw: ServerResponse, hooks: RelayHooks, opts: RelayOptions) {
     this.#raw = raw;
     this.#hooks = hooks;
-    this.#now = now;
+    this.#now = opts.now;
+    this.#stallTimeout = opts.clientStallTimeout;
   }
 
   /** The client left: abort the upstream exchange, whatever its stage. */
@@ -90,7 +102,9 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
     const raw = this.#raw;
     raw.writeHead(status, clientResponseHeaders(headers));
     raw.on('drain', () => {
-      if (this.#state === 'relaying') controller.resume();
+      if (this.#state !== 'relaying') return;
+      this.#clearStallTimer();
+      controller.resume();
     });
   }
 
@@ -107,7 +121,25 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
       raw.cork();
       process.nextTick(uncork, this);
     }
-    if (!raw.write(chunk)) controller.pause();
+    if (!raw.write(chunk)) {
+      controller.pause();
+      if (this.#stallTimeout > 0 && this.#stallTimer === null) {
+        this.#stallTimer = setTimeout(() => this.#clientStalled(), this.#stallTimeout);
+      }
+    }
+  }
+
+  #clientStalled(): void {
+    this.#stallTimer = null;
+    if (this.#state !== 'relaying') return;
+    this.cancel();
+    this.#raw.destroy();
+  }
+
+  #clearStallTimer(): void {
+    if (this.#stallTimer === null) return;
+    clearTimeout(this.#stallTimer);
+    this.#stallTimer = null;
   }
 
   onResponseEnd(): void {
@@ -138,6 +170,7 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
   #finish(end: RelayEnd): void {
     const started = this.#state === 'relaying';
     this.#state = 'done';
+    this.#clearStallTimer();
     this.#hooks.ended({
       end,
       started,
