@@ -99,6 +99,22 @@ export function createForwarder(opts: ForwarderOptions) {
       record(backend, status, outcome, null);
     };
 
+    /**
+     * A bug in fleetgate's own bookkeeping (an observer that throws) costs this request, never the
+     * process: thrown inside an undici callback it would surface as an unhandled 'error' event.
+     */
+    const internalError = (error: unknown) => {
+      request.log.error({ err: error }, 'proxy internal error');
+      // An answer already ended went out whole; only one still open is cut.
+      if (raw.writableEnded) return;
+      if (raw.headersSent || raw.destroyed) raw.destroy();
+      else
+        reply
+          .code(500)
+          .type('application/json')
+          .send(errorBody('internal proxy error', 'internal_error', 500));
+    };
+
     const attempt = async (): Promise<void> => {
       let lease: Lease;
       try {
@@ -124,7 +140,7 @@ export function createForwarder(opts: ForwarderOptions) {
         if (failure.retryable && retries < opts.retries && !raw.headersSent) {
           retries++;
           events.emit('retry', { backend: backend.name });
-          void attempt();
+          attempt().catch(internalError);
           return;
         }
         const type = failure.status === 504 ? 'upstream_timeout' : 'upstream_error';
@@ -143,19 +159,23 @@ export function createForwarder(opts: ForwarderOptions) {
             reply.hijack();
           },
           ended: (result) => {
-            clientGone.removeEventListener('abort', cancel);
-            lease.release();
-            const end = result.end;
-            if (end.type === 'client_abort') {
-              record(backend.name, result.started ? status : 499, 'client_abort', result);
-            } else if (end.type === 'complete') {
-              record(backend.name, status, 'ok', result);
-            } else if (!result.started) {
-              failedBeforeResponse(end.failure);
-            } else {
-              events.emit('upstream_error', { backend: backend.name, kind: end.failure.kind });
-              registry.apply(backend, { type: 'traffic', outcome: end.failure.outcome, detail: end.failure.kind });
-              record(backend.name, status, 'upstream_error', result);
+            try {
+              clientGone.removeEventListener('abort', cancel);
+              lease.release();
+              const end = result.end;
+              if (end.type === 'client_abort') {
+                record(backend.name, result.started ? status : 499, 'client_abort', result);
+              } else if (end.type === 'complete') {
+                record(backend.name, status, 'ok', result);
+              } else if (!result.started) {
+                failedBeforeResponse(end.failure);
+              } else {
+                events.emit('upstream_error', { backend: backend.name, kind: end.failure.kind });
+                registry.apply(backend, { type: 'traffic', outcome: end.failure.outcome, detail: end.failure.kind });
+                record(backend.name, status, 'upstream_error', result);
+              }
+            } catch (error) {
+              internalError(error);
             }
           },
         },

@@ -102,7 +102,17 @@ test('hang_capture: the bar stops and nothing more is printed; the port stays cl
   );
   await waitFor(() => server.status === 'hung', { timeoutMs: 3000 });
   await waitFor(() => log().includes(' 1/4 ['), { timeoutMs: 2000 });
-  const size = statSync(join(dir, 'hang-capture.log')).size;
+  // The log is written through a stream: let what was printed before the hang reach the file.
+  let size = -1;
+  await waitFor(
+    async () => {
+      const before = statSync(join(dir, 'hang-capture.log')).size;
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      size = statSync(join(dir, 'hang-capture.log')).size;
+      return size === before;
+    },
+    { timeoutMs: 2000, what: 'the log to settle' },
+  );
   assert.equal(await probe(`${server.url}/health`), 'ECONNREFUSED');
   // Give a healthy launch ample time to finish, then check nothing more was written.
   await assert.rejects(server.whenReady(150), /not ready after 150 ms/);
