@@ -56,8 +56,8 @@ export function createForwarder(opts: ForwarderOptions) {
     const onClose = () => {
       if (!raw.writableFinished) clientGone.abort();
     };
-    raw.once('close', onClose);
-    // A pipelined request's response has no socket yet and hears no 'close' when the client leaves.
+    // The connection, not the response: a pipelined request's response has no socket yet and hears
+    // no 'close' when the client leaves.
     const socket = request.raw.socket;
     socket.once('close', onClose);
     const body = request.body as Buffer | undefined;
