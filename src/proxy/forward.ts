@@ -7,7 +7,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FleetRegistry } from '../fleet/registry.js';
 import { AdmissionError, type Lease, type WaitQueue } from '../routing/wait-queue.js';
-import { ClientGone } from './client-gone.js';
+import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js';
 import { upstreamRequestHeaders } from './headers.js';
 import type { ProxyEventBus, RequestOutcome } from './request-record.js';
 import { completionTokensIn, type RelayResult, ResponseRelay } from './response-relay.js';
@@ -49,17 +49,16 @@ export function createForwarder(opts: ForwarderOptions) {
   const now = opts.now ?? performance.now.bind(performance);
   const { registry, queue, pools, events } = opts;
 
-  return async function forward(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  // Not async: a request admitted at once goes upstream in the same tick, with no promise on the way.
+  return function forward(request: FastifyRequest, reply: FastifyReply): void {
     const started = now();
     const raw = reply.raw;
     const clientGone = new ClientGone();
     const onClose = () => {
       if (!raw.writableFinished) clientGone.abort();
     };
-    // The connection, not the response: a pipelined request's response has no socket yet and hears
-    // no 'close' when the client leaves.
     const socket = request.raw.socket;
-    socket.once('close', onClose);
+    watchConnection(socket, onClose);
     const body = request.body as Buffer | undefined;
     const headers = upstreamRequestHeaders(request.raw.rawHeaders, { peer: request.ip, apiKey: opts.upstreamApiKey });
     let tried: Set<Lease['backend']> | undefined;
@@ -67,7 +66,7 @@ export function createForwarder(opts: ForwarderOptions) {
     let sse = false;
 
     const record = (backend: string | null, status: number, outcome: RequestOutcome, relay: RelayResult | null) => {
-      socket.off('close', onClose);
+      unwatchConnection(socket, onClose);
       events.emit('request', {
         backend,
         method: request.method,
@@ -115,20 +114,23 @@ export function createForwarder(opts: ForwarderOptions) {
           .send(errorBody('internal proxy error', 'internal_error', 500));
     };
 
-    const attempt = async (): Promise<void> => {
-      let lease: Lease;
-      try {
-        lease = await queue.acquire(clientGone, tried);
-      } catch (error) {
-        if (!(error instanceof AdmissionError)) throw error;
-        if (error.reason === 'aborted') {
-          record(null, 499, 'client_abort', null);
-          return;
-        }
-        const outcome = error.reason === 'queue_full' ? 'queue_full' : 'queue_timeout';
-        sendError(503, `no backend ready to serve the request: ${error.message}`, 'fleet_unavailable', null, outcome);
+    const refused = (error: unknown) => {
+      if (!(error instanceof AdmissionError)) throw error;
+      if (error.reason === 'aborted') {
+        record(null, 499, 'client_abort', null);
         return;
       }
+      const outcome = error.reason === 'queue_full' ? 'queue_full' : 'queue_timeout';
+      sendError(503, `no backend ready to serve the request: ${error.message}`, 'fleet_unavailable', null, outcome);
+    };
+
+    const attempt = (): void => {
+      const admitted = queue.acquire(clientGone, tried);
+      if (admitted instanceof Promise) admitted.then(send, refused).catch(internalError);
+      else send(admitted);
+    };
+
+    const send = (lease: Lease): void => {
       const backend = lease.backend;
       tried ??= new Set();
       tried.add(backend);
@@ -140,7 +142,7 @@ export function createForwarder(opts: ForwarderOptions) {
         if (failure.retryable && retries < opts.retries && !raw.headersSent) {
           retries++;
           events.emit('retry', { backend: backend.name });
-          attempt().catch(internalError);
+          attempt();
           return;
         }
         const type = failure.status === 504 ? 'upstream_timeout' : 'upstream_error';
@@ -190,7 +192,6 @@ export function createForwarder(opts: ForwarderOptions) {
       );
     };
 
-    await attempt();
-    return reply;
+    attempt();
   };
 }

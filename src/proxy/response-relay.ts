@@ -99,13 +99,7 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
     this.#state = 'relaying';
     this.#sse = String(headers['content-type'] ?? '').startsWith('text/event-stream');
     this.#hooks.started(status, this.#sse);
-    const raw = this.#raw;
-    raw.writeHead(status, clientResponseHeaders(headers));
-    raw.on('drain', () => {
-      if (this.#state !== 'relaying') return;
-      this.#clearStallTimer();
-      controller.resume();
-    });
+    this.#raw.writeHead(status, clientResponseHeaders(headers));
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -121,8 +115,14 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
       raw.cork();
       process.nextTick(uncork, this);
     }
-    if (!raw.write(chunk)) {
+    if (!raw.write(chunk) && !controller.paused) {
       controller.pause();
+      // Listened for only while paused: most answers never fill the socket's buffer.
+      raw.once('drain', () => {
+        if (this.#state !== 'relaying') return;
+        this.#clearStallTimer();
+        controller.resume();
+      });
       if (this.#stallTimeout > 0 && this.#stallTimer === null) {
         this.#stallTimer = setTimeout(() => this.#clientStalled(), this.#stallTimeout);
       }

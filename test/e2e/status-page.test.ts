@@ -160,8 +160,9 @@ const DEMO: Array<Partial<SimOptions>> = [
   { timing: { shards: 8, shardMs: 180, graphBatches: 4, graphBatchMs: 100 } },
   { timing: { shards: 8, shardMs: 200, graphBatches: 4, graphBatchMs: 100 } },
   { timing: { shards: 8, shardMs: 10, warmupMs: 60_000 } },
-  { timing: { shards: 83, shardMs: 70 } },
-  { timing: { shards: 8, shardMs: 10, graphBatches: 52, graphBatchMs: 200 } },
+  // Loading and capturing last ~30 s, so the page still finds them mid-way on a busy machine.
+  { timing: { shards: 83, shardMs: 400 } },
+  { timing: { shards: 8, shardMs: 10, graphBatches: 52, graphBatchMs: 600 } },
   { timing: { shards: 8, shardMs: 10, graphBatches: 52, graphBatchMs: 10 }, failure: { mode: 'cuda_oom_capture' } },
 ];
 
@@ -179,7 +180,7 @@ test('a 7-backend fleet mid-start: laptop screenshot, and a phone viewport witho
         g3.phase === 'warming_up' &&
         g5.phase === 'capturing_cuda_graphs' &&
         g6.state === 'failed' &&
-        (g4.progress?.done ?? 0) >= 62
+        (g4.progress?.done ?? 0) >= 4
       );
     },
     { timeoutMs: 15_000, what: 'the fleet mid-start' },
