@@ -37,7 +37,8 @@ export interface RunningTarget {
 
 export const NGINX = process.env.NGINX_BIN ?? '/usr/sbin/nginx';
 export const HAPROXY = process.env.HAPROXY_BIN ?? '/usr/sbin/haproxy';
-export const FLEETGATE_CLI = join(REPO_ROOT, 'dist/cli/index.js');
+/** `FLEETGATE_CLI`: another build to run, e.g. to compare two commits. */
+export const FLEETGATE_CLI = process.env.FLEETGATE_CLI ?? join(REPO_ROOT, 'dist/cli/index.js');
 const NODE_FLOOR = join(REPO_ROOT, 'bench/lib/node-floor-proxy.ts');
 
 export interface StartOptions {
