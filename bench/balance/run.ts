@@ -8,9 +8,9 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { SimEngineOptions } from '../../src/sim/index.js';
 import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, settle, startBench, writeResults } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
+import { engineFor, engineOptions, type JobSizes, SERVERS, SLOW_INDEX, SLOWDOWN, workloadSpec } from './fleet-spec.js';
 import { type FaultPlan, runJob } from './job.js';
 import {
   type BalanceRecord,
@@ -21,7 +21,7 @@ import {
   type TargetSummary,
 } from './report.js';
 import { BALANCE_TARGETS, selectTargets } from './targets.js';
-import { lowerBound, makeWorkload, type WorkloadSpec } from './workload.js';
+import { lowerBound, makeWorkload } from './workload.js';
 
 const usage = `usage: npm run bench:balance -- [options]
 
@@ -44,10 +44,6 @@ const usage = `usage: npm run bench:balance -- [options]
   --keep                keep the work directory
 `;
 
-const SERVERS = 7;
-const SLOW_INDEX = 6;
-const SLOWDOWN = 1.3;
-
 function parse(argv: string[]) {
   const { values } = parseArgs({
     args: argv,
@@ -67,27 +63,22 @@ function parse(argv: string[]) {
   if (values.help) return null;
   const num = (text: string | undefined, flag: string, fallback: number, min = 1) =>
     numberFlag(text, flag, fallback, min, true);
+  /** A sizing flag when given; absent ones keep fleet-spec.ts's defaults. */
+  const given = (flag: 'requests' | 'seed' | 'max-running' | 'max-tokens' | 'kv-tokens' | 'token-ms', min = 1) =>
+    values[flag] === undefined ? undefined : num(values[flag], flag, 0, min);
   const quick = values.quick === true;
-  const maxRunning = num(values['max-running'], 'max-running', quick ? 8 : 32);
-  const maxTokens = num(values['max-tokens'], 'max-tokens', quick ? 2048 : 1400);
-  const workload: WorkloadSpec = {
-    count: num(values.requests, 'requests', quick ? 150 : 3000),
-    seed: num(values.seed, 'seed', 7, 0),
-    maxTokens,
-    longShare: 0.3,
-    shortMedian: quick ? 30 : 40,
-    longMedian: quick ? 150 : 400,
-    maxLength: quick ? 400 : 1300,
+  const sizes: JobSizes = {
+    quick,
+    requests: given('requests'),
+    seed: given('seed', 0),
+    maxRunning: given('max-running'),
+    maxTokens: given('max-tokens'),
+    kvTokens: given('kv-tokens', 2),
+    tokenMs: given('token-ms', 0),
   };
-  const engine: SimEngineOptions = {
-    tokenMs: num(values['token-ms'], 'token-ms', quick ? 1 : 6, 0),
-    maxRunningRequests: maxRunning,
-    maxTotalNumTokens: num(values['kv-tokens'], 'kv-tokens', quick ? 3000 : 10_000, 2),
-    batchPenalty: 0.002,
-    slowdown: 1,
-    prefillTokensPerMs: 100,
-    defaultMaxTokens: 16,
-  };
+  const workload = workloadSpec(sizes);
+  const engine = engineOptions(sizes);
+  const maxRunning = engine.maxRunningRequests;
   const fault: FaultPlan | null = values.fault
     ? {
         lateIndex: 5,
@@ -112,10 +103,7 @@ async function main(argv: string[]): Promise<number> {
   if (typeof start === 'number') return start;
   const { opts, machine, work, progress } = start;
   const jobs = makeWorkload(opts.workload);
-  const engines = Array.from({ length: SERVERS }, (_, i) => ({
-    ...opts.engine,
-    slowdown: i === SLOW_INDEX ? SLOWDOWN : 1,
-  }));
+  const engines = Array.from({ length: SERVERS }, (_, i) => engineFor(opts.engine, i));
   const lb = lowerBound(jobs, engines);
   const lengths = jobs.map((j) => j.outputTokens).sort((a, b) => a - b);
   const q = (p: number) => lengths[Math.min(lengths.length - 1, Math.floor(p * lengths.length))];

@@ -1,0 +1,263 @@
+/**
+ * bench:balance in virtual time: the same fleet (the simulator's real `Engine`, one server 1.3x
+ * slower), the same job and closed-loop client, and a balancer, with no sockets and no real clock,
+ * so one job takes a fraction of a second and a policy can be judged over many workload seeds
+ * instead of three noisy runs of one. fleetgate is modelled with its real admission queue, policy,
+ * adaptive cap and load formula (`Backend.load`), fed reports every `load_interval`; the peers'
+ * least-connections sends each request straight to the server with the fewest in flight.
+ * Not a replacement for the bench: no proxy CPU, no timer jitter, a fixed network delay.
+ *
+ *   node --import tsx bench/balance/model.ts [--seeds 20] [--concurrency 224] [--kv-tokens 10000]
+ */
+import { parseArgs } from 'node:util';
+import type { BackendConfig } from '../../src/config/types.js';
+import type { BackendLifecycle } from '../../src/fleet/backend-state.js';
+import { Backend } from '../../src/fleet/registry.js';
+import { nextAdaptiveCap } from '../../src/routing/adaptive-cap.js';
+import { createPolicy } from '../../src/routing/policies.js';
+import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { Engine, type EngineRequest } from '../../src/sim/engine.js';
+import { numberFlag } from '../lib/cli.js';
+import { engineFor, engineOptions, SERVERS, workloadSpec } from './fleet-spec.js';
+import { type Job, makeWorkload } from './workload.js';
+
+/** One way, client to balancer to server (and back): a loopback hop through a proxy. */
+const NETWORK_MS = 0.3;
+const LOAD_INTERVAL_MS = 250;
+/** Pace moving average, as `trackBackendPace`. */
+const SMOOTHING = 0.05;
+
+export type ModelBalancer = 'least-conn' | 'fleetgate' | 'fleetgate-no-cap' | 'fleetgate-no-pace';
+
+/** A virtual clock: a binary heap of timers; `run` fires them in order, letting promises settle between. */
+interface Timer {
+  at: number;
+  seq: number;
+  fn: () => void;
+  cancelled: boolean;
+}
+
+class VirtualClock {
+  now = 0;
+  #seq = 0;
+  #heap: Timer[] = [];
+
+  /** Like the simulator's timers: whole milliseconds (as Node's), 0 = next turn. */
+  schedule = (fn: () => void, ms: number): (() => void) => {
+    const timer: Timer = { at: this.now + (ms <= 0 ? 0.01 : Math.ceil(ms)), seq: this.#seq++, fn, cancelled: false };
+    this.#push(timer);
+    return () => {
+      timer.cancelled = true;
+    };
+  };
+
+  async run(): Promise<void> {
+    for (let timer = this.#pop(); timer !== undefined; timer = this.#pop()) {
+      if (timer.cancelled) continue;
+      this.now = timer.at;
+      timer.fn();
+      // The admission queue resolves waiters through promises.
+      await Promise.resolve();
+    }
+  }
+
+  #before(a: Timer, b: Timer): boolean {
+    return a.at < b.at || (a.at === b.at && a.seq < b.seq);
+  }
+
+  #push(timer: Timer): void {
+    const heap = this.#heap;
+    heap.push(timer);
+    for (let i = heap.length - 1; i > 0; ) {
+      const parent = (i - 1) >> 1;
+      if (this.#before(heap[parent], heap[i])) break;
+      [heap[parent], heap[i]] = [heap[i], heap[parent]];
+      i = parent;
+    }
+  }
+
+  #pop(): Timer | undefined {
+    const heap = this.#heap;
+    const top = heap[0];
+    const last = heap.pop();
+    if (heap.length > 0 && last !== undefined) {
+      heap[0] = last;
+      for (let i = 0; ; ) {
+        const left = 2 * i + 1;
+        let least = i;
+        if (left < heap.length && this.#before(heap[left], heap[least])) least = left;
+        if (left + 1 < heap.length && this.#before(heap[left + 1], heap[least])) least = left + 1;
+        if (least === i) break;
+        [heap[least], heap[i]] = [heap[i], heap[least]];
+        i = least;
+      }
+    }
+    return top;
+  }
+}
+
+/** Routes a request to a server index and calls `release` when its answer is back. */
+type Router = (send: (server: number, release: () => void) => void) => void;
+
+function leastConnections(): Router {
+  const inflight = new Array<number>(SERVERS).fill(0);
+  let cursor = 0;
+  return (send) => {
+    let best = -1;
+    for (let step = 0; step < SERVERS; step++) {
+      const i = (cursor + step) % SERVERS;
+      if (best < 0 || inflight[i] < inflight[best]) best = i;
+    }
+    cursor = best + 1;
+    inflight[best]++;
+    send(best, () => inflight[best]--);
+  };
+}
+
+function fleetgate(
+  balancer: ModelBalancer,
+  clock: VirtualClock,
+  engines: Engine[],
+  maxRunning: number,
+  done: () => boolean,
+) {
+  const backends = engines.map(
+    (_, i) =>
+      // The queue and the policy read only the load figures; the lifecycle is never consulted here.
+      new Backend({ name: `gpu${i}`, url: `http://gpu${i}` } as BackendConfig, {} as BackendLifecycle),
+  );
+  const capped = balancer !== 'fleetgate-no-cap';
+  const queue = new WaitQueue({
+    maxWaiting: Number.MAX_SAFE_INTEGER,
+    timeoutMs: 0,
+    ready: () => backends,
+    policy: createPolicy('least-loaded'),
+  });
+  const report = () => {
+    backends.forEach((backend, i) => {
+      const { running, queued, tokenUsage } = engines[i].stats;
+      if (capped)
+        backend.cap = nextAdaptiveCap({ running, queued, tokenUsage, maxRunning }, backend.cap, backend.inflight);
+      backend.reported = { running, queued, tokenUsage, maxRunning, inflightAtScrape: backend.inflight };
+    });
+    queue.drain();
+    if (!done()) clock.schedule(report, LOAD_INTERVAL_MS);
+  };
+  clock.schedule(report, LOAD_INTERVAL_MS);
+  const router: Router = (send) => {
+    const go = (lease: Lease) => send(backends.indexOf(lease.backend), () => lease.release());
+    const admitted = queue.acquire();
+    if (admitted instanceof Promise) void admitted.then(go);
+    else go(admitted);
+  };
+  /** An answer of `tokens` took `ms` on server i: its pace, as the proxy measures it. */
+  const answered = (i: number, ms: number, tokens: number) => {
+    if (balancer === 'fleetgate-no-pace') return;
+    const backend = backends[i];
+    const sample = ms / tokens;
+    backend.pace = backend.pace === null ? sample : backend.pace + SMOOTHING * (sample - backend.pace);
+  };
+  return { router, answered };
+}
+
+export interface ModelRun {
+  makespanSec: number;
+  /** Completed requests per server. */
+  completed: number[];
+}
+
+/** One job through one balancer, in virtual time. */
+export async function modelJob(opts: {
+  balancer: ModelBalancer;
+  jobs: Job[];
+  /** `max_tokens` of every request, what admission reserves KV for. */
+  maxTokens: number;
+  concurrency: number;
+  kvTokens?: number;
+}): Promise<ModelRun> {
+  const clock = new VirtualClock();
+  const base = engineOptions({ quick: false, kvTokens: opts.kvTokens });
+  const engines = Array.from(
+    { length: SERVERS },
+    (_, i) => new Engine(engineFor(base, i), clock.schedule, { now: () => clock.now }),
+  );
+  const { jobs } = opts;
+  const completed = new Array<number>(SERVERS).fill(0);
+  let next = 0;
+  let finished = 0;
+  let makespan = 0;
+  const model =
+    opts.balancer === 'least-conn'
+      ? { router: leastConnections(), answered: () => {} }
+      : fleetgate(opts.balancer, clock, engines, base.maxRunningRequests, () => finished === jobs.length);
+
+  const sendNext = () => {
+    if (next >= jobs.length) return;
+    const job = jobs[next++];
+    const sentAt = clock.now;
+    model.router((server, release) => {
+      const request: EngineRequest = {
+        id: String(job.index),
+        promptTokens: job.promptTokens,
+        maxTokens: opts.maxTokens,
+        targetTokens: job.outputTokens,
+        stopReason: 'stop',
+        generated: 0,
+        retractions: 0,
+        onToken: () => {},
+        onFinish: () =>
+          clock.schedule(() => {
+            release();
+            model.answered(server, clock.now - sentAt, job.outputTokens);
+            completed[server]++;
+            finished++;
+            makespan = clock.now;
+            clock.schedule(sendNext, NETWORK_MS);
+          }, NETWORK_MS),
+      };
+      clock.schedule(() => engines[server].submit(request), NETWORK_MS);
+    });
+  };
+  for (let i = 0; i < opts.concurrency; i++) clock.schedule(sendNext, 0);
+  await clock.run();
+  if (finished !== jobs.length) throw new Error(`model: ${finished} of ${jobs.length} requests finished`);
+  return { makespanSec: makespan / 1000, completed };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      seeds: { type: 'string' },
+      concurrency: { type: 'string' },
+      'kv-tokens': { type: 'string' },
+      balancers: { type: 'string' },
+    },
+  });
+  const seeds = numberFlag(values.seeds, 'seeds', 20);
+  const concurrency = numberFlag(values.concurrency, 'concurrency', 224);
+  const kvTokens = numberFlag(values['kv-tokens'], 'kv-tokens', 10_000, 2);
+  const balancers = (values.balancers ?? 'least-conn,fleetgate,fleetgate-no-cap,fleetgate-no-pace').split(
+    ',',
+  ) as ModelBalancer[];
+  const makespans = new Map<ModelBalancer, number[]>(balancers.map((b) => [b, []]));
+  for (let seed = 1; seed <= seeds; seed++) {
+    const spec = workloadSpec({ quick: false, seed });
+    const jobs = makeWorkload(spec);
+    for (const balancer of balancers) {
+      const run = await modelJob({ balancer, jobs, maxTokens: spec.maxTokens, concurrency, kvTokens });
+      makespans.get(balancer)?.push(run.makespanSec);
+    }
+  }
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const reference = mean(makespans.get(balancers[0]) ?? []);
+  console.log(`virtual-time model: concurrency ${concurrency}, kv ${kvTokens} tokens, ${seeds} workload seeds\n`);
+  console.log(`| balancer | mean makespan s | vs ${balancers[0]} | fastest in seeds |`);
+  console.log('|---|---|---|---|');
+  for (const balancer of balancers) {
+    const xs = makespans.get(balancer) ?? [];
+    const wins = xs.filter((x, seed) => balancers.every((b) => x <= (makespans.get(b)?.[seed] ?? x))).length;
+    console.log(`| ${balancer} | ${mean(xs).toFixed(2)} | ${(mean(xs) / reference).toFixed(3)}x | ${wins}/${seeds} |`);
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await main();
