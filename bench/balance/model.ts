@@ -14,6 +14,7 @@ import type { BackendConfig } from '../../src/config/types.js';
 import type { BackendLifecycle } from '../../src/fleet/backend-state.js';
 import { Backend } from '../../src/fleet/registry.js';
 import { nextAdaptiveCap } from '../../src/routing/adaptive-cap.js';
+import { nextPace } from '../../src/routing/backend-pace.js';
 import { createPolicy } from '../../src/routing/policies.js';
 import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
@@ -24,8 +25,6 @@ import { type Job, makeWorkload } from './workload.js';
 /** One way, client to balancer to server (and back): a loopback hop through a proxy. */
 const NETWORK_MS = 0.3;
 const LOAD_INTERVAL_MS = 250;
-/** Pace moving average, as `trackBackendPace`. */
-const SMOOTHING = 0.05;
 
 export type ModelBalancer = 'least-conn' | 'fleetgate' | 'fleetgate-no-cap' | 'fleetgate-no-pace';
 
@@ -153,9 +152,7 @@ function fleetgate(
   /** An answer of `tokens` took `ms` on server i: its pace, as the proxy measures it. */
   const answered = (i: number, ms: number, tokens: number) => {
     if (balancer === 'fleetgate-no-pace') return;
-    const backend = backends[i];
-    const sample = ms / tokens;
-    backend.pace = backend.pace === null ? sample : backend.pace + SMOOTHING * (sample - backend.pace);
+    backends[i].pace = nextPace(backends[i].pace, ms / tokens);
   };
   return { router, answered };
 }

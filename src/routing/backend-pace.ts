@@ -9,13 +9,17 @@ import type { ProxyEventBus } from '../proxy/request-record.js';
 /** Weight of the newest answer in the moving average: about the last 20 answers count. */
 const SMOOTHING = 0.05;
 
+/** The moving average after one more answer's milliseconds per token. */
+export function nextPace(pace: number | null, sample: number): number {
+  return pace === null ? sample : pace + SMOOTHING * (sample - pace);
+}
+
 export function trackBackendPace(registry: FleetRegistry, events: ProxyEventBus): void {
   events.on('request', (record) => {
     if (record.outcome !== 'ok' || record.backend === null || !record.completionTokens) return;
     const backend = registry.get(record.backend);
     if (!backend) return;
-    const sample = record.durationMs / record.completionTokens;
-    backend.pace = backend.pace === null ? sample : backend.pace + SMOOTHING * (sample - backend.pace);
+    backend.pace = nextPace(backend.pace, record.durationMs / record.completionTokens);
   });
   // A restarted backend is a new process: forget how the old one ran.
   registry.on('transition', ({ backend, to }) => {

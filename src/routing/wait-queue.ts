@@ -69,11 +69,12 @@ export class WaitQueue {
    * this request; they are used only if nothing else is available.
    */
   acquire(signal?: AbortLike, avoid?: ReadonlySet<Backend>): Lease | Promise<Lease> {
+    // A client already gone gets no slot, even a free one: nothing would release it in time.
+    if (signal?.aborted) return Promise.reject(this.#reject('aborted', 'client went away'));
     if (this.#waiters.length === 0) {
       const lease = this.#tryLease(avoid);
       if (lease) return lease;
     }
-    if (signal?.aborted) return Promise.reject(this.#reject('aborted', 'client went away'));
     if (this.#waiters.length >= this.#opts.maxWaiting) {
       return Promise.reject(this.#reject('queue_full', `${this.#waiters.length} requests already waiting`));
     }

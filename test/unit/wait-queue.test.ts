@@ -83,6 +83,18 @@ describe('wait queue', () => {
     assert.equal(list[0].inflight, 0, 'no slot was taken for the departed client');
   });
 
+  test('a client already gone gets no slot even when one is free', async () => {
+    const { queue, makeReady, list } = setup();
+    makeReady(0);
+    const controller = new AbortController();
+    controller.abort();
+    await assert.rejects(
+      Promise.resolve(queue.acquire(controller.signal)),
+      (e: unknown) => e instanceof AdmissionError && e.reason === 'aborted',
+    );
+    assert.equal(list[0].inflight, 0);
+  });
+
   test('with a cap, requests wait for a free slot and go to whichever backend frees first', async () => {
     const { queue, makeReady, list } = setup({ cap: 1 });
     makeReady(0);
