@@ -14,7 +14,6 @@ import type { BackendConfig } from '../../src/config/types.js';
 import type { BackendLifecycle } from '../../src/fleet/backend-state.js';
 import { Backend } from '../../src/fleet/registry.js';
 import { nextAdaptiveCap } from '../../src/routing/adaptive-cap.js';
-import { nextPace } from '../../src/routing/backend-pace.js';
 import { createPolicy } from '../../src/routing/policies.js';
 import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
@@ -26,7 +25,7 @@ import { type Job, makeWorkload } from './workload.js';
 const NETWORK_MS = 0.3;
 const LOAD_INTERVAL_MS = 250;
 
-export type ModelBalancer = 'least-conn' | 'fleetgate' | 'fleetgate-no-cap' | 'fleetgate-no-pace';
+export type ModelBalancer = 'least-conn' | 'fleetgate' | 'fleetgate-no-cap';
 
 /** A virtual clock: a binary heap of timers; `run` fires them in order, letting promises settle between. */
 interface Timer {
@@ -149,12 +148,7 @@ function fleetgate(
     if (admitted instanceof Promise) void admitted.then(go);
     else go(admitted);
   };
-  /** An answer of `tokens` took `ms` on server i: its pace, as the proxy measures it. */
-  const answered = (i: number, ms: number, tokens: number) => {
-    if (balancer === 'fleetgate-no-pace') return;
-    backends[i].pace = nextPace(backends[i].pace, ms / tokens);
-  };
-  return { router, answered };
+  return router;
 }
 
 export interface ModelRun {
@@ -183,16 +177,15 @@ export async function modelJob(opts: {
   let next = 0;
   let finished = 0;
   let makespan = 0;
-  const model =
+  const route =
     opts.balancer === 'least-conn'
-      ? { router: leastConnections(), answered: () => {} }
+      ? leastConnections()
       : fleetgate(opts.balancer, clock, engines, base.maxRunningRequests, () => finished === jobs.length);
 
   const sendNext = () => {
     if (next >= jobs.length) return;
     const job = jobs[next++];
-    const sentAt = clock.now;
-    model.router((server, release) => {
+    route((server, release) => {
       const request: EngineRequest = {
         id: String(job.index),
         promptTokens: job.promptTokens,
@@ -205,7 +198,6 @@ export async function modelJob(opts: {
         onFinish: () =>
           clock.schedule(() => {
             release();
-            model.answered(server, clock.now - sentAt, job.outputTokens);
             completed[server]++;
             finished++;
             makespan = clock.now;
@@ -233,9 +225,7 @@ async function main(): Promise<void> {
   const seeds = numberFlag(values.seeds, 'seeds', 20);
   const concurrency = numberFlag(values.concurrency, 'concurrency', 224);
   const kvTokens = numberFlag(values['kv-tokens'], 'kv-tokens', 10_000, 2);
-  const balancers = (values.balancers ?? 'least-conn,fleetgate,fleetgate-no-cap,fleetgate-no-pace').split(
-    ',',
-  ) as ModelBalancer[];
+  const balancers = (values.balancers ?? 'least-conn,fleetgate,fleetgate-no-cap').split(',') as ModelBalancer[];
   const makespans = new Map<ModelBalancer, number[]>(balancers.map((b) => [b, []]));
   for (let seed = 1; seed <= seeds; seed++) {
     const spec = workloadSpec({ quick: false, seed });

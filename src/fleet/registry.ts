@@ -5,6 +5,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { BackendConfig } from '../config/types.js';
+import { QUEUE_ALLOWANCE } from '../routing/adaptive-cap.js';
 import {
   type BackendEvent,
   BackendLifecycle,
@@ -36,8 +37,6 @@ export class Backend {
   cap = 0;
   /** Set when removal was asked: no new requests; removed once in-flight reaches 0. */
   removing = false;
-  /** Moving average of milliseconds per generated token in this backend's answers; null until seen. */
-  pace: number | null = null;
 
   constructor(config: BackendConfig, lifecycle: BackendLifecycle) {
     this.config = config;
@@ -67,11 +66,19 @@ export class Backend {
     return Math.max(current, this.inflight);
   }
 
-  /** It reports idle batch slots: fewer running than its `max_running_requests`, nothing queued. */
+  /**
+   * It reports idle batch slots: fewer running than its `max_running_requests`, and no real queue.
+   * A request or two waiting at a scrape are arrivals between two scheduler steps, not a backend
+   * that cannot admit (its KV cache full): taking them for one would count every busy fast GPU as
+   * full for a whole load interval.
+   */
   get idleSlot(): boolean {
     const reported = this.reported;
     return (
-      reported !== null && reported.maxRunning !== null && reported.queued === 0 && this.load < reported.maxRunning
+      reported !== null &&
+      reported.maxRunning !== null &&
+      reported.queued < QUEUE_ALLOWANCE &&
+      this.load < reported.maxRunning
     );
   }
 

@@ -10,7 +10,6 @@ import type { Config } from '../config/types.js';
 import type { DnsResolver } from '../fleet/dns-discovery.js';
 import { Fleet } from '../fleet/fleet.js';
 import { GatewayMetrics } from '../metrics/metrics.js';
-import { trackBackendPace } from '../routing/backend-pace.js';
 import { createPolicy } from '../routing/policies.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
@@ -65,7 +64,6 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   registry.on('capacity', () => queue.drain());
   const events = new ProxyEventBus();
   const metrics = new GatewayMetrics(registry, events, queue);
-  trackBackendPace(registry, events);
   const pools = new UpstreamPools(registry, config.upstream);
   attachAccessLog(opts.logger, registry, events, config.log.access);
 

@@ -8,8 +8,6 @@ export interface Candidate {
   readonly name: string;
   /** Comparable load: in-flight at fleetgate, refined by the backend's reported queue. */
   readonly load: number;
-  /** Observed milliseconds per generated token on this backend; null until measured. */
-  readonly pace?: number | null;
   /** The backend reports idle batch slots: it runs fewer than its `max_running_requests` and queues nothing. */
   readonly idleSlot?: boolean;
 }
@@ -24,25 +22,22 @@ export interface PolicyDeps {
 }
 
 /**
- * Least expected delay: a new request on a backend waits behind its load and runs at its pace, so
- * the score is (load + 1) × pace, the rule that beats plain least-connections on servers of unequal
- * speed (one GPU 30% slower, a server throttled by KV pressure). Pace is compared only when every
- * candidate has one (like with like); until then it is plain fewest load. A backend with an idle
- * batch slot comes before any without: continuous batching starts a request at once where a slot
- * is free, and a request queued on a faster GPU while a slower one leaves a slot idle costs the
- * whole job that slot's work. Ties go to the first tied backend after the previously picked one, so
- * equal backends share evenly instead of all requests landing on the first in the list.
+ * Fewest load, where load is what the backend reports running and queued plus fleetgate's
+ * dispatches since (see `Backend.load`). A backend with an idle batch slot comes before any
+ * without: continuous batching starts a request at once where a slot is free, and a request queued
+ * on a faster GPU while a slower one leaves a slot idle costs the whole job that slot's work. A
+ * slower GPU needs no extra weight: its answers take longer, so it holds more and gets fewer new
+ * requests (weighting by observed ms per token was tried and dropped: bench/README, "virtual-time
+ * model"). Ties go to the first tied backend after the previously picked one, so equal backends
+ * share evenly instead of all requests landing on the first in the list.
  */
 class LeastLoaded implements Policy {
   #cursor = 0;
 
   pick<C extends Candidate>(candidates: readonly C[]): C {
     const n = candidates.length;
-    const paced = candidates.every((c) => c.pace != null && c.pace > 0);
-    const score = paced ? (c: C) => (c.load + 1) * (c.pace as number) : (c: C) => c.load;
     const start = this.#cursor % n;
     let best = candidates[start];
-    let bestScore = score(best);
     let bestIdle = best.idleSlot === true;
     let bestIndex = start;
     for (let step = 1; step < n; step++) {
@@ -50,10 +45,8 @@ class LeastLoaded implements Policy {
       const candidate = candidates[index];
       const idle = candidate.idleSlot === true;
       if (idle !== bestIdle && !idle) continue;
-      const candidateScore = score(candidate);
-      if (idle !== bestIdle || candidateScore < bestScore) {
+      if (idle !== bestIdle || candidate.load < best.load) {
         best = candidate;
-        bestScore = candidateScore;
         bestIdle = idle;
         bestIndex = index;
       }

@@ -37,7 +37,6 @@ async function run(t: Parameters<typeof startReadyFleet>[0], loadInterval: strin
     });
   }
   const before = sims.map((s) => s.counters.requests);
-  // Few enough that no backend has a measured pace yet: routing rests on load alone.
   for (let i = 0; i < 4; i++) {
     const res = await request(`${url}/generate`, {
       method: 'POST',

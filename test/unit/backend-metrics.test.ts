@@ -55,3 +55,21 @@ test("a backend's load: reported running + queued + fleetgate's net dispatches s
   backend.reported = { running: 0, queued: 0, tokenUsage: 0, maxRunning: null, inflightAtScrape: 5 };
   assert.equal(backend.load, 5, 'never below what fleetgate itself has in flight');
 });
+
+test('idle batch slots: fewer running than max_running_requests; one arrival between steps is no queue', () => {
+  const lifecycle = new BackendLifecycle({ rise: 1, fall: 1, stallAfter: 1, hasLog: false, now: () => 0 });
+  const backend = new Backend({ url: 'http://127.0.0.1:1', name: 'b', kind: 'sglang', log: null }, lifecycle);
+  backend.inflight = 5;
+  const report = { running: 4, queued: 0, tokenUsage: 0.1, maxRunning: 32, inflightAtScrape: 5 };
+  assert.equal(backend.idleSlot, false, 'unknown without a report');
+  backend.reported = { ...report, maxRunning: null };
+  assert.equal(backend.idleSlot, false, 'unknown without max_running_requests');
+  backend.reported = report;
+  assert.equal(backend.idleSlot, true);
+  backend.reported = { ...report, queued: 1 };
+  assert.equal(backend.idleSlot, true, 'a request waiting for the next scheduler step');
+  backend.reported = { ...report, queued: 2 };
+  assert.equal(backend.idleSlot, false, 'a queue: it cannot admit (KV cache full)');
+  backend.reported = { ...report, running: 31, inflightAtScrape: 4 };
+  assert.equal(backend.idleSlot, false, '31 running + 1 dispatched since the scrape fill its 32 slots');
+});

@@ -64,33 +64,16 @@ describe('least-loaded', () => {
     assert.deepEqual(picks, ['b0', 'b1', 'b2', 'b0', 'b1', 'b2']);
   });
 
-  test('with paces known for all, the least expected delay wins: (load + 1) x pace', () => {
+  test('a backend with an idle batch slot comes first, even with more load; among them the fewest load', () => {
     const policy = createPolicy('least-loaded');
-    const paced = (loads: number[], paces: number[]) =>
-      loads.map((load, i) => ({ name: `b${i}`, load, pace: paces[i] }));
-    assert.equal(policy.pick(paced([2, 2], [1.3, 1])).name, 'b1', 'equal load: the faster one');
-    assert.equal(policy.pick(paced([2, 3], [1.3, 1])).name, 'b0', '3 x 1.3 = 3.9 beats 4 x 1 = 4');
-    assert.equal(policy.pick(paced([1, 4], [1.3, 1])).name, 'b0');
-  });
-
-  test('a backend with an idle batch slot comes first, even a slower one; among them the usual score', () => {
-    const policy = createPolicy('least-loaded');
-    const slow = { name: 'slow', load: 30, pace: 1.3, idleSlot: true };
-    const fast = { name: 'fast', load: 32, pace: 1, idleSlot: false };
-    assert.equal(policy.pick([fast, slow]).name, 'slow', 'the full fast one would queue it');
-    assert.equal(policy.pick([slow, fast]).name, 'slow');
-    const fastIdle = { name: 'fast-idle', load: 30, pace: 1, idleSlot: true };
-    assert.equal(policy.pick([slow, fast, fastIdle]).name, 'fast-idle', '31 x 1 beats 31 x 1.3');
-    assert.equal(policy.pick([fast, { ...fast, name: 'fast2', load: 40 }]).name, 'fast', 'none idle: plain score');
-  });
-
-  test('pace is ignored unless every candidate has one (compare like with like)', () => {
-    const policy = createPolicy('least-loaded');
-    const list = [
-      { name: 'fast', load: 3, pace: 1 },
-      { name: 'unknown', load: 2, pace: null },
-    ];
-    assert.equal(policy.pick(list).name, 'unknown');
+    // 'full' runs fewer but queues (its KV cache is the limit): a request sent there would wait.
+    const roomy = { name: 'roomy', load: 30, idleSlot: true };
+    const full = { name: 'full', load: 20, idleSlot: false };
+    assert.equal(policy.pick([full, roomy]).name, 'roomy', 'the full one would queue it');
+    assert.equal(policy.pick([roomy, full]).name, 'roomy');
+    const roomier = { name: 'roomier', load: 12, idleSlot: true };
+    assert.equal(policy.pick([roomy, full, roomier]).name, 'roomier');
+    assert.equal(policy.pick([full, { ...full, name: 'full2', load: 40 }]).name, 'full', 'none idle: fewest load');
   });
 
   test('simulated dispatch keeps loads within one of each other', () => {
