@@ -135,7 +135,11 @@ function fleetgate(
     backends.forEach((backend, i) => {
       const { running, queued, tokenUsage } = engines[i].stats;
       if (capped)
-        backend.cap = nextAdaptiveCap({ running, queued, tokenUsage, maxRunning }, backend.cap, backend.inflight);
+        backend.cap = nextAdaptiveCap(
+          { running, queued, tokenUsage, maxRunning, queuedBefore: backend.reported?.queued ?? null },
+          backend.cap,
+          backend.inflight,
+        );
       backend.reported = { running, queued, tokenUsage, maxRunning, inflightAtScrape: backend.inflight };
     });
     queue.drain();

@@ -103,7 +103,11 @@ export class LoadScraper {
         this.#maxRunning.set(backend, maxRunning);
       }
       if (this.#opts.autoCap) {
-        this.#opts.registry.setCap(backend, nextAdaptiveCap({ ...load, maxRunning }, backend.cap, backend.inflight));
+        const queuedBefore = backend.reported?.queued ?? null;
+        this.#opts.registry.setCap(
+          backend,
+          nextAdaptiveCap({ ...load, maxRunning, queuedBefore }, backend.cap, backend.inflight),
+        );
       }
       backend.reported = { ...load, maxRunning, inflightAtScrape: backend.inflight };
     } catch {

@@ -5,13 +5,15 @@
  * pressure, by its KV cache: long answers grow, admission stalls, and what a least-connections
  * balancer sent it sits in its queue while another GPU has room. Pure: one step per load report.
  *
- * The rule, in the spirit of a congestion window: a backend that queues (or whose KV cache is
- * nearly full) can take no more than it runs, so the cap closes to fleetgate's requests on it minus
- * the ones waiting in its queue, plus a small allowance (a freed slot is refilled inside the backend
- * at its next step, without waiting for fleetgate's round trip). With one fleetgate that is what the
- * backend runs + the allowance; with several replicas each gives back the queue it sees, so together
- * they back off quickly and then grow again. A backend with an empty queue and KV room whose cap was
- * reached may take more: the cap opens by a quarter.
+ * The rule, in the spirit of a congestion window: a backend that queues at two reports in a row (or
+ * whose KV cache is nearly full) can take no more than it runs, so the cap closes to fleetgate's
+ * requests on it minus the ones waiting in its queue, plus a small allowance (a freed slot is
+ * refilled inside the backend at its next step, without waiting for fleetgate's round trip). With
+ * one fleetgate that is what the backend runs + the allowance; with several replicas each gives back
+ * the queue it sees, so together they back off quickly and then grow again. A queue seen once holds
+ * the cap where it is: it may be a burst of arrivals the scheduler has not admitted yet (every batch
+ * job starts with one), which a closed cap would hold back for seconds while the backend has room.
+ * A backend with no queue and KV room whose cap was reached may take more: the cap opens by a quarter.
  */
 
 /** Requests a backend may hold in its own queue beyond what it runs. */
@@ -27,6 +29,8 @@ export interface CapReport {
   tokenUsage: number | null;
   /** The backend's `max_running_requests`, when reported. */
   maxRunning: number | null;
+  /** `queued` at the previous report; null for the first. */
+  queuedBefore: number | null;
 }
 
 /**
@@ -35,10 +39,12 @@ export interface CapReport {
  */
 export function nextAdaptiveCap(report: CapReport, previous: number, inflight: number): number {
   const ceiling = report.maxRunning !== null ? report.maxRunning + QUEUE_ALLOWANCE : Number.POSITIVE_INFINITY;
-  const full = report.queued >= QUEUE_ALLOWANCE || (report.tokenUsage !== null && report.tokenUsage >= KV_FULL);
-  if (full) return Math.max(1, Math.min(ceiling, inflight - report.queued + QUEUE_ALLOWANCE));
+  const queueing = report.queued >= QUEUE_ALLOWANCE;
+  const kvFull = report.tokenUsage !== null && report.tokenUsage >= KV_FULL;
+  const stillQueueing = queueing && report.queuedBefore !== null && report.queuedBefore >= QUEUE_ALLOWANCE;
+  if (stillQueueing || kvFull) return Math.max(1, Math.min(ceiling, inflight - report.queued + QUEUE_ALLOWANCE));
   if (previous === 0) return Number.isFinite(ceiling) ? ceiling : 0;
-  // Only a cap that held requests back has learned something; an idle backend keeps its cap.
-  if (inflight < previous) return previous;
+  // Only a cap that held requests back, with no queue behind it, has learned something.
+  if (queueing || inflight < previous) return previous;
   return Math.min(ceiling, previous + Math.max(1, Math.ceil(previous * GROWTH)));
 }

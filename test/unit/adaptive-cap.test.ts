@@ -7,8 +7,12 @@ const report = (over: Partial<Parameters<typeof nextAdaptiveCap>[0]> = {}) => ({
   queued: 0,
   tokenUsage: 0.5,
   maxRunning: 32,
+  queuedBefore: 0,
   ...over,
 });
+/** A report whose queue was there at the previous report too. */
+const queueing = (over: Partial<Parameters<typeof nextAdaptiveCap>[0]> & { queued: number }) =>
+  report({ queuedBefore: over.queued, ...over });
 
 test('first report: the cap starts at max_running_requests plus the queue allowance', () => {
   assert.equal(nextAdaptiveCap(report(), 0, 0), 32 + QUEUE_ALLOWANCE);
@@ -16,17 +20,27 @@ test('first report: the cap starts at max_running_requests plus the queue allowa
 
 test('first report without a reported max_running_requests: no cap until the backend queues', () => {
   assert.equal(nextAdaptiveCap(report({ maxRunning: null }), 0, 0), 0);
-  assert.equal(nextAdaptiveCap(report({ maxRunning: null, running: 7, queued: 5 }), 0, 12), 7 + QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(queueing({ maxRunning: null, running: 7, queued: 5 }), 0, 12), 7 + QUEUE_ALLOWANCE);
 });
 
-test('a backend that queues closes to what it runs plus the allowance (its KV cache limits it)', () => {
-  assert.equal(nextAdaptiveCap(report({ running: 12, queued: 20 }), 34, 32), 12 + QUEUE_ALLOWANCE);
-  assert.equal(nextAdaptiveCap(report({ running: 12, queued: QUEUE_ALLOWANCE }), 34, 14), 12 + QUEUE_ALLOWANCE);
+test('a backend that queues at two reports in a row closes to what it runs plus the allowance', () => {
+  assert.equal(nextAdaptiveCap(queueing({ running: 12, queued: 20 }), 34, 32), 12 + QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(queueing({ running: 12, queued: QUEUE_ALLOWANCE }), 34, 14), 12 + QUEUE_ALLOWANCE);
+});
+
+test('a queue seen once holds the cap: a burst of arrivals the scheduler has not admitted yet', () => {
+  // A batch job's first 34 requests reach an idle backend between two scheduler steps.
+  assert.equal(nextAdaptiveCap(report({ running: 0, queued: 34, queuedBefore: 0 }), 34, 34), 34);
+  assert.equal(nextAdaptiveCap(report({ running: 0, queued: 34, queuedBefore: null }), 34, 34), 34, 'first report');
+  assert.equal(nextAdaptiveCap(report({ running: 12, queued: 3, queuedBefore: 1 }), 12, 15), 12, 'nor does it open');
+  // At the next report the burst is running; a KV-bound backend still queues and closes.
+  assert.equal(nextAdaptiveCap(report({ running: 34, queued: 0, queuedBefore: 34 }), 34, 34), 34);
+  assert.equal(nextAdaptiveCap(report({ running: 9, queued: 25, queuedBefore: 34 }), 34, 34), 9 + QUEUE_ALLOWANCE);
 });
 
 test("several fleetgate replicas: each gives back the queue it sees, not the others' requests", () => {
   // The backend runs 30 and queues 10; this replica has 20 of the 40 requests on it.
-  assert.equal(nextAdaptiveCap(report({ running: 30, queued: 10 }), 34, 20), 20 - 10 + QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(queueing({ running: 30, queued: 10 }), 34, 20), 20 - 10 + QUEUE_ALLOWANCE);
 });
 
 test('a nearly full KV cache counts as full even before anything queues', () => {
@@ -45,6 +59,6 @@ test('an idle backend keeps its cap: only a binding cap learns something', () =>
 });
 
 test('the cap never closes below one request', () => {
-  assert.equal(nextAdaptiveCap(report({ running: 0, queued: 4, maxRunning: 32 }), 10, 4), QUEUE_ALLOWANCE);
-  assert.ok(nextAdaptiveCap(report({ running: 0, queued: 4, maxRunning: 0 }), 10, 4) >= 1);
+  assert.equal(nextAdaptiveCap(queueing({ running: 0, queued: 4, maxRunning: 32 }), 10, 4), QUEUE_ALLOWANCE);
+  assert.ok(nextAdaptiveCap(queueing({ running: 0, queued: 4, maxRunning: 0 }), 10, 4) >= 1);
 });
