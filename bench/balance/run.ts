@@ -8,7 +8,16 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, settle, startBench, writeResults } from '../lib/cli.js';
+import {
+  COMMON_OPTIONS,
+  commonSettings,
+  inRunOrder,
+  numberFlag,
+  runBench,
+  settle,
+  startBench,
+  writeResults,
+} from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
 import { engineFor, engineOptions, type JobSizes, SERVERS, SLOW_INDEX, SLOWDOWN, workloadSpec } from './fleet-spec.js';
 import { type FaultPlan, runJob } from './job.js';
@@ -115,7 +124,7 @@ async function main(argv: string[]): Promise<number> {
   const started = Date.now();
   try {
     for (let run = 1; run <= opts.runs; run++) {
-      for (const spec of opts.targets) {
+      for (const spec of inRunOrder(opts.targets, run)) {
         const label = `run ${run}/${opts.runs} ${spec.name}`;
         try {
           await settle(opts.quietWaitMs, progress);

@@ -13,11 +13,9 @@ export function fmt(value: number | null | undefined, digits = 1): string {
   return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
-/** `a / b` as `1.23x`, or '—'. */
-export function ratio(a: number | null | undefined, b: number | null | undefined, digits = 2): string {
-  if (a === null || a === undefined || b === null || b === undefined) return '—';
-  if (!Number.isFinite(a) || !Number.isFinite(b) || b === 0) return '—';
-  return `${(a / b).toFixed(digits)}x`;
+/** A ratio already taken, as `1.23x`, or '—'. */
+export function times(value: number | null | undefined, digits = 2): string {
+  return Number.isFinite(value) ? `${(value as number).toFixed(digits)}x` : '—';
 }
 
 export function pct(value: number | null | undefined, digits = 0): string {

@@ -1,6 +1,6 @@
 /** Tables (medians of runs, ratios to HAProxy / NGINX / direct) and the issue's targets for the overhead bench. */
 import { median } from '../lib/stats.js';
-import { fmt, markdownTable, pct, ratio } from '../lib/table.js';
+import { fmt, markdownTable, pct, times } from '../lib/table.js';
 import type { Metrics, ScenarioId, Sizes } from './scenarios.js';
 
 export interface RunRecord {
@@ -13,7 +13,24 @@ export interface RunRecord {
 
 export type Medians = Partial<Record<ScenarioId, Record<string, Metrics>>>;
 
-/** Per scenario and target, the median of each metric over the runs that succeeded. */
+/** [scenario, metric, peer, name]: `name` = median over runs of the metric's ratio to the peer's in that run. */
+const COMPARISONS: [ScenarioId, string, string, string][] = [
+  ['a', 'cpuPer1kReq', 'haproxy', 'cpuVsHaproxy'],
+  ['a', 'cpuPer1kReq', 'nginx', 'cpuVsNginx'],
+  ['a', 'reqPerSec', 'direct', 'rateVsDirect'],
+  ['b', 'cpuPer100kChunks', 'haproxy', 'cpuVsHaproxy'],
+  ['b', 'cpuPer100kChunks', 'nginx', 'cpuVsNginx'],
+  ['b', 'chunksPerSec', 'direct', 'rateVsDirect'],
+  ['c', 'chunksPerSec', 'nginx', 'rateVsNginx'],
+  ['c', 'cpuPer100kChunks', 'haproxy', 'cpuVsHaproxy'],
+  // A difference, not a ratio: time added to the first chunk over direct.
+  ['d', 'ttfcP50Ms', 'direct', 'addedTtfcMs'],
+];
+
+/**
+ * Per scenario and target, the median of each metric over the runs that succeeded, and the
+ * COMPARISONS with other targets.
+ */
 export function mediansOf(records: RunRecord[]): Medians {
   const out: Medians = {};
   const groups = new Map<string, Metrics[]>();
@@ -28,17 +45,21 @@ export function mediansOf(records: RunRecord[]): Medians {
     for (const name of Object.keys(runs[0])) m[name] = median(runs.map((r) => r[name]));
     out[scenario] = { ...(out[scenario] ?? {}), [target]: m };
   }
-  // (d): added time to first chunk vs direct, as the median of per-run differences.
-  const d = out.d;
-  if (d?.direct) {
-    for (const target of Object.keys(d)) {
-      const diffs: number[] = [];
+  // Comparisons between targets are taken within each run (targets of one run ran minutes apart,
+  // runs may not), then the median over the runs: the figure that survives a machine whose speed drifts.
+  for (const [scenario, metric, peer, name] of COMPARISONS) {
+    const byTarget = out[scenario];
+    if (!byTarget?.[peer]) continue;
+    for (const target of Object.keys(byTarget)) {
+      const values: number[] = [];
       for (const r of records) {
-        if (r.scenario !== 'd' || r.target !== target || !r.metrics) continue;
-        const direct = records.find((x) => x.scenario === 'd' && x.run === r.run && x.target === 'direct');
-        if (direct?.metrics) diffs.push(r.metrics.ttfcP50Ms - direct.metrics.ttfcP50Ms);
+        if (r.scenario !== scenario || r.target !== target || !r.metrics) continue;
+        const other = records.find((x) => x.scenario === scenario && x.run === r.run && x.target === peer)?.metrics;
+        if (!other) continue;
+        const value = name === 'addedTtfcMs' ? r.metrics[metric] - other[metric] : r.metrics[metric] / other[metric];
+        if (Number.isFinite(value)) values.push(value);
       }
-      d[target].addedTtfcMs = median(diffs);
+      if (values.length > 0) byTarget[target][name] = median(values);
     }
   }
   return out;
@@ -53,9 +74,6 @@ export function renderTables(medians: Medians, targets: string[], records: RunRe
   const parts: string[] = [];
   const a = medians.a;
   if (a) {
-    const h = a.haproxy?.cpuPer1kReq;
-    const n = a.nginx?.cpuPer1kReq;
-    const dir = a.direct?.reqPerSec;
     parts.push(
       `### (a) non-streamed small requests, concurrency ${sizes.concurrency}, ${sizes.requests} requests per run\n\n` +
         markdownTable(
@@ -82,9 +100,9 @@ export function renderTables(medians: Medians, targets: string[], records: RunRe
                 fmt(m.p50Ms, 2),
                 fmt(m.p99Ms, 2),
                 fmt(m.cpuPer1kReq, 3),
-                ratio(m.cpuPer1kReq, h),
-                ratio(m.cpuPer1kReq, n),
-                ratio(m.reqPerSec, dir),
+                times(m.cpuVsHaproxy),
+                times(m.cpuVsNginx),
+                times(m.rateVsDirect),
                 pct(m.core1Busy),
                 pct(m.otherCores),
                 fmt(m.errors, 0),
@@ -95,9 +113,6 @@ export function renderTables(medians: Medians, targets: string[], records: RunRe
   }
   const b = medians.b;
   if (b) {
-    const h = b.haproxy?.cpuPer100kChunks;
-    const n = b.nginx?.cpuPer100kChunks;
-    const dir = b.direct?.chunksPerSec;
     parts.push(
       `### (b) ${sizes.streams} concurrent SSE streams of ${sizes.chunks} tokens at full speed, ${sizes.streams * sizes.rounds} streams per run\n\n` +
         markdownTable(
@@ -124,9 +139,9 @@ export function renderTables(medians: Medians, targets: string[], records: RunRe
                 fmt(m.ttfcP50Ms, 2),
                 fmt(m.ttfcP99Ms, 2),
                 fmt(m.cpuPer100kChunks, 3),
-                ratio(m.cpuPer100kChunks, h),
-                ratio(m.cpuPer100kChunks, n),
-                ratio(m.chunksPerSec, dir),
+                times(m.cpuVsHaproxy),
+                times(m.cpuVsNginx),
+                times(m.rateVsDirect),
                 pct(m.core1Busy),
                 pct(m.otherCores),
                 fmt(m.errors, 0),
@@ -137,8 +152,6 @@ export function renderTables(medians: Medians, targets: string[], records: RunRe
   }
   const c = medians.c;
   if (c) {
-    const nr = c.nginx?.chunksPerSec;
-    const h = c.haproxy?.cpuPer100kChunks;
     parts.push(
       `### (c) ${sizes.pacedStreams} concurrent streams paced at ${sizes.paceMs} ms per chunk (${sizes.pacedChunks} chunks each)\n\n` +
         markdownTable(
@@ -164,12 +177,12 @@ export function renderTables(medians: Medians, targets: string[], records: RunRe
                 t + failures(records, 'c', t),
                 fmt(m.chunksPerSec, 0),
                 pct(m.rateShare, 1),
-                ratio(m.chunksPerSec, nr),
+                times(m.rateVsNginx),
                 fmt(m.gapP50Ms, 1),
                 fmt(m.gapP99Ms, 1),
                 fmt(m.peakRssMB, 1),
                 fmt(m.cpuPer100kChunks, 3),
-                ratio(m.cpuPer100kChunks, h),
+                times(m.cpuVsHaproxy),
                 pct(m.core1Busy),
                 pct(m.otherCores),
                 fmt(m.errors, 0),
@@ -208,7 +221,7 @@ export interface TargetCheck {
   met: boolean | null;
 }
 
-/** The issue's overhead targets, from the medians (null = not measurable with the chosen targets). */
+/** The issue's overhead targets, from the medians and within-run comparisons (null = not measurable with the chosen targets). */
 export function checkTargets(medians: Medians): TargetCheck[] {
   const fg = (s: ScenarioId) => medians[s]?.fleetgate;
   const checks: TargetCheck[] = [];
@@ -223,26 +236,10 @@ export function checkTargets(medians: Medians): TargetCheck[] {
       met: cmp === 'le' ? value <= limit : value >= limit,
     });
   };
-  const r = (x: number | undefined, y: number | undefined) => (x !== undefined && y !== undefined ? x / y : undefined);
-  add(
-    'CPU per 100k streamed chunks <= 2x HAProxy (b)',
-    r(fg('b')?.cpuPer100kChunks, medians.b?.haproxy?.cpuPer100kChunks),
-    2,
-    'le',
-  );
-  add(
-    'CPU per 1k non-streamed requests <= 2.5x HAProxy (a)',
-    r(fg('a')?.cpuPer1kReq, medians.a?.haproxy?.cpuPer1kReq),
-    2.5,
-    'le',
-  );
+  add('CPU per 100k streamed chunks <= 2x HAProxy (b)', fg('b')?.cpuVsHaproxy, 2, 'le');
+  add('CPU per 1k non-streamed requests <= 2.5x HAProxy (a)', fg('a')?.cpuVsHaproxy, 2.5, 'le');
   add('added TTFC p50 <= 1 ms over direct at concurrency 1 (d)', fg('d')?.addedTtfcMs, 1, 'le', 'ms');
-  add(
-    '1000 paced streams: chunk rate >= 0.9x NGINX (c)',
-    r(fg('c')?.chunksPerSec, medians.c?.nginx?.chunksPerSec),
-    0.9,
-    'ge',
-  );
+  add('1000 paced streams: chunk rate >= 0.9x NGINX (c)', fg('c')?.rateVsNginx, 0.9, 'ge');
   add('1000 paced streams: peak RSS <= 200 MB (c)', fg('c')?.peakRssMB, 200, 'le', 'MB');
   return checks;
 }

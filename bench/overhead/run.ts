@@ -7,7 +7,16 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, settle, startBench, writeResults } from '../lib/cli.js';
+import {
+  COMMON_OPTIONS,
+  commonSettings,
+  inRunOrder,
+  numberFlag,
+  runBench,
+  settle,
+  startBench,
+  writeResults,
+} from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
 import { SimHost } from '../lib/sim-control.js';
 import { startTarget, type TargetKind, type TargetSpec } from '../lib/targets.js';
@@ -118,7 +127,7 @@ async function main(argv: string[]): Promise<number> {
       });
       try {
         for (let run = 1; run <= opts.runs; run++) {
-          for (const kind of opts.targets) {
+          for (const kind of inRunOrder(opts.targets, run)) {
             const spec = TARGETS[kind];
             const label = `${scenario.title} run ${run}/${opts.runs} ${spec.name}`;
             let target: Awaited<ReturnType<typeof startTarget>> | null = null;

@@ -1,0 +1,44 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { inRunOrder } from '../../bench/lib/cli.js';
+import { checkTargets, mediansOf, type RunRecord } from '../../bench/overhead/report.js';
+
+function record(run: number, target: string, cpuPer1kReq: number): RunRecord {
+  return { scenario: 'a', run, target, metrics: { cpuPer1kReq, reqPerSec: 1000 }, error: null };
+}
+
+test('overhead: CPU vs HAProxy is the median of the within-run ratios, not a ratio of medians', () => {
+  // The machine slows down from run to run; within each run fleetgate costs 2x, 2.2x, 2x HAProxy.
+  // The ratio of the medians would be 4.4 / 2 = 2.2x.
+  const records = [
+    record(1, 'haproxy', 1),
+    record(1, 'fleetgate', 2),
+    record(2, 'haproxy', 2),
+    record(2, 'fleetgate', 4.4),
+    record(3, 'haproxy', 3),
+    record(3, 'fleetgate', 6),
+  ];
+  const medians = mediansOf(records);
+  assert.equal(medians.a?.fleetgate.cpuPer1kReq, 4.4);
+  assert.equal(medians.a?.fleetgate.cpuVsHaproxy, 2);
+  const check = checkTargets(medians).find((c) => c.target.startsWith('CPU per 1k non-streamed'));
+  assert.deepEqual(check, {
+    target: 'CPU per 1k non-streamed requests <= 2.5x HAProxy (a)',
+    value: '2.00x',
+    met: true,
+  });
+});
+
+test('overhead: a run without the peer adds no ratio', () => {
+  const records = [record(1, 'haproxy', 1), record(1, 'fleetgate', 3), record(2, 'fleetgate', 1)];
+  const medians = mediansOf(records);
+  assert.equal(medians.a?.fleetgate.cpuVsHaproxy, 3);
+  const failed: RunRecord = { scenario: 'a', run: 3, target: 'haproxy', metrics: null, error: 'exited early' };
+  assert.equal(mediansOf([...records, failed]).a?.fleetgate.cpuVsHaproxy, 3);
+});
+
+test('benches measure the targets in alternating order, run after run', () => {
+  assert.deepEqual(inRunOrder(['direct', 'fleetgate', 'nginx'], 1), ['direct', 'fleetgate', 'nginx']);
+  assert.deepEqual(inRunOrder(['direct', 'fleetgate', 'nginx'], 2), ['nginx', 'fleetgate', 'direct']);
+  assert.deepEqual(inRunOrder(['direct', 'fleetgate', 'nginx'], 3), ['direct', 'fleetgate', 'nginx']);
+});
