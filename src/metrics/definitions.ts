@@ -2,7 +2,8 @@
  * The metric families of DESIGN.md's "Prometheus metrics" table, created on one registry. Names,
  * types and labels are product surface (dashboards and alerts query them): keep them.
  */
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { BackendHistogram } from './backend-histogram.js';
 
 /**
  * Seconds, 5 ms .. 30 min. LLM requests span a cached-prefix completion of a few tokens (tens of
@@ -22,6 +23,7 @@ export interface ScrapeTimeSources {
   inflight(): void;
   queueWaiting(): void;
   queueRejected(): void;
+  requestCounts(): void;
 }
 
 export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSources) {
@@ -77,19 +79,18 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       help: 'Proxied requests by the backend that answered (none if no backend was reached) and HTTP status.',
       labelNames: ['backend', 'code'] as const,
       registers,
+      collect: () => sources.requestCounts(),
     }),
-    requestDuration: new Histogram({
+    requestDuration: new BackendHistogram({
       name: 'fleetgate_request_duration_seconds',
       help: 'Time from request arrival to the last response byte, including time in the queue.',
-      labelNames: ['backend'] as const,
-      buckets: [...LLM_LATENCY_BUCKETS],
+      buckets: LLM_LATENCY_BUCKETS,
       registers,
     }),
-    timeToFirstByte: new Histogram({
+    timeToFirstByte: new BackendHistogram({
       name: 'fleetgate_time_to_first_byte_seconds',
       help: 'Time from request arrival to the first response byte sent to the client.',
-      labelNames: ['backend'] as const,
-      buckets: [...LLM_LATENCY_BUCKETS],
+      buckets: LLM_LATENCY_BUCKETS,
       registers,
     }),
     upstreamErrors: new Counter({
@@ -121,6 +122,7 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       help: 'Completion tokens reported in the usage of responses from the backend.',
       labelNames: ['backend'] as const,
       registers,
+      collect: () => sources.requestCounts(),
     }),
     queueWaiting: new Gauge({
       name: 'fleetgate_queue_waiting_requests',

@@ -1,7 +1,8 @@
 /**
  * fleetgate's Prometheus metrics: its own prom-client registry (not the global one, so several
  * gateways in one process, as in tests, do not collide), fed by the fleet registry's and the
- * proxy's events. Only gauges that mirror live counts (in-flight, queue) are read at scrape time.
+ * proxy's events. Gauges that mirror live counts (in-flight, queue) are read at scrape time, and
+ * the request and token counts the proxy keeps in plain numbers are added to their counters then.
  */
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { HostPort } from '../config/types.js';
@@ -40,6 +41,10 @@ export class GatewayMetrics {
       },
       queueWaiting: () => this.#families.queueWaiting.set(this.#queue.waiting),
       queueRejected: () => this.#collectRejected(),
+      requestCounts: () => {
+        this.#noBackend.flush();
+        for (const series of this.#backends.values()) series.requests.flush();
+      },
     });
     this.#noBackend = new RequestSeries(this.#families, NO_BACKEND, { zeroed: false });
     this.#collectRejected();

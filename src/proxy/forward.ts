@@ -103,7 +103,7 @@ export function createForwarder(opts: ForwarderOptions) {
      * process: thrown inside an undici callback it would surface as an unhandled 'error' event.
      */
     const internalError = (error: unknown) => {
-      request.log.error({ err: error }, 'proxy internal error');
+      request.log.error({ err: error, reqId: request.id }, 'proxy internal error');
       // An answer already ended went out whole; only one still open is cut.
       if (raw.writableEnded) return;
       if (raw.headersSent || raw.destroyed) raw.destroy();

@@ -124,6 +124,9 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   await registerAdminRoutes(app, gateway, opts);
 
   await app.register(async (proxy) => {
+    // No pino child logger per proxied request: fleetgate writes its own access log, and the one
+    // line the proxy may log itself carries the request id.
+    proxy.setChildLoggerFactory((logger) => logger);
     // Bodies pass through as received bytes: no parsing, no re-serialization.
     proxy.removeAllContentTypeParsers();
     proxy.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));

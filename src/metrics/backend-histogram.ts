@@ -1,0 +1,90 @@
+/**
+ * A histogram family with the one label `backend`, for the two observed on every proxied request.
+ * prom-client's `observe` hashes the labels into a string key and looks up each bucket by its bound
+ * turned into a string: about a microsecond per call, two calls per request, a few per cent of a
+ * small request's CPU in fleetgate. Here a series is an array bound when the backend is added, and
+ * an observation is a bucket scan and three additions. Rendering stays prom-client's: the registry
+ * formats what `get()` returns, in the shape prom-client's own Histogram returns it.
+ */
+import type { Metric, Registry } from 'prom-client';
+
+export class HistogramSeries {
+  readonly #bounds: readonly number[];
+  /** Per bucket, not cumulative: observations in (bounds[i-1], bounds[i]]. */
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+
+  constructor(bounds: readonly number[]) {
+    this.#bounds = bounds;
+    this.counts = new Float64Array(bounds.length);
+  }
+
+  observe(value: number): void {
+    if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
+    const bounds = this.#bounds;
+    let i = 0;
+    while (i < bounds.length && value > bounds[i]) i++;
+    if (i < bounds.length) this.counts[i]++;
+    this.sum += value;
+    this.count++;
+  }
+}
+
+interface RenderedValue {
+  value: number;
+  labels: Record<string, string | number>;
+  metricName: string;
+}
+
+export class BackendHistogram {
+  readonly name: string;
+  readonly help: string;
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  readonly #bounds: readonly number[];
+  readonly #series = new Map<string, HistogramSeries>();
+
+  constructor(opts: { name: string; help: string; buckets: readonly number[]; registers: Registry[] }) {
+    this.name = opts.name;
+    this.help = opts.help;
+    this.#bounds = [...opts.buckets].sort((a, b) => a - b);
+    // The registry needs only `name` and `get()` (and `reset()` for resetMetrics); its type lists
+    // prom-client's own four classes.
+    for (const registry of opts.registers) registry.registerMetric(this as unknown as Metric);
+  }
+
+  /** The backend's series, created (at zero, so it is exported before its first request) on first use. */
+  series(backend: string): HistogramSeries {
+    let series = this.#series.get(backend);
+    if (series === undefined) {
+      series = new HistogramSeries(this.#bounds);
+      this.#series.set(backend, series);
+    }
+    return series;
+  }
+
+  remove(backend: string): void {
+    this.#series.delete(backend);
+  }
+
+  reset(): void {
+    this.#series.clear();
+  }
+
+  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: RenderedValue[] }> {
+    const values: RenderedValue[] = [];
+    const bucket = `${this.name}_bucket`;
+    for (const [backend, series] of this.#series) {
+      let cumulative = 0;
+      for (let i = 0; i < this.#bounds.length; i++) {
+        cumulative += series.counts[i];
+        values.push({ value: cumulative, labels: { le: this.#bounds[i], backend }, metricName: bucket });
+      }
+      values.push({ value: series.count, labels: { le: '+Inf', backend }, metricName: bucket });
+      values.push({ value: series.sum, labels: { backend }, metricName: `${this.name}_sum` });
+      values.push({ value: series.count, labels: { backend }, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+}
