@@ -4,7 +4,8 @@
  * so one job takes a fraction of a second and a policy can be judged over many workload seeds
  * instead of three noisy runs of one. fleetgate is modelled with its real admission queue, policy,
  * adaptive cap and load formula (`Backend.load`), fed reports every `load_interval`; the peers'
- * least-connections sends each request straight to the server with the fewest in flight.
+ * least-connections sends each request straight to the server with the fewest in flight; `oracle`
+ * bounds what any central queue could gain over it.
  * Not a replacement for the bench: no proxy CPU, no timer jitter, a fixed network delay.
  *
  *   node --import tsx bench/balance/model.ts [--seeds 20] [--concurrency 224] [--kv-tokens 10000]
@@ -25,7 +26,7 @@ import { type Job, makeWorkload } from './workload.js';
 const NETWORK_MS = 0.3;
 const LOAD_INTERVAL_MS = 250;
 
-export type ModelBalancer = 'least-conn' | 'fleetgate' | 'fleetgate-no-cap';
+export type ModelBalancer = 'least-conn' | 'fleetgate' | 'fleetgate-no-cap' | 'oracle';
 
 /** A virtual clock: a binary heap of timers; `run` fires them in order, letting promises settle between. */
 interface Timer {
@@ -112,6 +113,54 @@ function leastConnections(): Router {
   };
 }
 
+/**
+ * A reference, not a product: the best a central queue can do without knowing answer lengths. It
+ * reads every server's exact state at every step (no scrape, no lag) and sends a request only to a
+ * server with nothing queued and a batch slot free, the least busy first; the rest wait centrally
+ * and go to whichever server frees room first.
+ */
+function oracle(clock: VirtualClock, engines: Engine[], maxRunning: number, done: () => boolean): Router {
+  // Sent but not yet arrived at the server (the network hop), so not in its stats yet.
+  const pending = new Array<number>(SERVERS).fill(0);
+  const inflight = new Array<number>(SERVERS).fill(0);
+  const waiting: Array<(server: number) => void> = [];
+  const freeServer = () => {
+    let best = -1;
+    for (let i = 0; i < SERVERS; i++) {
+      const s = engines[i].stats;
+      if (s.queued + pending[i] > 0 || s.running + pending[i] >= maxRunning) continue;
+      if (best < 0 || inflight[i] < inflight[best]) best = i;
+    }
+    return best;
+  };
+  const pump = () => {
+    while (waiting.length > 0) {
+      const i = freeServer();
+      if (i < 0) break;
+      const go = waiting.shift() as (server: number) => void;
+      go(i);
+    }
+  };
+  const poll = () => {
+    pump();
+    if (!done()) clock.schedule(poll, 1);
+  };
+  clock.schedule(poll, 1);
+  return (send) => {
+    const go = (i: number) => {
+      pending[i]++;
+      inflight[i]++;
+      clock.schedule(() => pending[i]--, NETWORK_MS + 1);
+      send(i, () => {
+        inflight[i]--;
+        pump();
+      });
+    };
+    waiting.push(go);
+    pump();
+  };
+}
+
 function fleetgate(
   balancer: ModelBalancer,
   clock: VirtualClock,
@@ -184,7 +233,9 @@ export async function modelJob(opts: {
   const route =
     opts.balancer === 'least-conn'
       ? leastConnections()
-      : fleetgate(opts.balancer, clock, engines, base.maxRunningRequests, () => finished === jobs.length);
+      : opts.balancer === 'oracle'
+        ? oracle(clock, engines, base.maxRunningRequests, () => finished === jobs.length)
+        : fleetgate(opts.balancer, clock, engines, base.maxRunningRequests, () => finished === jobs.length);
 
   const sendNext = () => {
     if (next >= jobs.length) return;
