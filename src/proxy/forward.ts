@@ -3,15 +3,16 @@
  * while no response byte reached the client; each attempt is one undici dispatch on the backend's
  * pool, relayed to the client by a ResponseRelay.
  */
-import type { IncomingHttpHeaders } from 'node:http';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
 import type { FleetRegistry } from '../fleet/registry.js';
 import { AdmissionError, type Lease, type WaitQueue } from '../routing/wait-queue.js';
 import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js';
+import { answerError, type Forward } from './data-plane.js';
 import { upstreamRequestHeaders } from './headers.js';
 import type { ProxyEventBus, RequestOutcome } from './request-record.js';
 import { completionTokensIn, type RelayResult, ResponseRelay } from './response-relay.js';
-import { errorBody, type UpstreamFailure } from './upstream-errors.js';
+import type { UpstreamFailure } from './upstream-errors.js';
 import type { UpstreamPools } from './upstream-pools.js';
 
 export interface ForwarderOptions {
@@ -25,6 +26,7 @@ export interface ForwarderOptions {
   upstreamApiKey: string | null;
   /** ms a client may take no response bytes before it is cut off (`upstream.stream_idle_timeout`); 0 = none. */
   clientStallTimeout: number;
+  logger: Logger;
   now?: () => number;
 }
 
@@ -45,22 +47,25 @@ function isHtmlAnswerToApiCall(method: string, status: number, headers: Incoming
   return method === 'POST' && status < 300 && /^\s*text\/html/i.test(String(headers['content-type']));
 }
 
-export function createForwarder(opts: ForwarderOptions) {
+export function createForwarder(opts: ForwarderOptions): Forward {
   const now = opts.now ?? performance.now.bind(performance);
   const { registry, queue, pools, events } = opts;
 
   // Not async: a request admitted at once goes upstream in the same tick, with no promise on the way.
-  return function forward(request: FastifyRequest, reply: FastifyReply): void {
+  return function forward(request: IncomingMessage, raw: ServerResponse, body: Buffer | null): void {
     const started = now();
-    const raw = reply.raw;
+    const method = request.method ?? 'GET';
+    const path = request.url ?? '/';
     const clientGone = new ClientGone();
     const onClose = () => {
       if (!raw.writableFinished) clientGone.abort();
     };
-    const socket = request.raw.socket;
+    const socket = request.socket;
     watchConnection(socket, onClose);
-    const body = request.body as Buffer | undefined;
-    const headers = upstreamRequestHeaders(request.raw.rawHeaders, { peer: request.ip, apiKey: opts.upstreamApiKey });
+    const headers = upstreamRequestHeaders(request.rawHeaders, {
+      peer: socket.remoteAddress ?? '',
+      apiKey: opts.upstreamApiKey,
+    });
     let tried: Set<Lease['backend']> | undefined;
     let retries = 0;
     let sse = false;
@@ -69,8 +74,8 @@ export function createForwarder(opts: ForwarderOptions) {
       unwatchConnection(socket, onClose);
       events.emit('request', {
         backend,
-        method: request.method,
-        path: request.url,
+        method,
+        path,
         status,
         durationMs: now() - started,
         ttfbMs: relay?.firstByteAt != null ? relay.firstByteAt - started : null,
@@ -90,11 +95,7 @@ export function createForwarder(opts: ForwarderOptions) {
       outcome: RequestOutcome,
     ) => {
       if (raw.headersSent || raw.destroyed) return;
-      if (status === 503) reply.header('retry-after', String(opts.retryAfterSeconds));
-      reply
-        .code(status)
-        .type('application/json')
-        .send(errorBody(message, type, status));
+      answerError(raw, status, message, type, status === 503 ? { retryAfter: opts.retryAfterSeconds } : {});
       record(backend, status, outcome, null);
     };
 
@@ -103,15 +104,11 @@ export function createForwarder(opts: ForwarderOptions) {
      * process: thrown inside an undici callback it would surface as an unhandled 'error' event.
      */
     const internalError = (error: unknown) => {
-      request.log.error({ err: error, reqId: request.id }, 'proxy internal error');
+      opts.logger.error({ err: error, method, path }, 'proxy internal error');
       // An answer already ended went out whole; only one still open is cut.
       if (raw.writableEnded) return;
       if (raw.headersSent || raw.destroyed) raw.destroy();
-      else
-        reply
-          .code(500)
-          .type('application/json')
-          .send(errorBody('internal proxy error', 'internal_error', 500));
+      else answerError(raw, 500, 'internal proxy error', 'internal_error');
     };
 
     const refused = (error: unknown) => {
@@ -152,13 +149,11 @@ export function createForwarder(opts: ForwarderOptions) {
       const relay = new ResponseRelay(
         raw,
         {
-          check: (code, responseHeaders) =>
-            isHtmlAnswerToApiCall(request.method, code, responseHeaders) ? HTML_ANSWER : null,
+          check: (code, responseHeaders) => (isHtmlAnswerToApiCall(method, code, responseHeaders) ? HTML_ANSWER : null),
           started: (code, isSse) => {
             status = code;
             sse = isSse;
             registry.apply(backend, { type: 'traffic', outcome: code >= 500 ? 'http_5xx' : 'ok' });
-            reply.hijack();
           },
           ended: (result) => {
             try {
@@ -185,11 +180,7 @@ export function createForwarder(opts: ForwarderOptions) {
       );
       const cancel = () => relay.cancel();
       clientGone.addEventListener('abort', cancel);
-      pools.dispatch(
-        backend,
-        { method: request.method as 'POST', path: request.url, headers, body: body?.length ? body : null },
-        relay,
-      );
+      pools.dispatch(backend, { method: method as 'POST', path, headers, body }, relay);
     };
 
     attempt();

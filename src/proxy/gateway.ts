@@ -1,6 +1,7 @@
 /**
  * Assembles a running fleetgate: the fleet (registry + health shells), admission queue, upstream
- * pools, the fastify server with fleetgate's own endpoints, and the proxy for everything else.
+ * pools, one HTTP server whose requests go to the data plane (the proxy) or, for fleetgate's own
+ * endpoints, to fastify.
  */
 import { createServer, type Server } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
@@ -13,8 +14,9 @@ import { GatewayMetrics } from '../metrics/metrics.js';
 import { createPolicy } from '../routing/policies.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
+import { createDataPlane, OWN_PATHS } from './data-plane.js';
 import { createForwarder } from './forward.js';
-import { clientErrorHandler, registerProxyGuards } from './guards.js';
+import { clientErrorHandler, registerServerGuards } from './guards.js';
 import { ProxyEventBus } from './request-record.js';
 import { UpstreamPools } from './upstream-pools.js';
 
@@ -66,6 +68,22 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const metrics = new GatewayMetrics(registry, events, queue);
   const pools = new UpstreamPools(registry, config.upstream);
   attachAccessLog(opts.logger, registry, events, config.log.access);
+  let closing = false;
+  const dataPlane = createDataPlane({
+    config: () => gateway.config,
+    closing: () => closing,
+    forward: createForwarder({
+      registry,
+      queue,
+      pools,
+      events,
+      retries: config.routing.retries,
+      retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
+      upstreamApiKey: config.upstream.api_key,
+      clientStallTimeout: config.upstream.stream_idle_timeout,
+      logger: opts.logger,
+    }),
+  });
 
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
@@ -84,7 +102,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
           // every 30 s by default: a slowloris client would hold a socket that long.
           connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.limits.headers_timeout / 4))),
         },
-        handler,
+        (req, res) => (OWN_PATHS.test(req.url ?? '') ? handler(req, res) : dataPlane(req, res)),
       );
       server.headersTimeout = config.limits.headers_timeout;
       // The client's request must arrive in time; the response (a long generation) has no limit here.
@@ -109,6 +127,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       return address;
     },
     close: async () => {
+      closing = true;
       const server: Server = app.server;
       const force = setTimeout(() => server.closeAllConnections(), config.shutdown.drain_timeout);
       force.unref();
@@ -119,29 +138,9 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     },
   };
 
-  registerProxyGuards(app, config);
+  registerServerGuards(app);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   await registerAdminRoutes(app, gateway, opts);
 
-  await app.register(async (proxy) => {
-    // No pino child logger per proxied request: fleetgate writes its own access log, and the one
-    // line the proxy may log itself carries the request id.
-    proxy.setChildLoggerFactory((logger) => logger);
-    // Bodies pass through as received bytes: no parsing, no re-serialization.
-    proxy.removeAllContentTypeParsers();
-    proxy.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
-    const forward = createForwarder({
-      registry,
-      queue,
-      pools,
-      events,
-      retries: config.routing.retries,
-      retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
-      upstreamApiKey: config.upstream.api_key,
-      clientStallTimeout: config.upstream.stream_idle_timeout,
-    });
-    proxy.all('/', forward);
-    proxy.all('/*', forward);
-  });
   return gateway;
 }

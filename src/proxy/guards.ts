@@ -1,18 +1,14 @@
 /**
- * What the proxy refuses before routing: fleetgate is not an open proxy (absolute-form targets and
- * `CONNECT` are refused; upstream is always a configured backend, whatever `Host` says), and with
- * `auth.api_keys` only known clients pass. Errors fastify raises itself (body too large, bad JSON,
- * schema validation) get the same OpenAI-style body as fleetgate's own.
+ * What the HTTP server refuses before any routing: requests node's parser rejects or that come too
+ * slowly, and `CONNECT` (fleetgate is not an open proxy; the data plane refuses absolute-form
+ * targets). API keys are checked by the data plane (data-plane.ts), with `keyDigest` and
+ * `hasValidKey` from here.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance } from 'fastify';
-import type { Config } from '../config/types.js';
 import { errorBody } from './upstream-errors.js';
-
-/** fleetgate's own endpoints, which never need a client API key (probes, scrapes, the status page). */
-const OWN_PATHS = /^\/(livez|readyz|health|metrics|fleet)(\/|\?|$)/;
 
 /** What a malformed or too-slow request gets before fastify ever sees it. */
 const CLIENT_ERRORS: Record<string, [number, string, string]> = {
@@ -55,45 +51,11 @@ function answerAndClose(socket: Duplex, response: string): void {
   socket.end(response);
 }
 
-/** `config` is read per request for `auth.api_keys`, so a reload that changes the keys applies at once. */
-export function registerProxyGuards(app: FastifyInstance, config: Config): void {
-  let keySource: readonly string[] | null = null;
-  let keys: Buffer[] = [];
-  const currentKeys = () => {
-    if (config.auth.api_keys !== keySource) {
-      keySource = config.auth.api_keys;
-      keys = keySource.map(keyDigest);
-    }
-    return keys;
-  };
-
-  // A callback hook, not an async one: it runs on every request, and a promise per request shows.
-  app.addHook('onRequest', (request, reply, done) => {
-    const target = request.raw.url ?? '';
-    if (target.charCodeAt(0) !== 47 /* / */) {
-      reply
-        .code(400)
-        .type('application/json')
-        .send(
-          errorBody(
-            'absolute-form request targets are not accepted: fleetgate is not an open proxy',
-            'invalid_request_error',
-            400,
-          ),
-        );
-      return;
-    }
-    const required = currentKeys();
-    if (required.length > 0 && !OWN_PATHS.test(target) && !hasValidKey(request.headers.authorization, required)) {
-      reply
-        .code(401)
-        .type('application/json')
-        .send(errorBody('missing or invalid API key (Authorization: Bearer <key>)', 'authentication_error', 401));
-      return;
-    }
-    done();
-  });
-
+/**
+ * CONNECT is refused with a reason; errors fastify raises on fleetgate's own endpoints (body too
+ * large, schema validation) get the same OpenAI-style body as the proxy's.
+ */
+export function registerServerGuards(app: FastifyInstance): void {
   // Without a listener node closes CONNECT connections silently; say why, then close.
   app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => answerAndClose(socket, CONNECT_REFUSAL));
 

@@ -1,0 +1,121 @@
+/**
+ * The data plane: every request that is not for fleetgate's own endpoints goes from node's HTTP
+ * server to the attempt loop (forward.ts) without fastify's router, hooks, request and reply
+ * objects, child logger and body parser, which cost several per cent of a small proxied request's
+ * CPU (bench:overhead (a)); as in Envoy, the admin endpoints are served apart from the traffic.
+ * Before a request goes upstream this does what a proxy owes it: absolute-form targets (an open
+ * proxy's) and unknown API keys are refused, and the body is read whole, up to
+ * `limits.body_size`, so that it can be re-sent to another backend.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Config } from '../config/types.js';
+import { hasValidKey, keyDigest } from './guards.js';
+import { errorBody } from './upstream-errors.js';
+
+/** fleetgate's own endpoints (probes, scrapes, status page, admin API): served by fastify. */
+export const OWN_PATHS = /^\/(livez|readyz|health|metrics|fleet)(\/|\?|$)/;
+
+export type Forward = (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => void;
+
+export interface DataPlaneOptions {
+  /** Read per request for `auth.api_keys` and `limits.body_size`: a reload applies at once. */
+  config: () => Config;
+  forward: Forward;
+  /** True once shutdown began: new requests are refused and their connection closed. */
+  closing: () => boolean;
+}
+
+/** An OpenAI-style error answer; `close` ends the connection after it (the rest of a body is not read). */
+export function answerError(
+  res: ServerResponse,
+  status: number,
+  message: string,
+  type: string,
+  opts: { close?: boolean; retryAfter?: number } = {},
+): void {
+  if (res.headersSent || res.destroyed) return;
+  const body = errorBody(message, type, status);
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+  };
+  if (opts.retryAfter !== undefined) headers['retry-after'] = opts.retryAfter;
+  if (opts.close) res.shouldKeepAlive = false;
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
+export function createDataPlane(opts: DataPlaneOptions): (req: IncomingMessage, res: ServerResponse) => void {
+  let keySource: readonly string[] | null = null;
+  let keys: Buffer[] = [];
+  const currentKeys = (config: Config) => {
+    if (config.auth.api_keys !== keySource) {
+      keySource = config.auth.api_keys;
+      keys = keySource.map(keyDigest);
+    }
+    return keys;
+  };
+
+  return function handle(req, res) {
+    const config = opts.config();
+    if ((req.url ?? '').charCodeAt(0) !== 47 /* / */) {
+      const message = 'absolute-form request targets are not accepted: fleetgate is not an open proxy';
+      answerError(res, 400, message, 'invalid_request_error', { close: true });
+      return;
+    }
+    const required = currentKeys(config);
+    if (required.length > 0 && !hasValidKey(req.headers.authorization, required)) {
+      const message = 'missing or invalid API key (Authorization: Bearer <key>)';
+      answerError(res, 401, message, 'authentication_error');
+      return;
+    }
+    if (opts.closing()) {
+      answerError(res, 503, 'fleetgate is shutting down', 'fleet_unavailable', { close: true });
+      return;
+    }
+    if (req.method === 'GET' || req.method === 'HEAD') {
+      opts.forward(req, res, null);
+      return;
+    }
+    readBody(req, res, config.limits.body_size, (body) => opts.forward(req, res, body));
+  };
+}
+
+/** Buffers the request body, or answers 413 once it is larger than `limit` bytes. */
+function readBody(req: IncomingMessage, res: ServerResponse, limit: number, done: (body: Buffer | null) => void): void {
+  const tooLarge = () =>
+    answerError(
+      res,
+      413,
+      `request body too large: more than limits.body_size (${limit} bytes)`,
+      'invalid_request_error',
+      {
+        close: true,
+      },
+    );
+  const declared = Number(req.headers['content-length']);
+  if (declared > limit) {
+    tooLarge();
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const onData = (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > limit) {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      tooLarge();
+      return;
+    }
+    chunks.push(chunk);
+  };
+  const onEnd = () => {
+    if (size === 0) done(null);
+    else done(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+  };
+  // A client that leaves mid-body gets no answer; the error must not be unhandled.
+  req.on('error', () => {});
+  req.on('data', onData);
+  req.on('end', onEnd);
+}
