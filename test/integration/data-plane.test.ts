@@ -8,6 +8,7 @@ import { Client } from 'undici';
 import type { Config } from '../../src/config/types.js';
 import { validateConfig } from '../../src/config/validate.js';
 import { createDataPlane, OWN_PATHS } from '../../src/proxy/data-plane.js';
+import { rawExchange } from '../helpers/raw-client.js';
 
 interface Forwarded {
   method: string;
@@ -29,12 +30,14 @@ async function plane(t: TestContext, raw: Record<string, unknown> = {}) {
   const server = createServer(handle);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const client = new Client(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+
   t.after(async () => {
     await client.close();
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   });
-  return { client, forwarded, config, startClosing: () => (closing = true) };
+  const port = (server.address() as AddressInfo).port;
+  return { client, port, forwarded, config, startClosing: () => (closing = true) };
 }
 
 async function errorOf(res: Awaited<ReturnType<Client['request']>>) {
@@ -88,6 +91,15 @@ test('limits.body_size: 413 on the declared length and on a chunked body that gr
   const fits = await client.request({ path: '/v1/completions', method: 'POST', body: 'x'.repeat(1024) });
   assert.equal(await fits.body.text(), 'forwarded');
   assert.equal(forwarded.length, 1);
+});
+
+test('a declared length over limits.body_size is refused before any of the body arrives', async (t) => {
+  const { port, forwarded } = await plane(t, { limits: { body_size: '1KiB' } });
+  const head = 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n';
+  const answer = await rawExchange(port, head);
+  assert.match(answer.data, /^HTTP\/1\.1 413 /);
+  assert.ok(answer.closedByServer, 'the connection is closed rather than the body read');
+  assert.equal(forwarded.length, 0);
 });
 
 test('client keys are read per request; absolute-form targets are refused', async (t) => {
