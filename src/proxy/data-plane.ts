@@ -18,7 +18,7 @@ export const OWN_PATHS = /^\/(livez|readyz|health|metrics|fleet)(\/|\?|$)/;
 export type Forward = (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => void;
 
 export interface DataPlaneOptions {
-  /** Read per request for `auth.api_keys` and `limits.body_size`: a reload applies at once. */
+  /** The running config, read per request: a reload that changes `auth.api_keys` applies at once. */
   config: () => Config;
   forward: Forward;
   /** True once shutdown began: new requests are refused and their connection closed. */
