@@ -8,6 +8,7 @@
  * `limits.body_size`, so that it can be re-sent to another backend.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
 import { hasValidKey, keyDigest } from './guards.js';
 import { errorBody } from './upstream-errors.js';
@@ -23,6 +24,7 @@ export interface DataPlaneOptions {
   forward: Forward;
   /** True once shutdown began: new requests are refused and their connection closed. */
   closing: () => boolean;
+  logger: Logger;
 }
 
 /** An OpenAI-style error answer; `close` ends the connection after it (the rest of a body is not read). */
@@ -56,6 +58,20 @@ export function createDataPlane(opts: DataPlaneOptions): (req: IncomingMessage, 
     return keys;
   };
 
+  /**
+   * A bug in fleetgate (a throw on the way upstream) costs this request a 500, never the process:
+   * thrown from node's 'request' or a body 'end' listener it would be an uncaught exception.
+   */
+  const forward = (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => {
+    try {
+      opts.forward(req, res, body);
+    } catch (error) {
+      opts.logger.error({ err: error, method: req.method, path: req.url }, 'proxy internal error');
+      if (res.headersSent) res.destroy();
+      else answerError(res, 500, 'internal proxy error', 'internal_error');
+    }
+  };
+
   return function handle(req, res) {
     const config = opts.config();
     if ((req.url ?? '').charCodeAt(0) !== 47 /* / */) {
@@ -74,10 +90,10 @@ export function createDataPlane(opts: DataPlaneOptions): (req: IncomingMessage, 
       return;
     }
     if (req.method === 'GET' || req.method === 'HEAD') {
-      opts.forward(req, res, null);
+      forward(req, res, null);
       return;
     }
-    readBody(req, res, config.limits.body_size, (body) => opts.forward(req, res, body));
+    readBody(req, res, config.limits.body_size, (body) => forward(req, res, body));
   };
 }
 

@@ -72,6 +72,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const dataPlane = createDataPlane({
     config: () => gateway.config,
     closing: () => closing,
+    logger: opts.logger,
     forward: createForwarder({
       registry,
       queue,

@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { type TestContext, test } from 'node:test';
+import pino from 'pino';
 import { Client } from 'undici';
 import type { Config } from '../../src/config/types.js';
 import { validateConfig } from '../../src/config/validate.js';
@@ -15,14 +16,20 @@ interface Forwarded {
   body: Buffer | null;
 }
 
-async function plane(t: TestContext, raw: Record<string, unknown> = {}) {
+async function plane(
+  t: TestContext,
+  raw: Record<string, unknown> = {},
+  broken: (path: string) => boolean = () => false,
+) {
   const config: Config = validateConfig({ backends: ['http://127.0.0.1:9'], ...raw }, 'test');
   const forwarded: Forwarded[] = [];
   let closing = false;
   const handle = createDataPlane({
     config: () => config,
     closing: () => closing,
+    logger: pino({ level: 'silent' }),
     forward: (req: IncomingMessage, res, body) => {
+      if (broken(req.url ?? '')) throw new Error('bug on the way upstream');
       forwarded.push({ method: req.method ?? '', body });
       res.end('forwarded');
     },
@@ -125,4 +132,16 @@ test('once shutdown begins: 503, connection closed, nothing forwarded', async (t
   assert.equal(res.headers.connection, 'close');
   assert.equal((await errorOf(res)).type, 'fleet_unavailable');
   assert.equal(forwarded.length, 0);
+});
+
+test('a throw on the way upstream: that request gets a 500, the server keeps serving', async (t) => {
+  const { client, forwarded } = await plane(t, {}, (path) => path === '/v1/bug');
+  for (const method of ['GET', 'POST'] as const) {
+    const res = await client.request({ path: '/v1/bug', method, body: method === 'POST' ? '{}' : undefined });
+    assert.equal(res.statusCode, 500);
+    assert.equal((await errorOf(res)).type, 'internal_error');
+  }
+  const ok = await client.request({ path: '/v1/fine', method: 'POST', body: '{}' });
+  assert.equal(await ok.body.text(), 'forwarded');
+  assert.equal(forwarded.length, 1);
 });
