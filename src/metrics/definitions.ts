@@ -132,7 +132,7 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
     }),
     queueRejected: new Counter({
       name: 'fleetgate_queue_rejected_total',
-      help: 'Requests that left the wait queue without a backend (queue_full, timeout, aborted).',
+      help: 'Requests that left the wait queue without a backend (queue_full, timeout, aborted, shutdown).',
       labelNames: ['reason'] as const,
       registers,
       collect: () => sources.queueRejected(),

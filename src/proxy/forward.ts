@@ -95,7 +95,8 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       outcome: RequestOutcome,
     ) => {
       if (raw.headersSent || raw.destroyed) return;
-      answerError(raw, status, message, type, status === 503 ? { retryAfter: opts.retryAfterSeconds } : {});
+      const retryAfter = status === 503 ? opts.retryAfterSeconds : undefined;
+      answerError(raw, status, message, type, { retryAfter, close: outcome === 'shutdown' });
       record(backend, status, outcome, null);
     };
 
@@ -115,6 +116,10 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       if (!(error instanceof AdmissionError)) throw error;
       if (error.reason === 'aborted') {
         record(null, 499, 'client_abort', null);
+        return;
+      }
+      if (error.reason === 'shutdown') {
+        sendError(503, error.message, 'fleet_unavailable', null, 'shutdown');
         return;
       }
       const outcome = error.reason === 'queue_full' ? 'queue_full' : 'queue_timeout';

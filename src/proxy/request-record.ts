@@ -1,7 +1,14 @@
 /** What the proxy tells observers (metrics, access log) about each request and attempt. */
 import { EventEmitter } from 'node:events';
 
-export type RequestOutcome = 'ok' | 'client_abort' | 'upstream_error' | 'queue_timeout' | 'queue_full' | 'no_backend';
+export type RequestOutcome =
+  | 'ok'
+  | 'client_abort'
+  | 'upstream_error'
+  | 'queue_timeout'
+  | 'queue_full'
+  | 'no_backend'
+  | 'shutdown';
 
 export interface RequestRecord {
   /** The backend that answered (or the last one tried); null if none was reached. */

@@ -14,7 +14,7 @@ export interface Lease {
   release(): void;
 }
 
-export type AdmissionFailure = 'queue_full' | 'timeout' | 'aborted';
+export type AdmissionFailure = 'queue_full' | 'timeout' | 'aborted' | 'shutdown';
 
 export class AdmissionError extends Error {
   readonly reason: AdmissionFailure;
@@ -50,7 +50,7 @@ export class WaitQueue {
   readonly #opts: WaitQueueOptions;
   readonly #waiters: Waiter[] = [];
   readonly #scratch: Backend[] = [];
-  #rejected = { queue_full: 0, timeout: 0, aborted: 0 };
+  #rejected = { queue_full: 0, timeout: 0, aborted: 0, shutdown: 0 };
 
   constructor(opts: WaitQueueOptions) {
     this.#opts = opts;
@@ -119,11 +119,11 @@ export class WaitQueue {
     }
   }
 
-  /** Fails every waiter (shutdown). */
+  /** Fails every waiter (shutdown): they are answered at once rather than left until connections close. */
   close(): void {
     for (const waiter of this.#waiters.splice(0)) {
       waiter.cleanup();
-      waiter.reject(new AdmissionError('aborted', 'fleetgate is shutting down'));
+      waiter.reject(this.#reject('shutdown', 'fleetgate is shutting down'));
     }
   }
 

@@ -41,6 +41,23 @@ test('queue timeout: 503 with Retry-After and an OpenAI-style error', async (t) 
   assert.ok(elapsed >= 140, `held for the queue timeout (${elapsed.toFixed(0)} ms)`);
 });
 
+test('shutdown answers a held request at once: 503, connection closed, counted', async (t) => {
+  const [sim] = await createSims(t, [{}]);
+  const { url, gateway } = await startGateway(t, { backends: backendsFor([sim]), queue: { timeout: '20s' } });
+  const pending = post(url);
+  await waitFor(() => gateway.queue.waiting === 1, { what: 'the request to wait' });
+  const closed = gateway.close();
+  const res = await pending;
+  assert.equal(res.statusCode, 503);
+  assert.equal(res.headers.connection, 'close');
+  const error = (await res.body.json()) as { error: { message: string; type: string } };
+  assert.deepEqual(error.error.type, 'fleet_unavailable');
+  assert.match(error.error.message, /shutting down/);
+  await closed;
+  assert.equal(gateway.queue.rejected.shutdown, 1);
+  assert.equal(sim.counters.requests, 0);
+});
+
 test('a full queue answers 503 at once', async (t) => {
   const [sim] = await createSims(t, [{}]);
   const { url, gateway } = await startGateway(t, {

@@ -72,6 +72,17 @@ describe('wait queue', () => {
     await assert.rejects(first);
   });
 
+  test('close() fails every waiter as a shutdown and counts them', async () => {
+    const { queue } = setup();
+    const waiters = [queue.acquire() as Promise<Lease>, queue.acquire() as Promise<Lease>];
+    queue.close();
+    for (const waiter of waiters)
+      await assert.rejects(waiter, (e: unknown) => e instanceof AdmissionError && e.reason === 'shutdown');
+    assert.equal(queue.waiting, 0);
+    assert.equal(queue.rejected.shutdown, 2);
+    assert.equal(queue.rejected.aborted, 0);
+  });
+
   test('an aborted waiter leaves the queue', async () => {
     const { queue, makeReady, list } = setup();
     const controller = new AbortController();
