@@ -5,7 +5,7 @@
  * instead of three noisy runs of one. fleetgate is modelled with its real admission queue, policy,
  * adaptive cap and load formula (`Backend.load`), fed reports every `load_interval`; the peers'
  * least-connections sends each request straight to the server with the fewest in flight; `oracle`
- * bounds what any central queue could gain over it.
+ * bounds what any central queue could gain over it; `-x2` runs two replicas of a balancer.
  * Not a replacement for the bench: no proxy CPU, no timer jitter, a fixed network delay.
  *
  *   node --import tsx bench/balance/model.ts [--seeds 20] [--concurrency 224] [--kv-tokens 10000]
@@ -26,7 +26,13 @@ import { type Job, makeWorkload } from './workload.js';
 const NETWORK_MS = 0.3;
 const LOAD_INTERVAL_MS = 250;
 
-export type ModelBalancer = 'least-conn' | 'fleetgate' | 'fleetgate-no-cap' | 'oracle';
+export type ModelBalancer =
+  | 'least-conn'
+  | 'least-conn-x2'
+  | 'fleetgate'
+  | 'fleetgate-no-cap'
+  | 'fleetgate-x2'
+  | 'oracle';
 
 /** A virtual clock: a binary heap of timers; `run` fires them in order, letting promises settle between. */
 interface Timer {
@@ -161,19 +167,23 @@ function oracle(clock: VirtualClock, engines: Engine[], maxRunning: number, done
   };
 }
 
-function fleetgate(
-  balancer: ModelBalancer,
-  clock: VirtualClock,
-  engines: Engine[],
-  maxRunning: number,
-  done: () => boolean,
-) {
+function fleetgate(opts: {
+  capped: boolean;
+  clock: VirtualClock;
+  engines: Engine[];
+  maxRunning: number;
+  done: () => boolean;
+  /** Which replica (0, 1): replicas take their load reports at different moments. */
+  replica?: number;
+}): Router {
+  const { capped, clock, engines, maxRunning, done, replica = 0 } = opts;
   const backends = engines.map(
     (_, i) =>
       // The queue and the policy read only the load figures; the lifecycle is never consulted here.
       new Backend({ name: `gpu${i}`, url: `http://gpu${i}` } as BackendConfig, {} as BackendLifecycle),
   );
-  const capped = balancer !== 'fleetgate-no-cap';
+  // Replicas are not synchronised: the second one's reports fall between the first one's.
+  const offset = replica * (LOAD_INTERVAL_MS / 2);
   const queue = new WaitQueue({
     maxWaiting: Number.MAX_SAFE_INTEGER,
     timeoutMs: 0,
@@ -194,7 +204,7 @@ function fleetgate(
     queue.drain();
     if (!done()) clock.schedule(report, LOAD_INTERVAL_MS);
   };
-  clock.schedule(report, LOAD_INTERVAL_MS);
+  clock.schedule(report, LOAD_INTERVAL_MS + offset);
   const router: Router = (send) => {
     const go = (lease: Lease) => send(backends.indexOf(lease.backend), () => lease.release());
     const admitted = queue.acquire();
@@ -202,6 +212,17 @@ function fleetgate(
     else go(admitted);
   };
   return router;
+}
+
+/** Two replicas of a balancer, each with its own counts (and queue and caps), behind a client that alternates. */
+function replicas(create: (replica: number) => Router): Router {
+  const routers = [create(0), create(1)];
+  let next = 0;
+  return (send) => {
+    const router = routers[next];
+    next = 1 - next;
+    router(send);
+  };
 }
 
 export interface ModelRun {
@@ -230,12 +251,17 @@ export async function modelJob(opts: {
   let next = 0;
   let finished = 0;
   let makespan = 0;
-  const route =
-    opts.balancer === 'least-conn'
-      ? leastConnections()
-      : opts.balancer === 'oracle'
-        ? oracle(clock, engines, base.maxRunningRequests, () => finished === jobs.length)
-        : fleetgate(opts.balancer, clock, engines, base.maxRunningRequests, () => finished === jobs.length);
+  const done = () => finished === jobs.length;
+  const maxRunning = base.maxRunningRequests;
+  const routers: Record<ModelBalancer, () => Router> = {
+    'least-conn': leastConnections,
+    'least-conn-x2': () => replicas(leastConnections),
+    fleetgate: () => fleetgate({ capped: true, clock, engines, maxRunning, done }),
+    'fleetgate-no-cap': () => fleetgate({ capped: false, clock, engines, maxRunning, done }),
+    'fleetgate-x2': () => replicas((replica) => fleetgate({ capped: true, clock, engines, maxRunning, done, replica })),
+    oracle: () => oracle(clock, engines, maxRunning, done),
+  };
+  const route = routers[opts.balancer]();
 
   const sendNext = () => {
     if (next >= jobs.length) return;
@@ -281,6 +307,16 @@ async function main(): Promise<void> {
   const concurrency = numberFlag(values.concurrency, 'concurrency', 224);
   const kvTokens = numberFlag(values['kv-tokens'], 'kv-tokens', 10_000, 2);
   const balancers = (values.balancers ?? 'least-conn,fleetgate,fleetgate-no-cap').split(',') as ModelBalancer[];
+  const known: ModelBalancer[] = [
+    'least-conn',
+    'least-conn-x2',
+    'fleetgate',
+    'fleetgate-no-cap',
+    'fleetgate-x2',
+    'oracle',
+  ];
+  for (const b of balancers)
+    if (!known.includes(b)) throw new Error(`--balancers: unknown '${b}' (${known.join(', ')})`);
   const makespans = new Map<ModelBalancer, number[]>(balancers.map((b) => [b, []]));
   for (let seed = 1; seed <= seeds; seed++) {
     const spec = workloadSpec({ quick: false, seed });
