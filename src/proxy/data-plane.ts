@@ -47,6 +47,22 @@ export function answerError(
   res.end(body);
 }
 
+/**
+ * A bug in fleetgate costs the request it happened on, never the process: logged, and answered
+ * 500 if nothing went out yet; an answer already under way is cut, one already ended went out whole.
+ */
+export function answerInternalError(
+  logger: Logger,
+  error: unknown,
+  req: Pick<IncomingMessage, 'method' | 'url'>,
+  res: ServerResponse,
+): void {
+  logger.error({ err: error, method: req.method, path: req.url }, 'proxy internal error');
+  if (res.writableEnded) return;
+  if (res.headersSent || res.destroyed) res.destroy();
+  else answerError(res, 500, 'internal proxy error', 'internal_error');
+}
+
 export function createDataPlane(opts: DataPlaneOptions): (req: IncomingMessage, res: ServerResponse) => void {
   let keySource: readonly string[] | null = null;
   let keys: Buffer[] = [];
@@ -58,17 +74,12 @@ export function createDataPlane(opts: DataPlaneOptions): (req: IncomingMessage, 
     return keys;
   };
 
-  /**
-   * A bug in fleetgate (a throw on the way upstream) costs this request a 500, never the process:
-   * thrown from node's 'request' or a body 'end' listener it would be an uncaught exception.
-   */
+  // Thrown from node's 'request' or a body 'end' listener, a bug would be an uncaught exception.
   const forward = (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => {
     try {
       opts.forward(req, res, body);
     } catch (error) {
-      opts.logger.error({ err: error, method: req.method, path: req.url }, 'proxy internal error');
-      if (res.headersSent) res.destroy();
-      else answerError(res, 500, 'internal proxy error', 'internal_error');
+      answerInternalError(opts.logger, error, req, res);
     }
   };
 

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import type { FleetRegistry } from '../fleet/registry.js';
 import { AdmissionError, type Lease, type WaitQueue } from '../routing/wait-queue.js';
 import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js';
-import { answerError, type Forward } from './data-plane.js';
+import { answerError, answerInternalError, type Forward } from './data-plane.js';
 import { upstreamRequestHeaders } from './headers.js';
 import type { ProxyEventBus, RequestOutcome } from './request-record.js';
 import { completionTokensIn, type RelayResult, ResponseRelay } from './response-relay.js';
@@ -104,13 +104,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
      * A bug in fleetgate's own bookkeeping (an observer that throws) costs this request, never the
      * process: thrown inside an undici callback it would surface as an unhandled 'error' event.
      */
-    const internalError = (error: unknown) => {
-      opts.logger.error({ err: error, method, path }, 'proxy internal error');
-      // An answer already ended went out whole; only one still open is cut.
-      if (raw.writableEnded) return;
-      if (raw.headersSent || raw.destroyed) raw.destroy();
-      else answerError(raw, 500, 'internal proxy error', 'internal_error');
-    };
+    const internalError = (error: unknown) => answerInternalError(opts.logger, error, request, raw);
 
     const refused = (error: unknown) => {
       if (!(error instanceof AdmissionError)) throw error;
