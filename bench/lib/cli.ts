@@ -121,7 +121,6 @@ export function startBench<O extends { clientCpu: number | null }>(
   return { opts, machine, work, progress };
 }
 
-/** Before a measurement: wait (up to `quietWaitMs`) for other load on the machine to settle. */
 /**
  * Targets in the order run `run` (from 1) measures them: reversed every other run, so a machine that
  * speeds up or slows down during a run does not always favour the same targets.
@@ -130,6 +129,7 @@ export function inRunOrder<T>(targets: readonly T[], run: number): T[] {
   return run % 2 === 1 ? [...targets] : [...targets].reverse();
 }
 
+/** Before a measurement: wait (up to `quietWaitMs`) for other load on the machine to settle. */
 export async function settle(quietWaitMs: number, progress: (line: string) => void): Promise<void> {
   const busy = quietWaitMs > 0 ? await waitQuiet(0.15, quietWaitMs) : 0;
   if (busy > 0.15) progress(`machine still busy (${busy.toFixed(2)} cores); measuring anyway`);

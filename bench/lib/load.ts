@@ -147,8 +147,11 @@ export interface LoopResult {
   cut: boolean;
 }
 
-/** A closed loop: `concurrency` workers, each sending its next request when the previous one ended. */
-export async function closedLoop(client: LoadClient, opts: LoopOptions): Promise<LoopResult> {
+/**
+ * A closed loop: `concurrency` workers, each sending its next request when the previous one ended.
+ * `clients` are the ones `send` uses: the hard deadline aborts what they have in flight.
+ */
+export async function closedLoop(clients: LoadClient | readonly LoadClient[], opts: LoopOptions): Promise<LoopResult> {
   const started = performance.now();
   const deadline = started + opts.deadlineMs;
   let next = 0;
@@ -159,7 +162,7 @@ export async function closedLoop(client: LoadClient, opts: LoopOptions): Promise
   const hard = setTimeout(
     () => {
       cut = true;
-      client.abortAll();
+      for (const client of clients instanceof LoadClient ? [clients] : clients) client.abortAll();
     },
     opts.deadlineMs + (opts.graceMs ?? 30_000),
   );

@@ -1,8 +1,9 @@
 /**
  * `npm run bench:overhead`: what a proxy costs in front of a fleet. Simulated backends and this
  * client on one core, the proxy under test (fleetgate, NGINX, HAProxy; or none: direct) alone on
- * the other; each scenario repeated `--runs` times (targets interleaved within a run), medians
- * reported as a markdown table on stdout and JSON in bench/results/. Progress goes to stderr.
+ * the other, or, for the side-by-side scenarios, every proxy at once; each scenario repeated
+ * `--runs` times (targets interleaved within a run), medians reported as a markdown table on
+ * stdout and JSON in bench/results/. Progress goes to stderr.
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -19,7 +20,7 @@ import {
 } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
 import { SimHost } from '../lib/sim-control.js';
-import { startTarget, type TargetKind, type TargetSpec } from '../lib/targets.js';
+import { type RunningTarget, startTarget, type TargetKind, type TargetSpec } from '../lib/targets.js';
 import { checkTargets, mediansOf, type RunRecord, renderChecks, renderTables } from './report.js';
 import { FULL, QUICK, SCENARIO_IDS, SCENARIOS, type ScenarioId, type Sizes } from './scenarios.js';
 
@@ -29,7 +30,9 @@ const usage = `usage: npm run bench:overhead -- [options]
   --quick               tiny sizes, for a smoke run
   --targets LIST        direct,fleetgate,nginx,haproxy (default); also node-floor: a bare node:http +
                         undici.dispatch proxy (bench/lib/node-floor-proxy.ts), what any Node proxy costs at least
-  --scenarios LIST      a,b,c,d (default all)
+  --scenarios LIST      a,a-cpu,b,b-cpu,c,d (default all); a-cpu and b-cpu run (a)'s and (b)'s load
+                        on every proxy target at once (same core, requests in turn), for CPU ratios
+                        that a machine drifting in speed moves alike
   --backends K          simulated backends (default ${FULL.backends})
   --requests N          (a) requests per run (default ${FULL.requests})
   --concurrency N       (a) concurrency (default ${FULL.concurrency})
@@ -99,7 +102,7 @@ function parse(argv: string[]) {
   }
   const scenarios = (values.scenarios ?? SCENARIO_IDS.join(',')).split(',').map((s) => s.trim()) as ScenarioId[];
   for (const s of scenarios) {
-    if (!SCENARIO_IDS.includes(s)) throw new Error(`--scenarios: unknown scenario '${s}' (a, b, c, d)`);
+    if (!SCENARIO_IDS.includes(s)) throw new Error(`--scenarios: unknown scenario '${s}' (${SCENARIO_IDS.join(', ')})`);
   }
   return {
     ...commonSettings(values, 'overhead'),
@@ -127,29 +130,40 @@ async function main(argv: string[]): Promise<number> {
       });
       try {
         for (let run = 1; run <= opts.runs; run++) {
-          for (const kind of inRunOrder(opts.targets, run)) {
-            const spec = TARGETS[kind];
-            const label = `${scenario.title} run ${run}/${opts.runs} ${spec.name}`;
-            let target: Awaited<ReturnType<typeof startTarget>> | null = null;
+          const order = inRunOrder(opts.targets, run);
+          const groups = scenario.together ? [order.filter((kind) => kind !== 'direct')] : order.map((kind) => [kind]);
+          for (const kinds of groups) {
+            if (kinds.length === 0) continue;
+            const specs = kinds.map((kind) => TARGETS[kind]);
+            const label = `${scenario.title} run ${run}/${opts.runs}`;
+            const targets: RunningTarget[] = [];
             try {
               await settle(opts.quietWaitMs, progress);
-              target = await startTarget(spec, {
-                backends: sims.urls,
-                cpu: opts.proxyCpu,
-                dir: join(work, `${id}-${run}-${spec.name}`),
-                nodeArgs: opts.nodeArgs,
+              for (const spec of specs) {
+                targets.push(
+                  await startTarget(spec, {
+                    backends: sims.urls,
+                    cpu: opts.proxyCpu,
+                    dir: join(work, `${id}-${run}-${spec.name}`),
+                    nodeArgs: opts.nodeArgs,
+                  }),
+                );
+              }
+              const metrics = scenario.together
+                ? await scenario.run(targets, sims, opts.sizes)
+                : [await scenario.run(targets[0], sims, opts.sizes)];
+              specs.forEach((spec, i) => {
+                records.push({ scenario: id, run, target: spec.name, metrics: metrics[i], error: null });
+                const figures = JSON.stringify(metrics[i], (_k, v) => (typeof v === 'number' ? +v.toPrecision(4) : v));
+                progress(`${label} ${spec.name}: ${figures}`);
               });
-              const metrics = await scenario.run(target, sims, opts.sizes);
-              records.push({ scenario: id, run, target: spec.name, metrics, error: null });
-              progress(
-                `${label}: ${JSON.stringify(metrics, (_k, v) => (typeof v === 'number' ? +v.toPrecision(4) : v))}`,
-              );
             } catch (error) {
               const message = (error as Error).message;
-              records.push({ scenario: id, run, target: spec.name, metrics: null, error: message });
-              progress(`${label}: FAILED: ${message}`);
+              for (const spec of specs)
+                records.push({ scenario: id, run, target: spec.name, metrics: null, error: message });
+              progress(`${label} ${kinds.join(', ')}: FAILED: ${message}`);
             } finally {
-              await target?.stop();
+              await Promise.all(targets.map((target) => target.stop()));
             }
           }
         }

@@ -1,7 +1,9 @@
 /**
- * The four overhead scenarios. Each warms the target up, then measures one phase: client-side
- * throughput and latency, the proxy's CPU time and peak RSS from /proc, and how busy core 1 (the
- * simulated backends + this client) was, which says whether the proxy or the test rig was the limit.
+ * The overhead scenarios: (a)-(d) as the issue names them, one target at a time, and (a-cpu),
+ * (b-cpu): the loads of (a) and (b) on every proxy at once, for their CPU ratios. Each warms the
+ * targets up, then measures one phase: client-side throughput and latency, the proxy's CPU time and
+ * peak RSS from /proc, and how busy core 1 (the simulated backends + this client) was, which says
+ * whether the proxy or the test rig was the limit.
  */
 import type { SimEngineOptions } from '../../src/sim/index.js';
 import { closedLoop, LoadClient, type Outcome } from '../lib/load.js';
@@ -10,8 +12,8 @@ import type { SimHost } from '../lib/sim-control.js';
 import { percentileSorted, Samples } from '../lib/stats.js';
 import type { RunningTarget } from '../lib/targets.js';
 
-export type ScenarioId = 'a' | 'b' | 'c' | 'd';
-export const SCENARIO_IDS: readonly ScenarioId[] = ['a', 'b', 'c', 'd'];
+export type ScenarioId = 'a' | 'a-cpu' | 'b' | 'b-cpu' | 'c' | 'd';
+export const SCENARIO_IDS: readonly ScenarioId[] = ['a', 'a-cpu', 'b', 'b-cpu', 'c', 'd'];
 
 export interface Sizes {
   backends: number;
@@ -58,12 +60,29 @@ export const QUICK: Sizes = {
 
 export type Metrics = Record<string, number>;
 
-export interface Scenario {
+interface ScenarioBase {
   id: ScenarioId;
   title: string;
   engine(sizes: Sizes): Partial<SimEngineOptions>;
+}
+
+/** Measures one target at a time. */
+export interface SoloScenario extends ScenarioBase {
+  together: false;
   run(target: RunningTarget, sims: SimHost, sizes: Sizes): Promise<Metrics>;
 }
+
+/**
+ * Measures every proxy at once, all pinned to the proxy core and served in turn request by
+ * request: each proxy's CPU is taken over the same seconds, so a machine whose speed drifts from
+ * minute to minute (a VM's neighbours) moves them all alike, and their ratio holds still.
+ */
+export interface SideBySideScenario extends ScenarioBase {
+  together: true;
+  run(targets: readonly RunningTarget[], sims: SimHost, sizes: Sizes): Promise<Metrics[]>;
+}
+
+export type Scenario = SoloScenario | SideBySideScenario;
 
 /** Backends that are never the thing being measured: no batch slowdown, no prefill cost, room for every stream. */
 const fastEngine = (tokenMs: number): Partial<SimEngineOptions> => ({
@@ -88,25 +107,26 @@ function chatBody(maxTokens: number, stream: boolean): Buffer {
 
 const PATH = '/v1/chat/completions';
 
-/** CPU of the proxy, the sims and this process over one measured phase. */
+/** CPU of the proxies, the sims and this process over one measured phase. */
 class Phase {
-  readonly #proxy: CpuMeter | null;
+  readonly #proxies: (CpuMeter | null)[];
   readonly #sims: CpuMeter;
   readonly #client = process.cpuUsage();
   readonly #system = systemBusySeconds();
   readonly #start = performance.now();
 
-  constructor(target: RunningTarget, sims: SimHost) {
-    this.#proxy = target.proc ? new CpuMeter(target.proc.pid) : null;
+  constructor(targets: readonly RunningTarget[], sims: SimHost) {
+    this.#proxies = targets.map((target) => (target.proc ? new CpuMeter(target.proc.pid) : null));
     this.#sims = new CpuMeter(sims.proc.pid);
   }
 
-  end(): { wallSec: number; proxyCpuSec: number; core1Busy: number; simCpuSec: number; otherCores: number } {
+  end(): { wallSec: number; proxyCpuSec: number[]; core1Busy: number; simCpuSec: number; otherCores: number } {
     const wallSec = (performance.now() - this.#start) / 1000;
     const client = process.cpuUsage(this.#client);
     const clientSec = (client.user + client.system) / 1e6;
     const simCpuSec = this.#sims.seconds();
-    const proxyCpuSec = this.#proxy ? this.#proxy.seconds() : Number.NaN;
+    const proxyCpuSec = this.#proxies.map((meter) => (meter ? meter.seconds() : Number.NaN));
+    const proxiesSec = proxyCpuSec.reduce((sum, sec) => sum + (Number.isNaN(sec) ? 0 : sec), 0);
     const system = systemBusySeconds() - this.#system;
     return {
       wallSec,
@@ -114,7 +134,7 @@ class Phase {
       simCpuSec,
       core1Busy: (simCpuSec + clientSec) / wallSec,
       // CPU used by anything else (other sessions on the machine, kernel softirq work): a noise gauge.
-      otherCores: Math.max(0, system - simCpuSec - clientSec - (this.#proxy ? proxyCpuSec : 0)) / wallSec,
+      otherCores: Math.max(0, system - simCpuSec - clientSec - proxiesSec) / wallSec,
     };
   }
 }
@@ -123,100 +143,177 @@ function failIfAllFailed(ok: number, errors: number, kinds: Record<string, numbe
   if (ok === 0 && errors > 0) throw new Error(`every request failed: ${JSON.stringify(kinds)}`);
 }
 
-const scenarioA: Scenario = {
+/** What one target served in a measured phase. */
+interface Served {
+  ok: number;
+  errors: number;
+  /** SSE events received. */
+  events: number;
+  /** Request latency (a) or time to first chunk (b), ms. */
+  samples: Samples;
+}
+
+interface Load {
+  /** Requests in flight per target. */
+  concurrency: number;
+  /** Requests per target. */
+  total: number;
+  deadlineMs: number;
+  body: Buffer;
+  /** What a finished request adds to its target's samples, if anything. */
+  sample?: (o: Outcome) => number | null;
+}
+
+/**
+ * One closed loop over every target at once: request `i` goes to target `i mod k`, so each serves
+ * the same requests at the same pace, as each would alone with the test rig setting the pace, and
+ * a proxy that answers slower holds more of the loop's requests. With one target it is a plain
+ * closed loop of `concurrency`.
+ */
+async function inTurn(clients: readonly LoadClient[], load: Load): Promise<Served[]> {
+  const k = clients.length;
+  const served: Served[] = clients.map(() => ({ ok: 0, errors: 0, events: 0, samples: new Samples(load.total) }));
+  const result = await closedLoop(clients, {
+    concurrency: load.concurrency * k,
+    total: load.total * k,
+    deadlineMs: load.deadlineMs,
+    send: (i) => clients[i % k].post(PATH, load.body),
+    onOutcome: (o, i) => {
+      const s = served[i % k];
+      if (o.error === null && o.status >= 200 && o.status < 300) s.ok++;
+      else s.errors++;
+      s.events += o.events;
+      const sample = load.sample?.(o) ?? null;
+      if (sample !== null) s.samples.push(sample);
+    },
+  });
+  failIfAllFailed(result.ok, result.errors, result.errorKinds);
+  return served;
+}
+
+/** A client per target, `connections` to each of its URLs, closed after `use`. */
+async function withClients<T>(
+  targets: readonly RunningTarget[],
+  connections: number,
+  use: (clients: LoadClient[]) => Promise<T>,
+): Promise<T> {
+  const clients = targets.map((target) => new LoadClient(target.urls, connections));
+  try {
+    return await use(clients);
+  } finally {
+    await Promise.all(clients.map((client) => client.close()));
+  }
+}
+
+/** (a) and (a-cpu): small non-streamed requests at `sizes.concurrency` per target. */
+async function nonStreamed(targets: readonly RunningTarget[], sims: SimHost, sizes: Sizes): Promise<Metrics[]> {
+  const body = chatBody(4, false);
+  const warm = Math.max(200, Math.floor(sizes.requests / 10));
+  const { p, served } = await withClients(targets, sizes.concurrency, async (clients) => {
+    await inTurn(clients, { concurrency: sizes.concurrency, total: warm, deadlineMs: 30_000, body });
+    const phase = new Phase(targets, sims);
+    const served = await inTurn(clients, {
+      concurrency: sizes.concurrency,
+      total: sizes.requests,
+      deadlineMs: 120_000 * targets.length,
+      body,
+      sample: (o) => o.endMs - o.startMs,
+    });
+    return { p: phase.end(), served };
+  });
+  const allOk = served.reduce((sum, s) => sum + s.ok, 0);
+  return served.map((s, t) => {
+    const sorted = s.samples.sorted();
+    return {
+      reqPerSec: s.ok / p.wallSec,
+      p50Ms: percentileSorted(sorted, 50),
+      p99Ms: percentileSorted(sorted, 99),
+      proxyCpuSec: p.proxyCpuSec[t],
+      cpuPer1kReq: (p.proxyCpuSec[t] / s.ok) * 1000,
+      simCpuPer1kReq: (p.simCpuSec / allOk) * 1000,
+      core1Busy: p.core1Busy,
+      otherCores: p.otherCores,
+      errors: s.errors,
+    };
+  });
+}
+
+/** (b) and (b-cpu): SSE streams at full speed, `sizes.streams` at once per target. */
+async function fullSpeedStreams(targets: readonly RunningTarget[], sims: SimHost, sizes: Sizes): Promise<Metrics[]> {
+  const warmBody = chatBody(20, true);
+  const { p, served } = await withClients(targets, sizes.streams, async (clients) => {
+    await inTurn(clients, { concurrency: sizes.streams, total: sizes.streams, deadlineMs: 30_000, body: warmBody });
+    const phase = new Phase(targets, sims);
+    const served = await inTurn(clients, {
+      concurrency: sizes.streams,
+      total: sizes.streams * sizes.rounds,
+      deadlineMs: 180_000 * targets.length,
+      body: chatBody(sizes.chunks, true),
+      sample: (o) => (o.firstMs > 0 ? o.firstMs - o.startMs : null),
+    });
+    return { p: phase.end(), served };
+  });
+  const allEvents = served.reduce((sum, s) => sum + s.events, 0);
+  return served.map((s, t) => {
+    const sorted = s.samples.sorted();
+    return {
+      chunksPerSec: s.events / p.wallSec,
+      ttfcP50Ms: percentileSorted(sorted, 50),
+      ttfcP99Ms: percentileSorted(sorted, 99),
+      proxyCpuSec: p.proxyCpuSec[t],
+      cpuPer100kChunks: (p.proxyCpuSec[t] / s.events) * 100_000,
+      simCpuPer100kChunks: (p.simCpuSec / allEvents) * 100_000,
+      chunksPerStream: s.events / Math.max(1, s.ok + s.errors),
+      core1Busy: p.core1Busy,
+      otherCores: p.otherCores,
+      errors: s.errors,
+    };
+  });
+}
+
+const solo =
+  (measure: (targets: readonly RunningTarget[], sims: SimHost, sizes: Sizes) => Promise<Metrics[]>) =>
+  async (target: RunningTarget, sims: SimHost, sizes: Sizes): Promise<Metrics> =>
+    (await measure([target], sims, sizes))[0];
+
+const scenarioA: SoloScenario = {
   id: 'a',
   title: `(a) non-streamed small requests`,
   engine: () => fastEngine(0),
-  async run(target, sims, sizes) {
-    const client = new LoadClient(target.urls, sizes.concurrency);
-    const body = chatBody(4, false);
-    const send = () => client.post(PATH, body);
-    try {
-      const warm = Math.max(200, Math.floor(sizes.requests / 10));
-      await closedLoop(client, { concurrency: sizes.concurrency, total: warm, deadlineMs: 30_000, send });
-      const latencies = new Samples(sizes.requests);
-      const phase = new Phase(target, sims);
-      const result = await closedLoop(client, {
-        concurrency: sizes.concurrency,
-        total: sizes.requests,
-        deadlineMs: 120_000,
-        send,
-        onOutcome: (o) => latencies.push(o.endMs - o.startMs),
-      });
-      const p = phase.end();
-      failIfAllFailed(result.ok, result.errors, result.errorKinds);
-      const sorted = latencies.sorted();
-      return {
-        reqPerSec: result.ok / p.wallSec,
-        p50Ms: percentileSorted(sorted, 50),
-        p99Ms: percentileSorted(sorted, 99),
-        proxyCpuSec: p.proxyCpuSec,
-        cpuPer1kReq: (p.proxyCpuSec / result.ok) * 1000,
-        simCpuPer1kReq: (p.simCpuSec / result.ok) * 1000,
-        core1Busy: p.core1Busy,
-        otherCores: p.otherCores,
-        errors: result.errors,
-      };
-    } finally {
-      await client.close();
-    }
-  },
+  together: false,
+  run: solo(nonStreamed),
 };
 
-const scenarioB: Scenario = {
+const scenarioB: SoloScenario = {
   id: 'b',
   title: `(b) concurrent SSE streams at full speed`,
   engine: () => fastEngine(0),
-  async run(target, sims, sizes) {
-    const client = new LoadClient(target.urls, sizes.streams);
-    try {
-      const warmBody = chatBody(20, true);
-      await closedLoop(client, {
-        concurrency: sizes.streams,
-        total: sizes.streams,
-        deadlineMs: 30_000,
-        send: () => client.post(PATH, warmBody),
-      });
-      const body = chatBody(sizes.chunks, true);
-      const ttfc = new Samples(sizes.streams * sizes.rounds);
-      let events = 0;
-      const phase = new Phase(target, sims);
-      const result = await closedLoop(client, {
-        concurrency: sizes.streams,
-        total: sizes.streams * sizes.rounds,
-        deadlineMs: 180_000,
-        send: () => client.post(PATH, body),
-        onOutcome: (o) => {
-          events += o.events;
-          if (o.firstMs > 0) ttfc.push(o.firstMs - o.startMs);
-        },
-      });
-      const p = phase.end();
-      failIfAllFailed(result.ok, result.errors, result.errorKinds);
-      const sorted = ttfc.sorted();
-      return {
-        chunksPerSec: events / p.wallSec,
-        ttfcP50Ms: percentileSorted(sorted, 50),
-        ttfcP99Ms: percentileSorted(sorted, 99),
-        proxyCpuSec: p.proxyCpuSec,
-        cpuPer100kChunks: (p.proxyCpuSec / events) * 100_000,
-        simCpuPer100kChunks: (p.simCpuSec / events) * 100_000,
-        chunksPerStream: events / Math.max(1, result.ok + result.errors),
-        core1Busy: p.core1Busy,
-        otherCores: p.otherCores,
-        errors: result.errors,
-      };
-    } finally {
-      await client.close();
-    }
-  },
+  together: false,
+  run: solo(fullSpeedStreams),
+};
+
+const scenarioACpu: SideBySideScenario = {
+  id: 'a-cpu',
+  title: `(a-cpu) non-streamed small requests, every proxy at once`,
+  engine: () => fastEngine(0),
+  together: true,
+  run: nonStreamed,
+};
+
+const scenarioBCpu: SideBySideScenario = {
+  id: 'b-cpu',
+  title: `(b-cpu) SSE streams at full speed, every proxy at once`,
+  engine: () => fastEngine(0),
+  together: true,
+  run: fullSpeedStreams,
 };
 
 const BUCKET_MS = 10;
 
-const scenarioC: Scenario = {
+const scenarioC: SoloScenario = {
   id: 'c',
   title: `(c) many concurrent paced streams`,
+  together: false,
   engine: (sizes) => fastEngine(sizes.paceMs),
   async run(target, sims, sizes) {
     const n = sizes.pacedStreams;
@@ -239,7 +336,7 @@ const scenarioC: Scenario = {
       const firsts: number[] = [];
       const ends: number[] = [];
       let events = 0;
-      const phase = new Phase(target, sims);
+      const phase = new Phase([target], sims);
       const t0 = performance.now();
       const result = await closedLoop(client, {
         concurrency: n,
@@ -296,8 +393,8 @@ const scenarioC: Scenario = {
         peakRssMB: peak / 2 ** 20,
         idleRssMB: idleRss / 2 ** 20,
         peakRssSinceStart: hwmReset ? 0 : 1,
-        proxyCpuSec: p.proxyCpuSec,
-        cpuPer100kChunks: (p.proxyCpuSec / events) * 100_000,
+        proxyCpuSec: p.proxyCpuSec[0],
+        cpuPer100kChunks: (p.proxyCpuSec[0] / events) * 100_000,
         core1Busy: p.core1Busy,
         otherCores: p.otherCores,
         errors: result.errors,
@@ -311,9 +408,10 @@ const scenarioC: Scenario = {
 /** (d) warms up with 10x its sequential streams, this many at a time. */
 const WARM_CONCURRENCY = 8;
 
-const scenarioD: Scenario = {
+const scenarioD: SoloScenario = {
   id: 'd',
   title: `(d) time to first chunk, one stream at a time`,
+  together: false,
   engine: () => fastEngine(0),
   async run(target, sims, sizes) {
     const body = chatBody(4, true);
@@ -335,7 +433,7 @@ const scenarioD: Scenario = {
       const send = () => client.post(PATH, body);
       await closedLoop(client, { concurrency: 1, total: Math.max(20, sizes.sequential / 4), deadlineMs: 30_000, send });
       const ttfc = new Samples(sizes.sequential);
-      const phase = new Phase(target, sims);
+      const phase = new Phase([target], sims);
       const result = await closedLoop(client, {
         concurrency: 1,
         total: sizes.sequential,
@@ -359,4 +457,11 @@ const scenarioD: Scenario = {
   },
 };
 
-export const SCENARIOS: Record<ScenarioId, Scenario> = { a: scenarioA, b: scenarioB, c: scenarioC, d: scenarioD };
+export const SCENARIOS: Record<ScenarioId, Scenario> = {
+  a: scenarioA,
+  'a-cpu': scenarioACpu,
+  b: scenarioB,
+  'b-cpu': scenarioBCpu,
+  c: scenarioC,
+  d: scenarioD,
+};

@@ -13,6 +13,13 @@
  * the queue it sees, so together they back off quickly and then grow again. A queue seen once holds
  * the cap where it is: it may be a burst of arrivals the scheduler has not admitted yet (every batch
  * job starts with one), which a closed cap would hold back for seconds while the backend has room.
+ * Nor does a queue at a backend with free batch slots and a nearly empty KV cache close it: such a
+ * backend has room, and its queue is the arrivals of the last few milliseconds waiting for the next
+ * scheduler step (at thousands of small requests per second there always are some). A closed cap
+ * would not make it admit faster; it would only hold requests in fleetgate and starve the backend.
+ * The KV mark is low because SGLang admits by reservation: with long `max_tokens` a pool a fifth full
+ * can already refuse admission (in the virtual-time model a 20% mark cost 0.4% under KV pressure,
+ * 10% nothing).
  * A backend with no queue and KV room whose cap was reached may take more: the cap opens by a quarter.
  */
 
@@ -20,6 +27,8 @@
 export const QUEUE_ALLOWANCE = 2;
 /** KV usage from which a backend counts as full even with an empty queue. */
 export const KV_FULL = 0.92;
+/** KV usage below which a backend with free batch slots has room, whatever its queue. */
+export const KV_NEARLY_EMPTY = 0.1;
 const GROWTH = 0.25;
 
 export interface CapReport {
@@ -42,6 +51,12 @@ export function nextAdaptiveCap(report: CapReport, previous: number, inflight: n
   const queueing = report.queued >= QUEUE_ALLOWANCE;
   const kvFull = report.tokenUsage !== null && report.tokenUsage >= KV_FULL;
   const stillQueueing = queueing && report.queuedBefore !== null && report.queuedBefore >= QUEUE_ALLOWANCE;
+  const hasRoom =
+    report.maxRunning !== null &&
+    report.running + QUEUE_ALLOWANCE < report.maxRunning &&
+    report.tokenUsage !== null &&
+    report.tokenUsage < KV_NEARLY_EMPTY;
+  if (stillQueueing && hasRoom) return previous;
   if (stillQueueing || kvFull) return Math.max(1, Math.min(ceiling, inflight - report.queued + QUEUE_ALLOWANCE));
   if (previous === 0) return Number.isFinite(ceiling) ? ceiling : 0;
   // Only a cap that held requests back, with no queue behind it, has learned something.

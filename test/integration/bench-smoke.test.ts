@@ -1,7 +1,8 @@
 /**
- * The benchmarks run and report: each with tiny sizes (`--quick`) against direct and fleetgate
- * only. Asserts nothing about the figures (benchmarks are not tests): exit 0, a markdown table on
- * stdout, the JSON results file written.
+ * The benchmarks run and report: each with tiny sizes (`--quick`) against direct, fleetgate and
+ * (overhead) the bare Node proxy, so the side-by-side scenarios load two proxies at once. Asserts
+ * nothing about the figures (benchmarks are not tests): exit 0, the markdown tables on stdout, the
+ * JSON results file written.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -29,7 +30,7 @@ function runBench(script: string, args: string[]): Promise<{ code: number | null
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk;
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 50_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 110_000);
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
@@ -41,17 +42,27 @@ function runBench(script: string, args: string[]): Promise<{ code: number | null
 const skip = built ? false : 'dist/ is missing: run npm run build';
 
 const BENCHES = [
-  { bench: 'overhead', header: /\| target\s+\| req\/s/, fleetgateRow: /\| fleetgate / },
-  { bench: 'balance', header: /\| target\s+\| makespan s/, fleetgateRow: /\| fleetgate least-loaded / },
+  {
+    bench: 'overhead',
+    targets: 'direct,fleetgate,node-floor',
+    header: /### \(a-cpu\)[^|]+\| target\s+\| req\/s[^\n]+\n[^\n]+\n\| fleetgate [^\n]+\n\| node-floor /,
+    fleetgateRow: /\| fleetgate /,
+  },
+  {
+    bench: 'balance',
+    targets: 'direct,fleetgate',
+    header: /\| target\s+\| makespan s/,
+    fleetgateRow: /\| fleetgate least-loaded /,
+  },
 ];
 
-for (const { bench, header, fleetgateRow } of BENCHES) {
-  test(`bench:${bench} --quick runs and reports`, { skip, timeout: 60_000 }, async () => {
+for (const { bench, targets, header, fleetgateRow } of BENCHES) {
+  test(`bench:${bench} --quick runs and reports`, { skip, timeout: 120_000 }, async () => {
     const out = join(dir, `${bench}.json`);
     const { code, stdout, stderr } = await runBench(`bench/${bench}/run.ts`, [
       '--quick',
       '--targets',
-      'direct,fleetgate',
+      targets,
       '--out',
       out,
     ]);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { KV_FULL, nextAdaptiveCap, QUEUE_ALLOWANCE } from '../../src/routing/adaptive-cap.js';
+import { KV_FULL, KV_NEARLY_EMPTY, nextAdaptiveCap, QUEUE_ALLOWANCE } from '../../src/routing/adaptive-cap.js';
 
 const report = (over: Partial<Parameters<typeof nextAdaptiveCap>[0]> = {}) => ({
   running: 10,
@@ -36,6 +36,18 @@ test('a queue seen once holds the cap: a burst of arrivals the scheduler has not
   // At the next report the burst is running; a KV-bound backend still queues and closes.
   assert.equal(nextAdaptiveCap(report({ running: 34, queued: 0, queuedBefore: 34 }), 34, 34), 34);
   assert.equal(nextAdaptiveCap(report({ running: 9, queued: 25, queuedBefore: 34 }), 34, 34), 9 + QUEUE_ALLOWANCE);
+});
+
+test('a queue at a backend with free slots and a nearly empty KV cache is admission lag: the cap holds', () => {
+  // Thousands of small requests per second on a backend that may run 8192: a few always wait for the next step.
+  const lag = { running: 40, queued: 12, maxRunning: 8192, tokenUsage: 0.001 };
+  assert.equal(nextAdaptiveCap(queueing(lag), 8194, 52), 8194);
+  // The same queue with the batch slots used up, or KV filling (admission by reservation), closes it.
+  assert.equal(nextAdaptiveCap(queueing({ ...lag, maxRunning: 41 }), 43, 52), 40 + QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(queueing({ ...lag, tokenUsage: KV_NEARLY_EMPTY }), 8194, 52), 40 + QUEUE_ALLOWANCE);
+  // Without a reported max_running_requests or KV usage fleetgate cannot tell: a queue closes it.
+  assert.equal(nextAdaptiveCap(queueing({ ...lag, maxRunning: null }), 60, 52), 40 + QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(queueing({ ...lag, tokenUsage: null }), 8194, 52), 40 + QUEUE_ALLOWANCE);
 });
 
 test("several fleetgate replicas: each gives back the queue it sees, not the others' requests", () => {
