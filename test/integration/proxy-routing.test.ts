@@ -196,6 +196,63 @@ test('max_inflight_per_backend: auto closes the cap of a backend whose KV cache 
   );
 });
 
+test('max_inflight_per_backend: auto keeps a roomy backend open while arrivals wait for its next step', async (t) => {
+  // Long steps and answers of 1-4 tokens: at every step end a few requests finish, and their
+  // successors wait in the backend's queue for the next step, so the backend reports a queue at
+  // most scrapes while it has 256 slots and an empty KV cache. That is not a full backend.
+  const sims = await createSims(t, [
+    { engine: { tokenMs: 40, maxRunningRequests: 256, maxTotalNumTokens: 1_000_000 } },
+  ]);
+  for (const sim of sims) sim.start();
+  await Promise.all(sims.map((s) => s.whenReady()));
+  const { url, gateway } = await startGateway(t, {
+    backends: backendsFor(sims),
+    routing: { max_inflight_per_backend: 'auto', load_interval: '50ms' },
+  });
+  const backend = gateway.fleet.registry.get(sims[0].name);
+  await waitFor(() => (backend?.cap ?? 0) > 0, { what: 'cap learned' });
+  let queueSeenTwice = 0;
+  let lowestCap = Number.POSITIVE_INFINITY;
+  let peakWaiting = 0;
+  let lastReport: unknown = null;
+  let queuedBefore = 0;
+  let sampling = true;
+  const sample = () => {
+    const report = backend?.reported ?? null;
+    if (report !== null && report !== lastReport) {
+      if (report.queued >= QUEUE_ALLOWANCE && queuedBefore >= QUEUE_ALLOWANCE) queueSeenTwice++;
+      queuedBefore = report.queued;
+      lastReport = report;
+    }
+    lowestCap = Math.min(lowestCap, backend?.cap ?? 0);
+    peakWaiting = Math.max(peakWaiting, gateway.queue.waiting);
+    if (sampling) setImmediate(sample);
+  };
+  sample();
+  const statuses = await Promise.all(
+    Array.from({ length: 24 }, async (_, client) => {
+      const codes: number[] = [];
+      // Until the backend was seen queueing at two scrapes in a row 5 times (bounded by count).
+      for (let i = 0; queueSeenTwice < 5 && i < 60; i++) {
+        const body = JSON.stringify({ text: 'hello', sampling_params: { max_new_tokens: 1 + ((client + i) % 4) } });
+        const res = await request(`${url}/generate`, {
+          method: 'POST',
+          body,
+          headers: { 'content-type': 'application/json' },
+        });
+        await res.body.text();
+        codes.push(res.statusCode);
+      }
+      return codes;
+    }),
+  );
+  sampling = false;
+  assert.deepEqual([...new Set(statuses.flat())], [200]);
+  assert.ok(queueSeenTwice >= 5, `the backend reported a queue at two scrapes in a row (${queueSeenTwice} times)`);
+  assert.equal(lowestCap, 256 + QUEUE_ALLOWANCE, 'its cap stayed open');
+  assert.equal(peakWaiting, 0, 'no request waited in fleetgate');
+});
+
 test("least-loaded keeps a slower backend's batch slots full rather than queueing on a faster one", async (t) => {
   // Both run 4 at a time; gpu1 is 2x slower. Weighting by speed (ms per token, as an earlier build
   // did) gave it ~2.7 of 8 and queued the rest on gpu0, where they wait while gpu1's slots idle.
