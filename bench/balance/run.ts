@@ -24,6 +24,7 @@ import { type FaultPlan, runJob } from './job.js';
 import {
   type BalanceRecord,
   checkTargets,
+  eachAgainstTheOthers,
   renderChecks,
   renderTable,
   summarize,
@@ -158,6 +159,7 @@ async function main(argv: string[]): Promise<number> {
     .filter((s): s is TargetSummary => s !== null);
   const fleetgateNames = opts.targets.filter((t) => t.kind === 'fleetgate').map((t) => t.name);
   const checks = checkTargets(records, opts.fault !== null, fleetgateNames, lb.kvPressure);
+  const symmetric = opts.fault ? null : eachAgainstTheOthers(records);
   const e = opts.engine;
   const faultLine = opts.fault
     ? `Faults: gpu${opts.fault.lateIndex} starts ${opts.fault.lateMs} ms after the job; gpu${opts.fault.crashIndex} crashes (port closed, connections dropped) when ${Math.round(opts.fault.crashAtShare * 100)}% of the requests are done and is relaunched ${opts.fault.restartAfterMs} ms later. Errors are what the client saw (no client retries).`
@@ -178,6 +180,14 @@ async function main(argv: string[]): Promise<number> {
     '',
     renderChecks(checks),
     '',
+    ...(symmetric === null
+      ? []
+      : [
+          'The same measure for each of the three least-connections balancers against the other two (a balancer that only ties scores above 1x: the faster of two noisy runs beats a third one):',
+          '',
+          symmetric,
+          '',
+        ]),
   ]
     .filter((line, i, all) => line !== '' || all[i - 1] !== '')
     .join('\n');

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { JobMetrics } from '../../bench/balance/job.js';
+import { type BalanceRecord, checkTargets as balanceChecks, versusBest } from '../../bench/balance/report.js';
 import { inRunOrder } from '../../bench/lib/cli.js';
 import { checkTargets, mediansOf, type RunRecord } from '../../bench/overhead/report.js';
 import type { ScenarioId } from '../../bench/overhead/scenarios.js';
@@ -55,4 +57,32 @@ test('benches measure the targets in alternating order, run after run', () => {
   assert.deepEqual(inRunOrder(['direct', 'fleetgate', 'nginx'], 1), ['direct', 'fleetgate', 'nginx']);
   assert.deepEqual(inRunOrder(['direct', 'fleetgate', 'nginx'], 2), ['nginx', 'fleetgate', 'direct']);
   assert.deepEqual(inRunOrder(['direct', 'fleetgate', 'nginx'], 3), ['direct', 'fleetgate', 'nginx']);
+});
+
+function job(run: number, target: string, makespanSec: number): BalanceRecord {
+  return { run, target, metrics: { makespanSec } as JobMetrics, error: null };
+}
+
+test('balance: three balancers that take turns being fastest each score above 1x against the better of the others', () => {
+  // The same three makespans every run, each balancer fastest once: a tie, by construction.
+  const names = ['fleetgate least-loaded', 'nginx least_conn', 'haproxy leastconn'];
+  const turns = [
+    [10, 11, 12],
+    [11, 12, 10],
+    [12, 10, 11],
+  ];
+  const records = turns.flatMap((makespans, run) => names.map((name, i) => job(run + 1, name, makespans[i])));
+  for (const name of names) {
+    const v = versusBest(
+      records,
+      name,
+      names.filter((other) => other !== name),
+    );
+    assert.equal(v.ratios.length, 3);
+    assert.equal(v.wins, 1, name);
+    assert.ok(v.ratios.sort((a, b) => a - b)[1] > 1, `${name}: median ${v.ratios[1]}`);
+  }
+  const [check] = balanceChecks(records, false, ['fleetgate least-loaded'], false);
+  assert.equal(check.met, false, 'the issue check counts a tie as not met');
+  assert.match(check.value, /^1\.1000x of best peer/);
 });
