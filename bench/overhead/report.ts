@@ -78,160 +78,96 @@ const TOGETHER_NOTE =
   'Every proxy ran at once, pinned to the same core, the client sending requests to them in turn: ' +
   'each served the same number of requests at the same pace, and the machine drifting in speed moved all alike.';
 
+/** A column: its header and how one target's medians fill it. */
+type Column = [header: string, cell: (m: Metrics, target: string) => string];
+
+const cpuColumns = (metric: string, per: string): Column[] => [
+  [`proxy CPU s / ${per}`, (m) => fmt(m[metric], 3)],
+  ['CPU vs HAProxy', (m) => times(m.cpuVsHaproxy)],
+];
+const loadColumns: Column[] = [
+  ['core 1 busy', (m) => pct(m.core1Busy)],
+  ['other load', (m) => pct(m.otherCores)],
+];
+const errorsColumn: Column = ['errors', (m) => fmt(m.errors, 0)];
+
+const NON_STREAMED: Column[] = [
+  ['req/s', (m) => fmt(m.reqPerSec, 0)],
+  ['p50 ms', (m) => fmt(m.p50Ms, 2)],
+  ['p99 ms', (m) => fmt(m.p99Ms, 2)],
+  ...cpuColumns('cpuPer1kReq', '1k req'),
+  ['CPU vs NGINX', (m) => times(m.cpuVsNginx)],
+  ['req/s vs direct', (m) => times(m.rateVsDirect)],
+  ...loadColumns,
+  errorsColumn,
+];
+
+const STREAMED: Column[] = [
+  ['chunks/s', (m) => fmt(m.chunksPerSec, 0)],
+  ['TTFC p50 ms', (m) => fmt(m.ttfcP50Ms, 2)],
+  ['TTFC p99 ms', (m) => fmt(m.ttfcP99Ms, 2)],
+  ...cpuColumns('cpuPer100kChunks', '100k chunks'),
+  ['CPU vs NGINX', (m) => times(m.cpuVsNginx)],
+  ['chunks/s vs direct', (m) => times(m.rateVsDirect)],
+  ...loadColumns,
+  errorsColumn,
+];
+
+const PACED: Column[] = [
+  ['chunks/s', (m) => fmt(m.chunksPerSec, 0)],
+  ['share of expected', (m) => pct(m.rateShare, 1)],
+  ['rate vs NGINX', (m) => times(m.rateVsNginx)],
+  ['gap p50 ms', (m) => fmt(m.gapP50Ms, 1)],
+  ['gap p99 ms', (m) => fmt(m.gapP99Ms, 1)],
+  ['proxy peak RSS MB', (m) => fmt(m.peakRssMB, 1)],
+  ...cpuColumns('cpuPer100kChunks', '100k chunks'),
+  ...loadColumns,
+  errorsColumn,
+];
+
+const FIRST_CHUNK: Column[] = [
+  ['TTFC p50 ms', (m) => fmt(m.ttfcP50Ms, 3)],
+  ['TTFC p90 ms', (m) => fmt(m.ttfcP90Ms, 3)],
+  ['added p50 vs direct ms', (m, target) => (target === 'direct' ? '—' : fmt(m.addedTtfcMs, 3))],
+  errorsColumn,
+];
+
 export function renderTables(medians: Medians, targets: string[], records: RunRecord[], sizes: Sizes): string {
   const parts: string[] = [];
-  const nonStreamed = (id: 'a' | 'a-cpu', heading: string) => {
+  const table = (id: ScenarioId, heading: string, columns: Column[]) => {
     const m = medians[id];
     if (!m) return;
-    parts.push(
-      `${heading}\n\n` +
-        markdownTable(
-          [
-            'target',
-            'req/s',
-            'p50 ms',
-            'p99 ms',
-            'proxy CPU s / 1k req',
-            'CPU vs HAProxy',
-            'CPU vs NGINX',
-            'req/s vs direct',
-            'core 1 busy',
-            'other load',
-            'errors',
-          ],
-          targets
-            .filter((t) => m[t])
-            .map((t) => [
-              t + failures(records, id, t),
-              fmt(m[t].reqPerSec, 0),
-              fmt(m[t].p50Ms, 2),
-              fmt(m[t].p99Ms, 2),
-              fmt(m[t].cpuPer1kReq, 3),
-              times(m[t].cpuVsHaproxy),
-              times(m[t].cpuVsNginx),
-              times(m[t].rateVsDirect),
-              pct(m[t].core1Busy),
-              pct(m[t].otherCores),
-              fmt(m[t].errors, 0),
-            ]),
-        ),
-    );
+    const rows = targets
+      .filter((t) => m[t])
+      .map((t) => [t + failures(records, id, t), ...columns.map(([, cell]) => cell(m[t], t))]);
+    parts.push(`${heading}\n\n${markdownTable(['target', ...columns.map(([header]) => header)], rows)}`);
   };
-  const streamed = (id: 'b' | 'b-cpu', heading: string) => {
-    const m = medians[id];
-    if (!m) return;
-    parts.push(
-      `${heading}\n\n` +
-        markdownTable(
-          [
-            'target',
-            'chunks/s',
-            'TTFC p50 ms',
-            'TTFC p99 ms',
-            'proxy CPU s / 100k chunks',
-            'CPU vs HAProxy',
-            'CPU vs NGINX',
-            'chunks/s vs direct',
-            'core 1 busy',
-            'other load',
-            'errors',
-          ],
-          targets
-            .filter((t) => m[t])
-            .map((t) => [
-              t + failures(records, id, t),
-              fmt(m[t].chunksPerSec, 0),
-              fmt(m[t].ttfcP50Ms, 2),
-              fmt(m[t].ttfcP99Ms, 2),
-              fmt(m[t].cpuPer100kChunks, 3),
-              times(m[t].cpuVsHaproxy),
-              times(m[t].cpuVsNginx),
-              times(m[t].rateVsDirect),
-              pct(m[t].core1Busy),
-              pct(m[t].otherCores),
-              fmt(m[t].errors, 0),
-            ]),
-        ),
-    );
-  };
-  nonStreamed(
+  table(
     'a',
     `### (a) non-streamed small requests, concurrency ${sizes.concurrency}, ${sizes.requests} requests per run`,
+    NON_STREAMED,
   );
-  nonStreamed(
+  table(
     'a-cpu',
     `### (a-cpu) the load of (a) on every proxy at once: concurrency ${sizes.concurrency} and ${sizes.requests} requests per proxy\n\n${TOGETHER_NOTE}`,
+    NON_STREAMED,
   );
-  streamed(
+  table(
     'b',
     `### (b) ${sizes.streams} concurrent SSE streams of ${sizes.chunks} tokens at full speed, ${sizes.streams * sizes.rounds} streams per run`,
+    STREAMED,
   );
-  streamed(
+  table(
     'b-cpu',
     `### (b-cpu) the load of (b) on every proxy at once: ${sizes.streams} concurrent streams and ${sizes.streams * sizes.rounds} streams per proxy\n\n${TOGETHER_NOTE}`,
+    STREAMED,
   );
-  const c = medians.c;
-  if (c) {
-    parts.push(
-      `### (c) ${sizes.pacedStreams} concurrent streams paced at ${sizes.paceMs} ms per chunk (${sizes.pacedChunks} chunks each)\n\n` +
-        markdownTable(
-          [
-            'target',
-            'chunks/s',
-            'share of expected',
-            'rate vs NGINX',
-            'gap p50 ms',
-            'gap p99 ms',
-            'proxy peak RSS MB',
-            'proxy CPU s / 100k chunks',
-            'CPU vs HAProxy',
-            'core 1 busy',
-            'other load',
-            'errors',
-          ],
-          targets
-            .filter((t) => c[t])
-            .map((t) => {
-              const m = c[t];
-              return [
-                t + failures(records, 'c', t),
-                fmt(m.chunksPerSec, 0),
-                pct(m.rateShare, 1),
-                times(m.rateVsNginx),
-                fmt(m.gapP50Ms, 1),
-                fmt(m.gapP99Ms, 1),
-                fmt(m.peakRssMB, 1),
-                fmt(m.cpuPer100kChunks, 3),
-                times(m.cpuVsHaproxy),
-                pct(m.core1Busy),
-                pct(m.otherCores),
-                fmt(m.errors, 0),
-              ];
-            }),
-        ),
-    );
-  }
-  const d = medians.d;
-  if (d) {
-    parts.push(
-      `### (d) time to first chunk at concurrency 1, ${sizes.sequential} sequential streams\n\n` +
-        markdownTable(
-          ['target', 'TTFC p50 ms', 'TTFC p90 ms', 'added p50 vs direct ms', 'errors'],
-          targets
-            .filter((t) => d[t])
-            .map((t) => {
-              const m = d[t];
-              return [
-                t + failures(records, 'd', t),
-                fmt(m.ttfcP50Ms, 3),
-                fmt(m.ttfcP90Ms, 3),
-                t === 'direct' ? '—' : fmt(m.addedTtfcMs, 3),
-                fmt(m.errors, 0),
-              ];
-            }),
-        ),
-    );
-  }
+  table(
+    'c',
+    `### (c) ${sizes.pacedStreams} concurrent streams paced at ${sizes.paceMs} ms per chunk (${sizes.pacedChunks} chunks each)`,
+    PACED,
+  );
+  table('d', `### (d) time to first chunk at concurrency 1, ${sizes.sequential} sequential streams`, FIRST_CHUNK);
   return parts.join('\n\n');
 }
 

@@ -191,15 +191,23 @@ async function inTurn(clients: readonly LoadClient[], load: Load): Promise<Serve
   return served;
 }
 
-/** A client per target, `connections` to each of its URLs, closed after `use`. */
-async function withClients<T>(
+/**
+ * A client per target with `connections` to each of its URLs: a warm-up loop, then the measured one,
+ * with the CPU of every proxy, the sims and this process taken over the measured loop only.
+ */
+async function warmThenMeasure(
   targets: readonly RunningTarget[],
+  sims: SimHost,
   connections: number,
-  use: (clients: LoadClient[]) => Promise<T>,
-): Promise<T> {
+  warm: Load,
+  measured: Load,
+) {
   const clients = targets.map((target) => new LoadClient(target.urls, connections));
   try {
-    return await use(clients);
+    await inTurn(clients, warm);
+    const phase = new Phase(targets, sims);
+    const served = await inTurn(clients, measured);
+    return { p: phase.end(), served };
   } finally {
     await Promise.all(clients.map((client) => client.close()));
   }
@@ -209,18 +217,19 @@ async function withClients<T>(
 async function nonStreamed(targets: readonly RunningTarget[], sims: SimHost, sizes: Sizes): Promise<Metrics[]> {
   const body = chatBody(4, false);
   const warm = Math.max(200, Math.floor(sizes.requests / 10));
-  const { p, served } = await withClients(targets, sizes.concurrency, async (clients) => {
-    await inTurn(clients, { concurrency: sizes.concurrency, total: warm, deadlineMs: 30_000, body });
-    const phase = new Phase(targets, sims);
-    const served = await inTurn(clients, {
+  const { p, served } = await warmThenMeasure(
+    targets,
+    sims,
+    sizes.concurrency,
+    { concurrency: sizes.concurrency, total: warm, deadlineMs: 30_000, body },
+    {
       concurrency: sizes.concurrency,
       total: sizes.requests,
       deadlineMs: 120_000 * targets.length,
       body,
       sample: (o) => o.endMs - o.startMs,
-    });
-    return { p: phase.end(), served };
-  });
+    },
+  );
   const allOk = served.reduce((sum, s) => sum + s.ok, 0);
   return served.map((s, t) => {
     const sorted = s.samples.sorted();
@@ -240,19 +249,19 @@ async function nonStreamed(targets: readonly RunningTarget[], sims: SimHost, siz
 
 /** (b) and (b-cpu): SSE streams at full speed, `sizes.streams` at once per target. */
 async function fullSpeedStreams(targets: readonly RunningTarget[], sims: SimHost, sizes: Sizes): Promise<Metrics[]> {
-  const warmBody = chatBody(20, true);
-  const { p, served } = await withClients(targets, sizes.streams, async (clients) => {
-    await inTurn(clients, { concurrency: sizes.streams, total: sizes.streams, deadlineMs: 30_000, body: warmBody });
-    const phase = new Phase(targets, sims);
-    const served = await inTurn(clients, {
+  const { p, served } = await warmThenMeasure(
+    targets,
+    sims,
+    sizes.streams,
+    { concurrency: sizes.streams, total: sizes.streams, deadlineMs: 30_000, body: chatBody(20, true) },
+    {
       concurrency: sizes.streams,
       total: sizes.streams * sizes.rounds,
       deadlineMs: 180_000 * targets.length,
       body: chatBody(sizes.chunks, true),
       sample: (o) => (o.firstMs > 0 ? o.firstMs - o.startMs : null),
-    });
-    return { p: phase.end(), served };
-  });
+    },
+  );
   const allEvents = served.reduce((sum, s) => sum + s.events, 0);
   return served.map((s, t) => {
     const sorted = s.samples.sorted();

@@ -9,15 +9,22 @@ import { waitFor } from '../helpers/wait.js';
 
 const generate = JSON.stringify({ text: 'hello', sampling_params: { max_new_tokens: 12 } });
 
-async function load(url: string, clients: number, perClient: number): Promise<number[]> {
+interface LoopOptions {
+  /** Asked before each request: false ends this client's loop. */
+  more?: (client: number) => boolean;
+  body?: (client: number, i: number) => string;
+}
+
+/** `clients` closed loops of `/generate`, each at most `perClient` requests; the statuses. */
+async function load(url: string, clients: number, perClient: number, opts: LoopOptions = {}): Promise<number[]> {
   const statuses: number[] = [];
   await Promise.all(
-    Array.from({ length: clients }, async () => {
-      for (let i = 0; i < perClient; i++) {
+    Array.from({ length: clients }, async (_, client) => {
+      for (let i = 0; i < perClient && (opts.more?.(client) ?? true); i++) {
         const res = await request(`${url}/generate`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
-          body: generate,
+          body: opts.body?.(client, i) ?? generate,
         });
         await res.body.text();
         statuses.push(res.statusCode);
@@ -168,25 +175,17 @@ test('max_inflight_per_backend: auto closes the cap of a backend whose KV cache 
     if (sampling) setImmediate(sample);
   };
   sample();
-  const statuses = await Promise.all(
-    Array.from({ length: 24 }, async () => {
-      const codes: number[] = [];
-      // Load goes on until 8 requests after the cap closed, so the closed cap is seen under load.
-      for (let i = 0, after = 0; after < 8 && i < 60; i++) {
-        if (closed) after++;
-        const res = await request(`${url}/generate`, {
-          method: 'POST',
-          body,
-          headers: { 'content-type': 'application/json' },
-        });
-        await res.body.text();
-        codes.push(res.statusCode);
-      }
-      return codes;
-    }),
-  );
+  // Load goes on until each client sent 8 requests after the cap closed, so the closed cap is seen under load.
+  const afterClose = new Array<number>(24).fill(0);
+  const statuses = await load(url, 24, 60, {
+    more: (client) => {
+      if (closed) afterClose[client]++;
+      return afterClose[client] <= 8;
+    },
+    body: () => body,
+  });
   sampling = false;
-  assert.deepEqual([...new Set(statuses.flat())], [200]);
+  assert.deepEqual([...new Set(statuses)], [200]);
   assert.ok(closed, `the full backend's cap closed to what it runs plus ${QUEUE_ALLOWANCE} (cap ${full?.cap})`);
   assert.ok(peakAfterClose <= closedCap, `the full backend then held at most ${closedCap}, saw ${peakAfterClose}`);
   assert.ok(roomyCapAfterClose >= 16, `the roomy backend's cap was open meanwhile (${roomyCapAfterClose})`);
@@ -229,25 +228,13 @@ test('max_inflight_per_backend: auto keeps a roomy backend open while arrivals w
     if (sampling) setImmediate(sample);
   };
   sample();
-  const statuses = await Promise.all(
-    Array.from({ length: 24 }, async (_, client) => {
-      const codes: number[] = [];
-      // Until the backend was seen queueing at two scrapes in a row 5 times (bounded by count).
-      for (let i = 0; queueSeenTwice < 5 && i < 60; i++) {
-        const body = JSON.stringify({ text: 'hello', sampling_params: { max_new_tokens: 1 + ((client + i) % 4) } });
-        const res = await request(`${url}/generate`, {
-          method: 'POST',
-          body,
-          headers: { 'content-type': 'application/json' },
-        });
-        await res.body.text();
-        codes.push(res.statusCode);
-      }
-      return codes;
-    }),
-  );
+  // Until the backend was seen queueing at two scrapes in a row 5 times (bounded by count).
+  const statuses = await load(url, 24, 60, {
+    more: () => queueSeenTwice < 5,
+    body: (client, i) => JSON.stringify({ text: 'hello', sampling_params: { max_new_tokens: 1 + ((client + i) % 4) } }),
+  });
   sampling = false;
-  assert.deepEqual([...new Set(statuses.flat())], [200]);
+  assert.deepEqual([...new Set(statuses)], [200]);
   assert.ok(queueSeenTwice >= 5, `the backend reported a queue at two scrapes in a row (${queueSeenTwice} times)`);
   assert.equal(lowestCap, 256 + QUEUE_ALLOWANCE, 'its cap stayed open');
   assert.equal(peakWaiting, 0, 'no request waited in fleetgate');
