@@ -110,16 +110,10 @@ export function createDataPlane(opts: DataPlaneOptions): (req: IncomingMessage, 
 
 /** Buffers the request body, or answers 413 once it is larger than `limit` bytes. */
 function readBody(req: IncomingMessage, res: ServerResponse, limit: number, done: (body: Buffer | null) => void): void {
-  const tooLarge = () =>
-    answerError(
-      res,
-      413,
-      `request body too large: more than limits.body_size (${limit} bytes)`,
-      'invalid_request_error',
-      {
-        close: true,
-      },
-    );
+  const tooLarge = () => {
+    const message = `request body too large: more than limits.body_size (${limit} bytes)`;
+    answerError(res, 413, message, 'invalid_request_error', { close: true });
+  };
   const declared = Number(req.headers['content-length']);
   if (declared > limit) {
     tooLarge();
