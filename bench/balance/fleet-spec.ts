@@ -5,6 +5,13 @@ import type { WorkloadSpec } from './workload.js';
 export const SERVERS = 7;
 export const SLOW_INDEX = 6;
 export const SLOWDOWN = 1.3;
+/**
+ * The job's client keeps 4x the fleet's batch slots in flight, as a script pushing a large job does
+ * to keep every GPU busy (SGLang's and vLLM's serving benchmarks send every request at once unless
+ * told otherwise). At exactly the slots, a least-connections balancer already refills each freed
+ * slot at once and every such balancer ties (bench/README, "virtual-time model").
+ */
+export const SCRIPT_CONCURRENCY_PER_SLOT = 4;
 
 export interface JobSizes {
   quick: boolean;

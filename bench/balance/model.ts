@@ -8,7 +8,7 @@
  * bounds what any central queue could gain over it; `-x2` runs two replicas of a balancer.
  * Not a replacement for the bench: no proxy CPU, no timer jitter, a fixed network delay.
  *
- *   node --import tsx bench/balance/model.ts [--seeds 20] [--concurrency 224] [--kv-tokens 10000]
+ *   node --import tsx bench/balance/model.ts [--seeds 20] [--concurrency 896] [--kv-tokens 10000]
  */
 import { parseArgs } from 'node:util';
 import type { BackendConfig } from '../../src/config/types.js';
@@ -19,7 +19,7 @@ import { createPolicy } from '../../src/routing/policies.js';
 import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
 import { numberFlag } from '../lib/cli.js';
-import { engineFor, engineOptions, SERVERS, workloadSpec } from './fleet-spec.js';
+import { engineFor, engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
 import { type Job, makeWorkload } from './workload.js';
 
 /** One way, client to balancer to server (and back): a loopback hop through a proxy. */
@@ -304,7 +304,8 @@ async function main(): Promise<void> {
     },
   });
   const seeds = numberFlag(values.seeds, 'seeds', 20);
-  const concurrency = numberFlag(values.concurrency, 'concurrency', 224);
+  const slots = engineOptions({ quick: false }).maxRunningRequests * SERVERS;
+  const concurrency = numberFlag(values.concurrency, 'concurrency', SCRIPT_CONCURRENCY_PER_SLOT * slots);
   const kvTokens = numberFlag(values['kv-tokens'], 'kv-tokens', 10_000, 2);
   const balancers = (values.balancers ?? 'least-conn,fleetgate,fleetgate-no-cap').split(',') as ModelBalancer[];
   const known: ModelBalancer[] = [

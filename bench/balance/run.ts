@@ -19,7 +19,16 @@ import {
   writeResults,
 } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
-import { engineFor, engineOptions, type JobSizes, SERVERS, SLOW_INDEX, SLOWDOWN, workloadSpec } from './fleet-spec.js';
+import {
+  engineFor,
+  engineOptions,
+  type JobSizes,
+  SCRIPT_CONCURRENCY_PER_SLOT,
+  SERVERS,
+  SLOW_INDEX,
+  SLOWDOWN,
+  workloadSpec,
+} from './fleet-spec.js';
 import { type FaultPlan, runJob } from './job.js';
 import {
   type BalanceRecord,
@@ -40,7 +49,9 @@ const usage = `usage: npm run bench:balance -- [options]
   --fault               one server starts late, one crashes mid-run and is relaunched
   --targets LIST        ids or prefixes: ${BALANCE_TARGETS.map((t) => t.id).join(', ')} (default all)
   --requests N          requests in the job (default 3000)
-  --concurrency N       requests in flight (default 224 = 32 per server)
+  --concurrency N       requests in flight (default 4x the fleet's batch slots: 896 = 128 per
+                        server, as a script pushing a large job keeps more in flight than the
+                        fleet runs; 224 = the slots exactly, where least-connections balancers tie)
   --token-ms MS         decode step at batch 1 (default 6; Node timers have 1 ms resolution, so much
                         smaller steps would erase the slow server's 30%)
   --max-running N       max_running_requests per server (default 32)
@@ -101,7 +112,7 @@ function parse(argv: string[]) {
   return {
     ...commonSettings(values, `balance${values.fault ? '-fault' : ''}`),
     targets: selectTargets(values.targets ?? BALANCE_TARGETS.map((t) => t.id).join(',')),
-    concurrency: num(values.concurrency, 'concurrency', maxRunning * SERVERS),
+    concurrency: num(values.concurrency, 'concurrency', SCRIPT_CONCURRENCY_PER_SLOT * maxRunning * SERVERS),
     workload,
     engine,
     fault,
