@@ -4,8 +4,8 @@
  * other clients, also load it), refined by fleetgate's own dispatches since the scrape.
  */
 import { Client } from 'undici';
-import { nextAdaptiveCap } from '../routing/adaptive-cap.js';
-import { parseBackendLoad, parseMaxRunning } from './backend-metrics.js';
+import { nextAdaptiveCap, UNREAD_CAP } from '../routing/adaptive-cap.js';
+import { type BackendLoad, parseBackendLoad, parseMaxRunning } from './backend-metrics.js';
 import type { Backend, FleetRegistry } from './registry.js';
 
 export interface LoadScraperOptions {
@@ -18,6 +18,8 @@ export interface LoadScraperOptions {
   apiKey: string | null;
 }
 
+type Report = BackendLoad & { maxRunning: number | null };
+
 export class LoadScraper {
   readonly #opts: LoadScraperOptions;
   readonly #clients = new Map<Backend, Client>();
@@ -25,22 +27,38 @@ export class LoadScraper {
   readonly #unsupported = new WeakSet<Backend>();
   /** Each backend's reported `max_running_requests` (null: not reported), read once per admission. */
   readonly #maxRunning = new WeakMap<Backend, number | null>();
+  /** With `auto`: backends not read since they were added or last left `ready`; they hold UNREAD_CAP. */
+  readonly #unread = new WeakSet<Backend>();
+  /** Scrapes under way: the one made on admission and the interval's never overlap for a backend. */
+  readonly #scraping = new WeakSet<Backend>();
   #timer: NodeJS.Timeout | null = null;
   #running = false;
 
   constructor(opts: LoadScraperOptions) {
     this.#opts = opts;
+    // Without scraping nothing would ever read an unread backend: `auto` then leaves caps off.
+    const slowStart = opts.autoCap && opts.intervalMs > 0;
+    const unread = (backend: Backend) => {
+      this.#unread.add(backend);
+      opts.registry.setCap(backend, UNREAD_CAP);
+    };
+    opts.registry.on('added', (backend) => {
+      if (slowStart) unread(backend);
+    });
     opts.registry.on('removed', (backend) => {
       void this.#clients.get(backend)?.close();
       this.#clients.delete(backend);
     });
     opts.registry.on('transition', ({ backend, to }) => {
-      if (to !== 'ready') {
-        backend.reported = null;
-        this.#maxRunning.delete(backend);
-        // A restarted backend is a new process: its capacity is learned afresh.
-        if (opts.autoCap) opts.registry.setCap(backend, 0);
+      if (to === 'ready') {
+        if (this.#timer !== null) void this.#scrape(backend);
+        return;
       }
+      backend.reported = null;
+      this.#maxRunning.delete(backend);
+      // A restarted backend is a new process: its capacity is learned afresh.
+      if (slowStart) unread(backend);
+      else if (opts.autoCap) opts.registry.setCap(backend, 0);
     });
   }
 
@@ -48,10 +66,12 @@ export class LoadScraper {
     if (this.#opts.intervalMs <= 0) return;
     this.#timer = setInterval(() => void this.scrapeAll(), this.#opts.intervalMs);
     this.#timer.unref();
+    void this.scrapeAll();
   }
 
   stop(): void {
     if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
     for (const client of this.#clients.values()) void client.destroy();
     this.#clients.clear();
   }
@@ -80,7 +100,18 @@ export class LoadScraper {
   }
 
   async #scrape(backend: Backend): Promise<void> {
-    if (this.#unsupported.has(backend)) return;
+    if (this.#scraping.has(backend)) return;
+    this.#scraping.add(backend);
+    try {
+      this.#apply(backend, await this.#read(backend));
+    } finally {
+      this.#scraping.delete(backend);
+    }
+  }
+
+  /** The backend's load and `max_running_requests`; null when it reports none. */
+  async #read(backend: Backend): Promise<Report | null> {
+    if (this.#unsupported.has(backend)) return null;
     let client = this.#clients.get(backend);
     if (!client) {
       client = new Client(backend.url, { connect: { timeout: this.#opts.timeoutMs } });
@@ -90,11 +121,11 @@ export class LoadScraper {
       const metrics = await this.#get(client, '/metrics');
       if (metrics.status === 404) {
         this.#unsupported.add(backend);
-        return;
+        return null;
       }
-      if (metrics.status !== 200) return;
+      if (metrics.status !== 200) return null;
       const load = parseBackendLoad(metrics.body, backend.config.kind);
-      if (load === null) return;
+      if (load === null) return null;
       // Read once per admission: the adaptive cap and least-loaded's idle-slot rule both need it.
       let maxRunning = this.#maxRunning.get(backend);
       if (maxRunning === undefined) {
@@ -102,16 +133,25 @@ export class LoadScraper {
         maxRunning = info.status === 200 ? parseMaxRunning(info.body) : null;
         this.#maxRunning.set(backend, maxRunning);
       }
-      if (this.#opts.autoCap) {
-        const queuedBefore = backend.reported?.queued ?? null;
-        this.#opts.registry.setCap(
-          backend,
-          nextAdaptiveCap({ ...load, maxRunning, queuedBefore }, backend.cap, backend.inflight),
-        );
-      }
-      backend.reported = { ...load, maxRunning, inflightAtScrape: backend.inflight };
+      return { ...load, maxRunning };
     } catch {
       // The prober and the proxy judge health; a failed scrape only leaves the last figures stale.
+      return null;
     }
+  }
+
+  #apply(backend: Backend, report: Report | null): void {
+    const firstRead = this.#unread.delete(backend);
+    if (report === null) {
+      // Nothing to learn a cap from (yet): routed by in-flight counts, uncapped, like any backend without metrics.
+      if (firstRead) this.#opts.registry.setCap(backend, 0);
+      return;
+    }
+    if (this.#opts.autoCap) {
+      const queuedBefore = backend.reported?.queued ?? null;
+      const previous = firstRead ? 0 : backend.cap;
+      this.#opts.registry.setCap(backend, nextAdaptiveCap({ ...report, queuedBefore }, previous, backend.inflight));
+    }
+    backend.reported = { ...report, inflightAtScrape: backend.inflight };
   }
 }

@@ -25,6 +25,14 @@
 
 /** Requests a backend may hold in its own queue beyond what it runs. */
 export const QUEUE_ALLOWANCE = 2;
+/**
+ * The cap of a backend whose load fleetgate has not read yet: one that was just admitted, or came
+ * back. Uncapped, it would take the whole central queue at once (a batch job whose script started
+ * before the fleet holds thousands there) before its first report said what it can run, as
+ * HAProxy's `slowstart` and Envoy's slow start mode keep a new server from taking a full share at
+ * once. fleetgate reads a backend's load as soon as it turns ready, so this lasts one scrape.
+ */
+export const UNREAD_CAP = QUEUE_ALLOWANCE;
 /** KV usage from which a backend counts as full even with an empty queue. */
 export const KV_FULL = 0.92;
 /** KV usage below which a backend with free batch slots has room, whatever its queue. */

@@ -116,7 +116,7 @@ test('max_inflight_per_backend: auto starts each cap at max_running_requests plu
     routing: { max_inflight_per_backend: 'auto', load_interval: '50ms' },
   });
   const capOf = (sim: SimServer) => gateway.fleet.registry.get(sim.name)?.cap;
-  await waitFor(() => sims.every((s) => capOf(s) !== 0), { what: 'caps learned' });
+  await waitFor(() => sims.every((s) => gateway.fleet.registry.get(s.name)?.reported), { what: 'caps learned' });
   assert.deepEqual(sims.map(capOf), [3 + QUEUE_ALLOWANCE, 5 + QUEUE_ALLOWANCE]);
   const status = (await (await request(`${url}/fleet/status`)).body.json()) as { backends: { inflight_cap: number }[] };
   assert.deepEqual(
@@ -155,7 +155,7 @@ test('max_inflight_per_backend: auto closes the cap of a backend whose KV cache 
     routing: { max_inflight_per_backend: 'auto', load_interval: '50ms' },
   });
   const [full, roomy] = sims.map((sim) => gateway.fleet.registry.get(sim.name));
-  await waitFor(() => (full?.cap ?? 0) > 0, { what: 'caps learned' });
+  await waitFor(() => full?.reported && roomy?.reported, { what: 'caps learned' });
   const body = JSON.stringify({ text: 'hello', sampling_params: { max_new_tokens: 40 } });
   // It runs one; the cap adds the allowance, and counts an answer that may be on its way back at the scrape.
   const closedCap = 1 + QUEUE_ALLOWANCE + 1;
@@ -209,7 +209,7 @@ test('max_inflight_per_backend: auto keeps a roomy backend open while arrivals w
     routing: { max_inflight_per_backend: 'auto', load_interval: '50ms' },
   });
   const backend = gateway.fleet.registry.get(sims[0].name);
-  await waitFor(() => (backend?.cap ?? 0) > 0, { what: 'cap learned' });
+  await waitFor(() => backend?.reported, { what: 'cap learned' });
   let queueSeenTwice = 0;
   let lowestCap = Number.POSITIVE_INFINITY;
   let peakWaiting = 0;
@@ -238,6 +238,43 @@ test('max_inflight_per_backend: auto keeps a roomy backend open while arrivals w
   assert.ok(queueSeenTwice >= 5, `the backend reported a queue at two scrapes in a row (${queueSeenTwice} times)`);
   assert.equal(lowestCap, 256 + QUEUE_ALLOWANCE, 'its cap stayed open');
   assert.equal(peakWaiting, 0, 'no request waited in fleetgate');
+});
+
+test('max_inflight_per_backend: auto gives a backend that turns ready while requests wait in fleetgate no more than its cap', async (t) => {
+  // gpu0 runs 2 at a time: 16 clients keep ~10 requests waiting in fleetgate when gpu1 turns ready.
+  // Uncapped until its first load report, gpu1 used to take every one of them at once.
+  const engine = { tokenMs: 5, maxRunningRequests: 2 };
+  const sims = await createSims(t, [{ engine }, { engine }]);
+  sims[0].start();
+  await sims[0].whenReady();
+  const { url, gateway } = await startGateway(t, {
+    backends: backendsFor(sims),
+    health: { starting_interval: '50ms' },
+    routing: { max_inflight_per_backend: 'auto', load_interval: '50ms' },
+  });
+  await waitFor(() => gateway.fleet.registry.get(sims[0].name)?.reported, { what: 'gpu0 read' });
+  const late = gateway.fleet.registry.get(sims[1].name);
+  let peakLate = 0;
+  let sampling = true;
+  const sample = () => {
+    peakLate = Math.max(peakLate, atBackend(sims[1]));
+    if (sampling) setImmediate(sample);
+  };
+  sample();
+  let admitted = false;
+  const loading = load(url, 16, 40, {
+    more: () => !admitted || (late?.reported ?? null) === null || sims[1].counters.completed < 20,
+  });
+  await waitFor(() => gateway.queue.waiting >= 8, { what: 'requests waiting in fleetgate' });
+  sims[1].start();
+  await waitFor(() => late?.state === 'ready', { what: 'gpu1 admitted' });
+  admitted = true;
+  const statuses = await loading;
+  sampling = false;
+  assert.deepEqual([...new Set(statuses)], [200]);
+  assert.ok(sims[1].counters.completed >= 20, `gpu1 served its share (${sims[1].counters.completed})`);
+  const cap = 2 + QUEUE_ALLOWANCE;
+  assert.ok(peakLate <= cap, `gpu1 held at most its cap ${cap} at once, saw ${peakLate}`);
 });
 
 test("least-loaded keeps a slower backend's batch slots full rather than queueing on a faster one", async (t) => {
