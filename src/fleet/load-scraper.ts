@@ -66,7 +66,6 @@ export class LoadScraper {
     if (this.#opts.intervalMs <= 0) return;
     this.#timer = setInterval(() => void this.scrapeAll(), this.#opts.intervalMs);
     this.#timer.unref();
-    void this.scrapeAll();
   }
 
   stop(): void {
