@@ -2,13 +2,14 @@
 import pino, { type Logger } from 'pino';
 import type { Config } from './config/types.js';
 
-export function createLogger(log: Config['log'], { pretty = false } = {}): Logger {
+/** `pretty`: one human-readable line per entry, for `fleetgate demo`; `color` paints its levels. */
+export function createLogger(log: Config['log'], { pretty = false, color = false } = {}): Logger {
   if (pretty) {
     return pino({
       level: log.level,
       transport: {
         target: 'pino-pretty',
-        options: { colorize: true, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname', singleLine: true },
+        options: { colorize: color, translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname', singleLine: true },
       },
     });
   }

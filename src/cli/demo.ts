@@ -10,6 +10,7 @@ import { validateConfig } from '../config/validate.js';
 import { createLogger } from '../logging.js';
 import { createGateway } from '../proxy/gateway.js';
 import { fleetOptions, SimFleet } from '../sim/index.js';
+import { colorEnabled } from './render-status.js';
 import { runUntilSignal } from './serve.js';
 
 const usage = `usage: fleetgate demo [--port 8080] [--base-port 30000] [--backends 7] [--host 127.0.0.1]
@@ -78,7 +79,7 @@ export async function run(argv: string[]): Promise<number> {
     },
     'fleetgate demo',
   );
-  const logger = createLogger(config.log, { pretty: true });
+  const logger = createLogger(config.log, { pretty: true, color: colorEnabled(process.stdout) });
   const gateway = await createGateway(config, { logger });
   let url: string;
   try {

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 /** `fleetgate <verb> ...`: each verb lives in its own module and returns the process exit code. */
+import { readFileSync } from 'node:fs';
 
 const verbs: Record<string, () => Promise<{ run(argv: string[]): Promise<number> }>> = {
   serve: () => import('./serve.js'),
@@ -21,13 +22,25 @@ commands:
   resume  NAME [--url URL] [--token T]                               undo drain
   demo                                                               simulated fleet of 7 + proxy
   sim     --ports 30000-30006 [...]                                  simulated SGLang servers
+
+fleetgate <command> --help prints the command's options; fleetgate --version prints the version.
 `;
+
+/** Read at run time: ../../package.json is the package root from both src/cli/ and dist/cli/. */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 async function main(argv: string[]): Promise<number> {
   const [verb, ...rest] = argv;
   if (verb === undefined || verb === '--help' || verb === '-h' || verb === 'help') {
     process.stdout.write(usage);
     return verb === undefined ? 2 : 0;
+  }
+  if (verb === '--version' || verb === '-v') {
+    process.stdout.write(`fleetgate ${packageVersion()}\n`);
+    return 0;
   }
   const load = verbs[verb];
   if (!load) {

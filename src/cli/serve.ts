@@ -1,13 +1,34 @@
 /** `fleetgate serve`: load config, run the gateway until SIGTERM/SIGINT, reload on SIGHUP. */
-import { ConfigError, formatConfigError, loadConfig } from '../config/index.js';
+import { ConfigError, DEFAULT_CONFIG_PATH, formatConfigError, loadConfig, parseServeArgs } from '../config/index.js';
 import type { Config } from '../config/types.js';
 import { createLogger } from '../logging.js';
 import { createGateway, type Gateway } from '../proxy/gateway.js';
+
+const USAGE = `usage: fleetgate serve [--config FILE] [--listen HOST:PORT] [--backend URL ...] [--set key.path=value ...]
+
+Runs the proxy until SIGTERM or SIGINT (in-flight requests finish first); SIGHUP reloads the config.
+The config is read from FILE, else $FLEETGATE_CONFIG, else ${DEFAULT_CONFIG_PATH} if it exists, else the
+built-in default (SGLang servers on 127.0.0.1:30000-30006); FLEETGATE_* variables, then flags, override it.
+
+options:
+  --config FILE          YAML config file
+  --listen HOST:PORT     where the proxy listens (config key listen)
+  --backend URL          a backend, or a comma-separated list; replaces the file's backends and fleet
+  --set key.path=value   any config key, e.g. --set health.interval=2s
+  --log-level LEVEL      config key log.level
+  -h, --help             this text
+
+exit status: 0 stopped by a signal, 2 bad flag or config (nothing started)
+`;
 
 export async function run(argv: string[]): Promise<number> {
   let config: Config;
   const load = () => loadConfig({ argv, env: process.env, cwd: process.cwd() }).config;
   try {
+    if (parseServeArgs(argv).help) {
+      process.stdout.write(USAGE);
+      return 0;
+    }
     config = load();
   } catch (error) {
     if (error instanceof ConfigError) {

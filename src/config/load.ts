@@ -32,6 +32,8 @@ export interface ServeArgs {
   settings: Setting[];
   /** Positional arguments and everything after `--`. */
   rest: string[];
+  /** `--help` or `-h` was given: print the usage, load nothing. */
+  help: boolean;
 }
 
 export interface LoadOptions {
@@ -59,7 +61,7 @@ const FLAGS: Readonly<Record<string, string>> = {
 
 /** `--backend a --backend b,c` replaces the file's backends (and its `fleet`) with a, b and c. */
 export function parseServeArgs(argv: readonly string[]): ServeArgs {
-  const args: ServeArgs = { configPath: null, settings: [], rest: [] };
+  const args: ServeArgs = { configPath: null, settings: [], rest: [], help: false };
   const backendUrls: string[] = [];
   for (let index = 0; index < argv.length; index++) {
     const arg = argv[index];
@@ -71,9 +73,14 @@ export function parseServeArgs(argv: readonly string[]): ServeArgs {
       args.rest.push(arg);
       continue;
     }
+    if (arg === '--help' || arg === '-h') {
+      args.help = true;
+      continue;
+    }
     const equals = arg.indexOf('=');
     const flag = arg.startsWith('--') && equals > 0 ? arg.slice(0, equals) : arg;
-    if (!Object.hasOwn(FLAGS, flag)) throw new ConfigError(flag, unknownKeyProblem(flag, Object.keys(FLAGS), 'flag'));
+    if (!Object.hasOwn(FLAGS, flag))
+      throw new ConfigError(flag, unknownKeyProblem(flag, [...Object.keys(FLAGS), '--help'], 'flag'));
     const inline = flag === arg ? undefined : arg.slice(equals + 1);
     const value = inline ?? argv[++index];
     if (value === undefined || (inline === undefined && value.startsWith('--'))) {

@@ -240,8 +240,16 @@ test('positional arguments and everything after -- are returned in rest', () => 
     configPath: null,
     settings: [{ key: 'listen', value: ':1', origin: '--listen' }],
     rest: ['extra', '--not-a-flag'],
+    help: false,
   });
   assert.deepEqual(load({ cwd: REPO, argv: ['a', '--', '--b'] }).rest, ['a', '--b']);
+});
+
+test('--help and -h ask for the usage; a flag value or an argument after -- that reads --help does not', () => {
+  assert.equal(parseServeArgs(['--listen', ':1', '--help']).help, true);
+  assert.equal(parseServeArgs(['-h']).help, true);
+  assert.equal(parseServeArgs(['--set=log.destination=--help']).help, false);
+  assert.equal(parseServeArgs(['--', '--help']).help, false);
 });
 
 test('errors name the key and the line of the file it is on', (t) => {
@@ -304,7 +312,7 @@ test('bad flags are refused by name', () => {
     [['--backends', 'http://a:1'], 'fleetgate: config error: --backends: unknown flag (did you mean "--backend"?)'],
     [
       ['--port', '1'],
-      'fleetgate: config error: --port: unknown flag (known: --config, --listen, --backend, --set, --log-level)',
+      'fleetgate: config error: --port: unknown flag (known: --config, --listen, --backend, --set, --log-level, --help)',
     ],
     [['--listen'], 'fleetgate: config error: --listen: needs a value (--listen HOST:PORT)'],
     [['--config', '--listen', ':1'], 'fleetgate: config error: --config: needs a value (--config FILE)'],
