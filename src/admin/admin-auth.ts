@@ -49,7 +49,7 @@ export function authorizeAdmin(request: FastifyRequest, token: string | null): A
   };
 }
 
-/** A `preHandler` that refuses unauthorised mutations; `token` is read per call, so a reload applies. */
+/** An `onRequest` hook that refuses unauthorised mutations; `token` is read per call, so a reload applies. */
 export function requireAdmin(token: () => string | null) {
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const decision = authorizeAdmin(request, token());

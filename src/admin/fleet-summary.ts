@@ -1,4 +1,4 @@
-/** The fleet as JSON: `GET /fleet/status`, and the body of `/readyz` and `/health`. */
+/** The fleet as JSON: the body of `GET /fleet/status`, and the backends in `/fleet/events` and the admin API's answers. */
 import { BACKEND_STATES, type BackendState } from '../fleet/backend-state.js';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
 

@@ -49,7 +49,8 @@ export function reloadGateway(gateway: Gateway, next: Config): ReloadResult {
   const changed = changedSettings(running, next);
   const diff = gateway.fleet.configured.apply(next.backends);
   gateway.fleet.setDiscovery(next.discovery);
-  // In place: the proxy guards and status routes hold this object and read it per request.
+  // Only the live keys change; the others keep their running values until a restart. Their readers
+  // go through `gateway.config` per request, so the change applies at once.
   running.backends = next.backends;
   running.discovery = next.discovery;
   running.min_ready = next.min_ready;

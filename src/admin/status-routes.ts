@@ -7,7 +7,7 @@ import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML } from './status-page.js';
 
 export async function registerStatusRoutes(app: FastifyInstance, gateway: Gateway): Promise<void> {
   const registry = gateway.fleet.registry;
-  // `config` is replaced on reload, so min_ready is read per use.
+  // Reload changes `gateway.config` in place, so min_ready is read per use.
   const minReady = () => gateway.config.min_ready;
   const events = new FleetEventStream(registry, { minReady });
 

@@ -5,8 +5,6 @@ import type { BackendKind, Config, HostPort, PolicyName } from './types.js';
 export const DEFAULT_LISTEN: Readonly<HostPort> = { host: '0.0.0.0', port: 8080 };
 /** Host for `listen: ":8080"`. */
 export const DEFAULT_LISTEN_HOST = '0.0.0.0';
-export const DEFAULT_METRICS_LISTEN = null;
-export const DEFAULT_EXPECT_MODEL = null;
 export const DEFAULT_MIN_READY = 1;
 export const DEFAULT_KIND: BackendKind = 'sglang';
 
@@ -36,7 +34,6 @@ export const DEFAULT_UPSTREAM_CONNECT_TIMEOUT = 5_000;
 /** Non-streamed (e.g. thinking-mode) generations send no header until they are done, minutes later. */
 export const DEFAULT_UPSTREAM_HEADERS_TIMEOUT = 60 * 60_000;
 export const DEFAULT_UPSTREAM_STREAM_IDLE_TIMEOUT = 10 * 60_000;
-export const DEFAULT_UPSTREAM_API_KEY = null;
 
 export const DEFAULT_BODY_SIZE = 32 * 2 ** 20;
 export const DEFAULT_HEADER_SIZE = 64 * 2 ** 10;
@@ -46,7 +43,6 @@ export const DEFAULT_KEEP_ALIVE_TIMEOUT = 72_000;
 /** 0 = unlimited. */
 export const DEFAULT_MAX_CONNECTIONS = 0;
 
-export const DEFAULT_ADMIN_TOKEN = null;
 export const DEFAULT_DISCOVERY_INTERVAL = 10_000;
 
 export const DEFAULT_LOG_LEVEL: Config['log']['level'] = 'info';

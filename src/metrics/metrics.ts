@@ -2,7 +2,7 @@
  * fleetgate's Prometheus metrics: its own prom-client registry (not the global one, so several
  * gateways in one process, as in tests, do not collide), fed by the fleet registry's and the
  * proxy's events. Gauges that mirror live counts (in-flight, queue) are read at scrape time, and
- * the request and token counts the proxy keeps in plain numbers are added to their counters then.
+ * the request and token counts that request-series.ts keeps in plain numbers are added to their counters then.
  */
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { HostPort } from '../config/types.js';

@@ -18,8 +18,7 @@
  * scheduler step (at thousands of small requests per second there always are some). A closed cap
  * would not make it admit faster; it would only hold requests in fleetgate and starve the backend.
  * The KV mark is low because SGLang admits by reservation: with long `max_tokens` a pool a fifth full
- * can already refuse admission (in the virtual-time model a 20% mark cost 0.4% under KV pressure,
- * 10% nothing).
+ * can already refuse admission (the figures behind 10%: bench/README, "The 10% mark").
  * A backend with no queue and KV room whose cap was reached may take more: the cap opens by a quarter.
  */
 

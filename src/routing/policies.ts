@@ -8,7 +8,10 @@ export interface Candidate {
   readonly name: string;
   /** Comparable load: in-flight at fleetgate, refined by the backend's reported queue. */
   readonly load: number;
-  /** The backend reports idle batch slots: it runs fewer than its `max_running_requests` and queues nothing. */
+  /**
+   * The backend reports idle batch slots: its load is below its `max_running_requests` and fewer than
+   * 2 requests wait in its queue (`Backend.idleSlot`).
+   */
   readonly idleSlot?: boolean;
 }
 
@@ -27,8 +30,8 @@ export interface PolicyDeps {
  * without: continuous batching starts a request at once where a slot is free, and a request queued
  * on a faster GPU while a slower one leaves a slot idle costs the whole job that slot's work. A
  * slower GPU needs no extra weight: its answers take longer, so it holds more and gets fewer new
- * requests (weighting by observed ms per token was tried and dropped: bench/README, "virtual-time
- * model"). Ties go to the first tied backend after the previously picked one, so equal backends
+ * requests (weighting by observed ms per token was tried and dropped: bench/README, "Pace
+ * weighting"). Ties go to the first tied backend after the previously picked one, so equal backends
  * share evenly instead of all requests landing on the first in the list.
  */
 class LeastLoaded implements Policy {
