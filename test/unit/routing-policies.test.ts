@@ -13,13 +13,14 @@ function sequence(values: number[]): () => number {
   return () => values[i++ % values.length];
 }
 
-/** A seeded linear congruential generator: repeatable randomness. */
-function seeded(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state * 1664525 + 1013904223) % 4294967296;
-    return state / 4294967296;
-  };
+/**
+ * A random() that draws every pair a two-draw pick out of `n` can make equally often: the middle of
+ * each of the `n` strata for the first draw, then of the `n - 1` for the second, pair after pair.
+ */
+function everyPair(n: number): () => number {
+  const draws: number[] = [];
+  for (let i = 0; i < n; i++) for (let j = 0; j < n - 1; j++) draws.push((i + 0.5) / n, (j + 0.5) / (n - 1));
+  return sequence(draws);
 }
 
 // The contract every policy passes.
@@ -37,16 +38,16 @@ for (const name of Object.keys(POLICIES) as PolicyName[]) {
       assert.equal(policy.pick(list), list[0]);
     });
 
-    test('with equal load, picks spread over every candidate', () => {
-      const policy = createPolicy(name, { random: seeded(42) });
+    test('with equal load and an even random(), each candidate gets exactly its share', () => {
+      const policy = createPolicy(name, { random: everyPair(4) });
       const list = candidates([0, 0, 0, 0]);
-      const counts = new Map<string, number>();
-      for (let i = 0; i < 400; i++) {
+      const counts = new Map(list.map((c) => [c.name, 0]));
+      // 12 pairs of draws, 100 times each.
+      for (let i = 0; i < 1200; i++) {
         const picked = policy.pick(list).name;
         counts.set(picked, (counts.get(picked) ?? 0) + 1);
       }
-      assert.equal(counts.size, 4);
-      for (const count of counts.values()) assert.ok(count >= 50, `uneven: ${[...counts.values()]}`);
+      assert.deepEqual([...counts.values()], [300, 300, 300, 300]);
     });
   });
 }
