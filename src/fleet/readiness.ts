@@ -1,6 +1,6 @@
 /**
  * Readiness checks per backend kind: the HTTP calls only. The verdict's consequences (rise/fall,
- * state) are the state machine's. Facts behind each rule: ../shared/reference/sglang-vllm-behaviour.md.
+ * state) are the state machine's. Facts behind each rule: docs/sglang-vllm-behaviour.md.
  */
 import { type Client, errors } from 'undici';
 import type { BackendKind } from '../config/types.js';

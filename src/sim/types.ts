@@ -1,6 +1,6 @@
 /**
  * Public types of the simulated SGLang / vLLM server. Behaviour follows
- * ../shared/reference/sglang-vllm-behaviour.md sections 1-5 (vLLM: section 6).
+ * docs/sglang-vllm-behaviour.md sections 1-5 (vLLM: section 6).
  */
 
 /**

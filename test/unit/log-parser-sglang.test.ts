@@ -1,6 +1,6 @@
 /**
  * The SGLang log parser against real log lines, quoted verbatim from
- * ../shared/reference/sglang-vllm-behaviour.md (§2 start-up lines, §3 fatal errors, §1.2 and §1.5).
+ * docs/sglang-vllm-behaviour.md (§2 start-up lines, §3 fatal errors, §1.2 and §1.5).
  * Where a line is only named there (a variant spelling), it is built from the documented format
  * and says so.
  */

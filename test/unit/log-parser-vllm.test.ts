@@ -1,5 +1,5 @@
 /**
- * The vLLM log parser. Messages are verbatim from ../shared/reference/sglang-vllm-behaviour.md §6
+ * The vLLM log parser. Messages are verbatim from docs/sglang-vllm-behaviour.md §6
  * where it quotes them; the record headers (`(EngineCore_0 pid=...) INFO 08-05 10:00:40
  * [file.py:N] `) are vLLM's logger format, in the three shapes real logs show.
  */
