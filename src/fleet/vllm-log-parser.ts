@@ -162,7 +162,7 @@ class VllmLogParser implements LogParser {
     if (head !== null) {
       const tracebackAt = tracebackStart(message);
       const text = tracebackAt >= 0 ? message.slice(0, tracebackAt) : message;
-      return this.#crash.awaitTraceback(text.replace(/[.:\s]+$/, ''));
+      return this.#crash.reportHead(text.replace(/[.:\s]+$/, ''));
     }
     if (FATAL_LINES.some((pattern) => pattern.test(message))) return this.#crash.report(message);
     return null;
