@@ -55,6 +55,11 @@ const READY = /The server is fired up and ready to roll/;
 
 /** A fatal head that the traceback after it explains (reference §1.5, §1.2). */
 const CRASH_HEAD = /\b\w+ hit an exception\b|Initialization failed\. warmup error/;
+/**
+ * Python's multiprocessing prints `Process Process-6:` and the traceback when a child process (a
+ * scheduler, the detokenizer) ends on an exception nobody caught (sglang#5762).
+ */
+const CHILD_PROCESS_DIED = /^Process ([\w-]+):$/;
 
 const FATAL_LINES: readonly RegExp[] = [
   PORT_IN_USE,
@@ -138,6 +143,8 @@ class SglangLogParser implements LogParser {
       if (afterHead === '') return this.#crash.reportHead(trimHead(message));
       return this.#crash.report(message);
     }
+    const child = CHILD_PROCESS_DIED.exec(line);
+    if (child !== null) return this.#crash.reportHead(`Process ${child[1]} ended on an exception`);
     if (FATAL_LINES.some((pattern) => pattern.test(message))) return this.#crash.report(message);
     if (NO_KV_BUDGET.test(message)) return this.#crash.report(`Not enough memory for the KV cache: ${message}`);
     return null;

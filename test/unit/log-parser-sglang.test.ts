@@ -509,6 +509,35 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
     assert.deepEqual(events, [{ type: 'fatal', reason: 'Scheduler hit an exception' }]);
   });
 
+  test("a child process's uncaught exception (multiprocessing's `Process Process-6:`) is fatal at once", () => {
+    const parser = startedParser();
+    assert.deepEqual(parser.push('Process Process-6:'), [
+      { type: 'fatal', reason: 'Process Process-6 ended on an exception' },
+    ]);
+    const events = pushAll(parser, [
+      'Traceback (most recent call last):',
+      '  File "/usr/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap',
+      'OSError: [Errno 12] Cannot allocate memory',
+    ]);
+    assert.deepEqual(events, [
+      {
+        type: 'fatal_reason',
+        reason: 'Process Process-6 ended on an exception: OSError: [Errno 12] Cannot allocate memory',
+      },
+    ]);
+  });
+
+  test('a frame wrapped at the terminal width leaves a word at column 0 that is not the exception line', () => {
+    const reasons = fatalReasons([
+      '[2025-05-14 12:00:03 DP2 TP2] Scheduler hit an exception: Traceback (most recent call last):',
+      '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2271, in run_scheduler_proc',
+      'ess',
+      '    scheduler.event_loop_normal()',
+      'AssertionError',
+    ]);
+    assert.deepEqual(reasons, ['Scheduler hit an exception', 'Scheduler hit an exception: AssertionError']);
+  });
+
   test('a negative profiled KV budget is fatal with a memory reason, on the first rank that logs it', () => {
     const reasons = fatalReasons([
       '[2025-06-01 10:00:00 DP1 TP2] max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.',
