@@ -127,6 +127,15 @@ describe('vLLM fatal lines', () => {
     assert.ok(reason.length <= 200);
   });
 
+  test('V0 `Engine background task failed` is fatal at once, even when its traceback never ends (vllm#5443)', () => {
+    const parser = createVllmLogParser();
+    const v0 = (message: string) => `ERROR 06-13 02:36:52 async_llm_engine.py:52] ${message}`;
+    assert.deepEqual(
+      fatalReasons(pushAll(parser, [v0('Engine background task failed'), v0('Traceback (most recent call last):')])),
+      ['Engine background task failed'],
+    );
+  });
+
   test('`EngineCore failed to start.` is fatal at once, refined by the logged traceback', () => {
     const parser = createVllmLogParser();
     parser.push(api('vLLM API server version 0.10.1'));
