@@ -254,6 +254,10 @@ export class BackendLifecycle {
       case 'fatal':
         if (log.fatal === null) log.fatal = event.reason;
         break;
+      case 'fatal_reason':
+        // Only a crash already reported in this run: the state stays failed, its reason improves.
+        if (log.fatal !== null) log.fatal = event.reason;
+        break;
     }
   }
 

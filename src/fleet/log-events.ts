@@ -20,7 +20,12 @@ export type LogEvent =
   | { type: 'phase'; phase: Phase; progress: Progress | null; etaSeconds: number | null }
   /** `The server is fired up and ready to roll!` (SGLang) / `Application startup complete.` (vLLM). */
   | { type: 'ready' }
-  | { type: 'fatal'; reason: string };
+  | { type: 'fatal'; reason: string }
+  /**
+   * A better reason for the fatal already reported: the exception line that closes the traceback
+   * after a crash head (`Scheduler hit an exception:`), which was reported with the head alone.
+   */
+  | { type: 'fatal_reason'; reason: string };
 
 export interface LogParser {
   /** Feed one complete line (no `\n`/`\r`); returns the events it implies, in order. */

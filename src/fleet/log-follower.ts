@@ -4,6 +4,7 @@
  * is admitted within about a second of becoming ready.
  */
 import type { Config } from '../config/types.js';
+import type { LogEvent } from './log-events.js';
 import { createLogParser } from './log-parser.js';
 import { LogWatcher } from './log-watcher.js';
 import type { Backend, FleetRegistry } from './registry.js';
@@ -45,11 +46,9 @@ export class LogFollowers {
       parser = newParser();
     });
     watcher.on('lines', (lines: string[]) => {
-      for (const line of lines) {
-        for (const event of parser.push(line)) {
-          registry.apply(backend, { type: 'log', event });
-          if (event.type === 'ready') onReadyLine(backend);
-        }
+      for (const event of withRefinedFatals(lines.flatMap((line) => parser.push(line)))) {
+        registry.apply(backend, { type: 'log', event });
+        if (event.type === 'ready') onReadyLine(backend);
       }
       const last = lines.at(-1);
       if (last !== undefined) registry.apply(backend, { type: 'log_line', line: last });
@@ -62,4 +61,23 @@ export class LogFollowers {
     this.#watchers.get(backend)?.stop();
     this.#watchers.delete(backend);
   }
+}
+
+/**
+ * A crash head and its traceback's exception line usually arrive in one read: the backend then
+ * fails with the exception line as its reason at once, so the transition (and its log line) names
+ * the error. An exception line read later still refines the reason (`fatal_reason`).
+ */
+export function withRefinedFatals(events: readonly LogEvent[]): LogEvent[] {
+  const merged: LogEvent[] = [];
+  let fatalAt = -1;
+  for (const event of events) {
+    if (event.type === 'fatal_reason' && fatalAt >= 0) {
+      merged[fatalAt] = { type: 'fatal', reason: event.reason };
+      continue;
+    }
+    if (event.type === 'fatal') fatalAt = merged.length;
+    merged.push(event);
+  }
+  return merged;
 }

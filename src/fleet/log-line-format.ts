@@ -63,10 +63,15 @@ export function parseEta(text: string): number | null {
 /**
  * The line that ends a Python traceback: `RuntimeError: msg`, `torch.OutOfMemoryError: msg`,
  * `KeyError: 'embed_tokens.weight'`, a bare `AssertionError`. Python prints it at column 0 after
- * the indented frames.
+ * the indented frames. Without a message only exception-like names count: a frame pasted from a
+ * terminal wraps at its width and leaves word ends such as `ess` at column 0 (sglang#6297).
  */
 export function isExceptionLine(message: string): boolean {
-  return /^[A-Za-z_][\w.]*(:\s.*|:)?$/.test(message) && !isTracebackHeader(message);
+  return (
+    (/^[A-Za-z_][\w.]*:(\s.*)?$/.test(message) ||
+      /^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Iteration)$/.test(message)) &&
+    !isTracebackHeader(message)
+  );
 }
 
 /** Column-0 lines that belong inside a traceback rather than end it. */

@@ -58,9 +58,9 @@ export class PhaseTracker {
 }
 
 export interface CrashTrackerOptions {
-  /** A line that ends a traceback we are waiting for: the crash is reported with its head alone. */
+  /** A line that ends the traceback being read: no closing exception line will refine the reason. */
   interrupts(line: string, message: string): boolean;
-  /** A line that does not end the wait, e.g. another rank's `Scheduler hit an exception`. */
+  /** A line that does not end the traceback, e.g. another rank's `Scheduler hit an exception`. */
   continues?(line: string, message: string): boolean;
   /** The traceback's closing exception line; by default any `SomeError: message` shape. */
   endsTraceback?(line: string, message: string): boolean;
@@ -74,73 +74,73 @@ export interface TracebackStep {
 
 /**
  * A crash prints several fatal-looking lines (the exception, `Received sigquit ...`, `Possible
- * solutions:` ..., reference §3 "What happens next"); the lifecycle wants one reason per crash, so
- * the first fatal wins until a new run starts. A head such as `Scheduler hit an exception:` is
- * followed by a traceback whose last line is the useful reason, so the head waits for it.
+ * solutions:` ..., reference §3 "What happens next"); the lifecycle wants one crash per run, so the
+ * first fatal wins until a new run starts.
+ *
+ * A head such as `Scheduler hit an exception:` is fatal when it arrives: the traceback after it may
+ * be cut, end in a frame, or never be flushed, and waiting for it kept dead backends in rotation.
+ * If the traceback's closing exception line does follow, it refines the reason (`fatal_reason`).
  */
 export class CrashTracker {
   static readonly MAX_TRACEBACK_LINES = 400;
   readonly #options: CrashTrackerOptions;
   #reported = false;
-  #pending: { head: string; lines: number } | null = null;
+  /** The reported head whose traceback is being read for its closing exception line. */
+  #traceback: { head: string; lines: number } | null = null;
 
   constructor(options: CrashTrackerOptions) {
     this.#options = options;
   }
 
-  get waiting(): boolean {
-    return this.#pending !== null;
-  }
-
   /** A fatal line with its own reason. */
   report(reason: string): LogEvent[] {
-    const events = this.#flush();
-    if (this.#reported) return events;
+    this.#traceback = null;
+    if (this.#reported) return [];
     this.#reported = true;
     return [{ type: 'fatal', reason: shortReason(reason) }];
   }
 
-  /** A fatal head whose reason is the exception line that ends the traceback after it. */
-  awaitTraceback(head: string): LogEvent[] {
-    if (this.#reported || this.#pending !== null) return [];
-    this.#pending = { head, lines: 0 };
-    return [];
+  /** A fatal head: reported at once; the exception line that ends its traceback may refine it. */
+  reportHead(head: string): LogEvent[] {
+    if (this.#reported) return [];
+    const events = this.report(head);
+    this.#traceback = { head, lines: 0 };
+    return events;
   }
 
-  /** Feed every line while `waiting`; returns the fatal once the traceback ends. */
+  /** Feed every line first: a traceback's lines are consumed, its closing line refines the reason. */
   continue(line: string, message: string): TracebackStep {
-    const pending = this.#pending;
-    if (pending === null) return { events: [], consumed: false };
-    if (++pending.lines > CrashTracker.MAX_TRACEBACK_LINES) return { events: this.#flush(), consumed: false };
+    const traceback = this.#traceback;
+    if (traceback === null) return { events: [], consumed: false };
+    if (++traceback.lines > CrashTracker.MAX_TRACEBACK_LINES) {
+      this.#traceback = null;
+      return { events: [], consumed: false };
+    }
     if (isIndented(message) || isTracebackHeader(message) || this.#options.continues?.(line, message)) {
       return { events: [], consumed: true };
     }
     if (this.#options.endsTraceback?.(line, message) ?? isExceptionLine(message)) {
-      this.#pending = null;
-      return { events: this.report(`${pending.head}: ${message}`), consumed: true };
+      this.#traceback = null;
+      return {
+        events: [{ type: 'fatal_reason', reason: shortReason(`${traceback.head}: ${message}`) }],
+        consumed: true,
+      };
     }
-    if (this.#options.interrupts(line, message)) return { events: this.#flush(), consumed: false };
+    if (this.#options.interrupts(line, message)) this.#traceback = null;
     return { events: [], consumed: false };
   }
 
-  /** A new run starts: a crash still waiting for its traceback belonged to the old one. */
-  newRun(): LogEvent[] {
-    const events = this.#flush();
+  /** A new run starts: the next fatal is its own. */
+  newRun(): void {
     this.#reported = false;
-    return events;
-  }
-
-  #flush(): LogEvent[] {
-    const pending = this.#pending;
-    if (pending === null) return [];
-    this.#pending = null;
-    return this.report(pending.head);
+    this.#traceback = null;
   }
 }
 
 /** A process start (`start`) begins a new run at `launching`; the ready line (`ready`) ends the start-up. */
 export function runBoundary(crash: CrashTracker, phases: PhaseTracker, boundary: 'start' | 'ready'): LogEvent[] {
-  const events: LogEvent[] = [...crash.newRun(), { type: boundary }];
+  crash.newRun();
+  const events: LogEvent[] = [{ type: boundary }];
   if (boundary === 'start') {
     phases.reset();
     events.push(...phases.advance('launching'));

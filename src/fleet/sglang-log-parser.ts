@@ -55,6 +55,11 @@ const READY = /The server is fired up and ready to roll/;
 
 /** A fatal head that the traceback after it explains (reference §1.5, §1.2). */
 const CRASH_HEAD = /\b\w+ hit an exception\b|Initialization failed\. warmup error/;
+/**
+ * Python's multiprocessing prints `Process Process-6:` and the traceback when a child process (a
+ * scheduler, the detokenizer) ends on an exception nobody caught (sglang#5762).
+ */
+const CHILD_PROCESS_DIED = /^Process ([\w-]+):$/;
 
 const FATAL_LINES: readonly RegExp[] = [
   PORT_IN_USE,
@@ -69,6 +74,13 @@ const FATAL_LINES: readonly RegExp[] = [
   /DistStoreError/,
   /Process group watchdog thread terminated with exception/,
 ];
+
+/**
+ * Every rank logs this right after weight loading when `--max-total-tokens` is set and the memory
+ * left for the KV cache is none: `max_total_tokens=131072 is larger than the profiled value
+ * -561981`. `Not enough memory` follows, but the run is over here. A positive value is a warning.
+ */
+const NO_KV_BUDGET = /is larger than the profiled value (-\d+|0)\b/;
 
 /** SGLang's logger prefix: `[2025-03-14 06:56:42 TP1] `, 2024's `[06:56:42 TP0] `, `[gpu_id=0] `. */
 const RECORD_PREFIX = /^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\d\d:\d\d:\d\d|gpu_id=)/;
@@ -91,7 +103,7 @@ class SglangLogParser implements LogParser {
   readonly #crash = new CrashTracker({
     // Traceback lines have no logger prefix; a new record means the traceback is over.
     interrupts: (line) => RECORD_PREFIX.test(line),
-    // With TP > 1 every rank reports the same crash; keep waiting for the first exception line.
+    // With TP > 1 every rank reports the same crash; the first exception line is the reason.
     continues: (line, message) => RECORD_PREFIX.test(line) && CRASH_HEAD.test(message),
     endsTraceback: (line, message) => !RECORD_PREFIX.test(line) && isExceptionLine(message),
   });
@@ -127,11 +139,14 @@ class SglangLogParser implements LogParser {
     if (head !== null) {
       const tracebackAt = tracebackStart(message);
       const afterHead = message.slice(head.index + head[0].length).replace(/^[:\s]+/, '');
-      if (tracebackAt >= 0) return this.#crash.awaitTraceback(trimHead(message.slice(0, tracebackAt)));
-      if (afterHead === '') return this.#crash.awaitTraceback(trimHead(message));
+      if (tracebackAt >= 0) return this.#crash.reportHead(trimHead(message.slice(0, tracebackAt)));
+      if (afterHead === '') return this.#crash.reportHead(trimHead(message));
       return this.#crash.report(message);
     }
+    const child = CHILD_PROCESS_DIED.exec(line);
+    if (child !== null) return this.#crash.reportHead(`Process ${child[1]} ended on an exception`);
     if (FATAL_LINES.some((pattern) => pattern.test(message))) return this.#crash.report(message);
+    if (NO_KV_BUDGET.test(message)) return this.#crash.report(`Not enough memory for the KV cache: ${message}`);
     return null;
   }
 

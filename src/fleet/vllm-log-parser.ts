@@ -50,9 +50,12 @@ const EARLY_START = /non-default args|Initializing an? (V1 )?LLM engine/;
 const READY = /Application startup complete/;
 const RUNTIME = /Avg prompt throughput|Avg generation throughput/;
 
-/** A fatal record followed by the traceback that explains it (engine core and worker processes). */
+/**
+ * A fatal record followed by the traceback that explains it (engine core and worker processes;
+ * V0's engine loop, after which every request fails with AsyncEngineDeadError, vllm#5443).
+ */
 const CRASH_HEAD =
-  /EngineCore failed to start|EngineCore encountered a fatal error|WorkerProc failed to start|WorkerProc hit an exception|WorkerProc failed\./;
+  /EngineCore failed to start|EngineCore encountered a fatal error|WorkerProc failed to start|WorkerProc hit an exception|WorkerProc failed\.|Engine background task failed/;
 
 const FATAL_LINES: readonly RegExp[] = [
   PORT_IN_USE,
@@ -162,7 +165,7 @@ class VllmLogParser implements LogParser {
     if (head !== null) {
       const tracebackAt = tracebackStart(message);
       const text = tracebackAt >= 0 ? message.slice(0, tracebackAt) : message;
-      return this.#crash.awaitTraceback(text.replace(/[.:\s]+$/, ''));
+      return this.#crash.reportHead(text.replace(/[.:\s]+$/, ''));
     }
     if (FATAL_LINES.some((pattern) => pattern.test(message))) return this.#crash.report(message);
     return null;

@@ -33,6 +33,7 @@ const log = {
   } as const,
   ready: { type: 'log', event: { type: 'ready' } } as const,
   fatal: (reason: string) => ({ type: 'log', event: { type: 'fatal', reason } }) as const,
+  fatalReason: (reason: string) => ({ type: 'log', event: { type: 'fatal_reason', reason } }) as const,
 };
 
 describe('backend lifecycle', () => {
@@ -165,6 +166,34 @@ describe('backend lifecycle', () => {
     m.probe(OK);
     assert.equal(m.lifecycle.state, 'failed');
     assert.equal(m.lifecycle.snapshot.reason, 'Scheduler hit an exception: RuntimeError: boom');
+  });
+
+  test('a crash head fails at once; the exception line refines the reason without a transition', () => {
+    const m = machine({ hasLog: true });
+    m.feed(log.start, log.ready);
+    m.probe(OK);
+    const [failed] = m.feed(log.fatal('Scheduler hit an exception'));
+    assert.deepEqual([failed?.from, failed?.to, failed?.reason], ['ready', 'failed', 'Scheduler hit an exception']);
+    const since = m.lifecycle.snapshot.since;
+    m.advance(5);
+    const [refined] = m.feed(log.fatalReason('Scheduler hit an exception: RuntimeError: boom'));
+    assert.equal(refined, null, 'the state stays failed');
+    assert.equal(m.lifecycle.state, 'failed');
+    assert.equal(m.lifecycle.snapshot.reason, 'Scheduler hit an exception: RuntimeError: boom');
+    assert.equal(m.lifecycle.snapshot.since, since, 'failed since the head');
+  });
+
+  test('a refined reason alone never fails a backend, nor one that restarted since its crash', () => {
+    const m = machine({ hasLog: true });
+    m.feed(log.start, log.ready);
+    m.probe(OK);
+    m.feed(log.fatalReason('Scheduler hit an exception: RuntimeError: boom'));
+    assert.equal(m.lifecycle.state, 'ready');
+    assert.equal(m.lifecycle.snapshot.reason, null);
+    m.feed(log.fatal('Scheduler hit an exception'), log.start);
+    m.feed(log.fatalReason('Scheduler hit an exception: RuntimeError: boom'));
+    assert.equal(m.lifecycle.state, 'starting');
+    assert.equal(m.lifecycle.snapshot.reason, null);
   });
 
   test('starting -> failed on a fatal line; later phase lines do not clear it', () => {

@@ -312,9 +312,11 @@ describe('SGLang warm-up and serving', () => {
   });
 });
 
-/** Feeds `lines` to a fresh started parser and returns the fatal reasons. */
+/** Feeds `lines` to a fresh started parser and returns the reasons of its fatal and refining events. */
 function fatalReasons(lines: string[], parser: LogParser = startedParser()): string[] {
-  return only(pushAll(parser, lines), 'fatal').map((event) => event.reason);
+  return pushAll(parser, lines).flatMap((event) =>
+    event.type === 'fatal' || event.type === 'fatal_reason' ? [event.reason] : [],
+  );
 }
 
 describe('SGLang fatal lines (reference §3, §1.5)', () => {
@@ -404,9 +406,12 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
     test(name, () => assert.deepEqual(fatalReasons([line]), [reason]));
   }
 
-  test('Scheduler hit an exception: the reason is the exception line that ends its traceback', () => {
-    const reasons = fatalReasons([
-      tp0('Scheduler hit an exception: Traceback (most recent call last):'),
+  test('Scheduler hit an exception is fatal at its head; the exception line that ends its traceback refines the reason', () => {
+    const parser = startedParser();
+    assert.deepEqual(parser.push(tp0('Scheduler hit an exception: Traceback (most recent call last):')), [
+      { type: 'fatal', reason: 'Scheduler hit an exception' },
+    ]);
+    const events = pushAll(parser, [
       '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1748, in run_scheduler_process',
       '    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)',
       '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 889, in init_memory_pool',
@@ -416,8 +421,12 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
       '',
       main('Received sigquit from a child process. It usually means the child failed.'),
     ]);
-    assert.deepEqual(reasons, [
-      'Scheduler hit an exception: RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.',
+    assert.deepEqual(events, [
+      {
+        type: 'fatal_reason',
+        reason:
+          'Scheduler hit an exception: RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.',
+      },
     ]);
   });
 
@@ -429,10 +438,13 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
       '            ~~~~~~~~~~~^^^^^^',
       "KeyError: 'embed_tokens.weight'",
     ]);
-    assert.deepEqual(reasons, ["Scheduler hit an exception: KeyError: 'embed_tokens.weight'"]);
+    assert.deepEqual(reasons, [
+      'Scheduler hit an exception',
+      "Scheduler hit an exception: KeyError: 'embed_tokens.weight'",
+    ]);
   });
 
-  test('a chained capture failure with its `Possible solutions:` block is one fatal', () => {
+  test('a chained capture failure with its `Possible solutions:` block is one fatal, refined once', () => {
     const reasons = fatalReasons([
       tp0('Scheduler hit an exception: Traceback (most recent call last):'),
       '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 307, in __init__',
@@ -453,6 +465,7 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
       main('Rank 0 scheduler is dead. Please check if there are relevant logs.'),
     ]);
     assert.deepEqual(reasons, [
+      'Scheduler hit an exception',
       'Scheduler hit an exception: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 7 has a total capacity of 95.00 GiB',
     ]);
   });
@@ -467,18 +480,71 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
       'RuntimeError: CUDA error: an illegal memory access was encountered',
     ]);
     assert.deepEqual(reasons, [
+      'Scheduler hit an exception',
       'Scheduler hit an exception: RuntimeError: CUDA error: an illegal memory access was encountered',
     ]);
   });
 
-  test('a traceback cut short by the sigquit line: reported with what is known', () => {
+  test('a traceback cut short by the sigquit line: the head stays the reason', () => {
     const parser = startedParser();
-    assert.deepEqual(parser.push(tp0('Scheduler hit an exception: Traceback (most recent call last):')), []);
-    parser.push(
-      '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1748, in run_scheduler_process',
-    );
-    assert.deepEqual(parser.push(main('Received sigquit from a child process. It usually means the child failed.')), [
+    assert.deepEqual(parser.push(tp0('Scheduler hit an exception: Traceback (most recent call last):')), [
       { type: 'fatal', reason: 'Scheduler hit an exception' },
+    ]);
+    const rest = pushAll(parser, [
+      '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1748, in run_scheduler_process',
+      main('Received sigquit from a child process. It usually means the child failed.'),
+      // Printed after another record: not this traceback's end.
+      'RuntimeError: something later',
+    ]);
+    assert.deepEqual(rest, []);
+  });
+
+  test('a traceback that ends in a frame (the log stops): fatal at the head, nothing waits', () => {
+    const parser = startedParser();
+    const events = pushAll(parser, [
+      '[2025-06-01 10:00:00 DP1 TP2] Scheduler hit an exception:',
+      'Traceback (most recent call last):',
+      '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1000, in event_loop_overlap',
+    ]);
+    assert.deepEqual(events, [{ type: 'fatal', reason: 'Scheduler hit an exception' }]);
+  });
+
+  test("a child process's uncaught exception (multiprocessing's `Process Process-6:`) is fatal at once", () => {
+    const parser = startedParser();
+    assert.deepEqual(parser.push('Process Process-6:'), [
+      { type: 'fatal', reason: 'Process Process-6 ended on an exception' },
+    ]);
+    const events = pushAll(parser, [
+      'Traceback (most recent call last):',
+      '  File "/usr/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap',
+      'OSError: [Errno 12] Cannot allocate memory',
+    ]);
+    assert.deepEqual(events, [
+      {
+        type: 'fatal_reason',
+        reason: 'Process Process-6 ended on an exception: OSError: [Errno 12] Cannot allocate memory',
+      },
+    ]);
+  });
+
+  test('a frame wrapped at the terminal width leaves a word at column 0 that is not the exception line', () => {
+    const reasons = fatalReasons([
+      '[2025-05-14 12:00:03 DP2 TP2] Scheduler hit an exception: Traceback (most recent call last):',
+      '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 2271, in run_scheduler_proc',
+      'ess',
+      '    scheduler.event_loop_normal()',
+      'AssertionError',
+    ]);
+    assert.deepEqual(reasons, ['Scheduler hit an exception', 'Scheduler hit an exception: AssertionError']);
+  });
+
+  test('a negative profiled KV budget is fatal with a memory reason, on the first rank that logs it', () => {
+    const reasons = fatalReasons([
+      '[2025-06-01 10:00:00 DP1 TP2] max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.',
+      '[2025-06-01 10:00:00 DP0 TP0] max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.',
+    ]);
+    assert.deepEqual(reasons, [
+      'Not enough memory for the KV cache: max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.',
     ]);
   });
 
@@ -491,6 +557,7 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
       main('Received sigquit from a child process. It usually means the child failed.'),
     ]);
     assert.deepEqual(reasons, [
+      'Initialization failed. warmup error',
       "Initialization failed. warmup error: AssertionError: res=<Response [403]>, res.text='Forbidden'",
     ]);
   });
@@ -501,12 +568,13 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
     assert.ok(reason.startsWith('RuntimeError: Not enough memory.'));
   });
 
-  test('not fatal: SIGTERM, a PD warm-up failure, a failed runtime weight reload, source lines in a traceback', () => {
+  test('not fatal: SIGTERM, a PD warm-up failure, a failed runtime weight reload, a positive profiled budget, source lines in a traceback', () => {
     const reasons = fatalReasons([
       main('SIGTERM received. signum=... frame=.... Draining requests and shutting down...'),
       main('Prefill disaggregation mode warm Up Failed, status code: 503'),
       main('Failed to get weights iterator: qwen/qwen2.5-0.5b-instruct-wrong (repository not found).'),
-      main('max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.'),
+      // The reference's line (§2 point 6) with a positive value: SGLang then runs with the profiled budget.
+      main('max_total_tokens=131072 is larger than the profiled value 105072. Use the profiled value instead.'),
       '        "Not enough memory. Please try to increase --mem-fraction-static."',
       'Possible solutions:',
       '1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)',
@@ -542,6 +610,7 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
       parser,
     );
     assert.deepEqual(reasons, [
+      'Scheduler hit an exception',
       'Scheduler hit an exception: RuntimeError: CUDA error: an illegal memory access was encountered',
     ]);
   });

@@ -23,7 +23,7 @@ function phases(events: LogEvent[]): string[] {
 }
 
 function fatalReasons(events: LogEvent[]): string[] {
-  return events.flatMap((event) => (event.type === 'fatal' ? [event.reason] : []));
+  return events.flatMap((event) => (event.type === 'fatal' || event.type === 'fatal_reason' ? [event.reason] : []));
 }
 
 describe('vLLM start-up', () => {
@@ -127,11 +127,22 @@ describe('vLLM fatal lines', () => {
     assert.ok(reason.length <= 200);
   });
 
-  test('`EngineCore failed to start.` takes its reason from the logged traceback', () => {
+  test('V0 `Engine background task failed` is fatal at once, even when its traceback never ends (vllm#5443)', () => {
     const parser = createVllmLogParser();
+    const v0 = (message: string) => `ERROR 06-13 02:36:52 async_llm_engine.py:52] ${message}`;
+    assert.deepEqual(
+      fatalReasons(pushAll(parser, [v0('Engine background task failed'), v0('Traceback (most recent call last):')])),
+      ['Engine background task failed'],
+    );
+  });
+
+  test('`EngineCore failed to start.` is fatal at once, refined by the logged traceback', () => {
+    const parser = createVllmLogParser();
+    parser.push(api('vLLM API server version 0.10.1'));
+    assert.deepEqual(parser.push(coreError('EngineCore failed to start.')), [
+      { type: 'fatal', reason: 'EngineCore failed to start' },
+    ]);
     const events = pushAll(parser, [
-      api('vLLM API server version 0.10.1'),
-      coreError('EngineCore failed to start.'),
       coreError('Traceback (most recent call last):'),
       coreError('  File "/vllm-workspace/vllm/vllm/v1/engine/core.py", line 623, in run_engine_core'),
       coreError('    engine_core = EngineCoreProc(*args, **kwargs)'),
@@ -141,8 +152,11 @@ describe('vLLM fatal lines', () => {
       '  File "/usr/local/bin/vllm", line 10, in <module>',
       'RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}',
     ]);
-    assert.deepEqual(fatalReasons(events), [
-      "EngineCore failed to start: RuntimeError: shape '[2048, 2048]' is invalid for input of size 16777216",
+    assert.deepEqual(events, [
+      {
+        type: 'fatal_reason',
+        reason: "EngineCore failed to start: RuntimeError: shape '[2048, 2048]' is invalid for input of size 16777216",
+      },
     ]);
   });
 
