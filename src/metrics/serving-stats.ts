@@ -51,20 +51,33 @@ export interface ServingStatsOptions {
 class BackendWindows {
   readonly requests: SlidingWindow;
   readonly usageTokens: SlidingWindow;
-  readonly counterTokens: SlidingWindow;
   readonly running: SlidingWindow;
+  /** Started at the counter's first reading, so its rate covers only the time it was read. */
+  counterTokens: SlidingWindow | null = null;
   lastCounter: number | null = null;
-  hasCounter = false;
 
-  constructor(now: number, windowMs: number) {
+  constructor(
+    now: number,
+    readonly windowMs: number,
+  ) {
     this.requests = new SlidingWindow(now, windowMs);
     this.usageTokens = new SlidingWindow(now, windowMs);
-    this.counterTokens = new SlidingWindow(now, windowMs);
     this.running = new SlidingWindow(now, windowMs);
   }
 
+  readCounter(now: number, counter: number): void {
+    const last = this.lastCounter;
+    this.lastCounter = counter;
+    // The first reading is the backend's history, not this minute's work; a drop is a restart.
+    if (this.counterTokens === null || last === null) {
+      this.counterTokens ??= new SlidingWindow(now, this.windowMs);
+      return;
+    }
+    this.counterTokens.add(now, counter >= last ? counter - last : counter);
+  }
+
   tokensPerSecond(now: number): number {
-    return (this.hasCounter ? this.counterTokens : this.usageTokens).rate(now);
+    return (this.counterTokens ?? this.usageTokens).rate(now);
   }
 }
 
@@ -107,12 +120,16 @@ export class ServingStats {
   start(): void {
     if (this.#timer !== null) return;
     this.#events.on('request', this.#onRequest);
+    this.#registry.on('added', this.#onAdded);
     this.#registry.on('removed', this.#onRemoved);
+    const now = this.#now();
+    for (const backend of this.#registry.list()) this.#windows(backend.name, now);
     this.#timer = setInterval(() => this.sample(), SAMPLE_MS).unref();
   }
 
   stop(): void {
     this.#events.off('request', this.#onRequest);
+    this.#registry.off('added', this.#onAdded);
     this.#registry.off('removed', this.#onRemoved);
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#timer = null;
@@ -126,13 +143,7 @@ export class ServingStats {
       const reported = backend.reported;
       windows.running.add(now, reported?.running ?? backend.inflight);
       const counter = reported?.generationTokens ?? null;
-      if (counter === null) continue;
-      // The first reading is the backend's history, not this minute's work; a drop is a restart.
-      if (windows.lastCounter !== null) {
-        windows.counterTokens.add(now, counter >= windows.lastCounter ? counter - windows.lastCounter : counter);
-      }
-      windows.lastCounter = counter;
-      windows.hasCounter = true;
+      if (counter !== null) windows.readCounter(now, counter);
     }
   }
 
@@ -194,6 +205,10 @@ export class ServingStats {
     const windows = this.#windows(record.backend, now);
     windows.requests.add(now);
     if (record.completionTokens !== null) windows.usageTokens.add(now, record.completionTokens);
+  };
+
+  readonly #onAdded = (backend: Backend): void => {
+    this.#windows(backend.name, this.#now());
   };
 
   readonly #onRemoved = (backend: Backend): void => {
