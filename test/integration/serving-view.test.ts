@@ -41,7 +41,7 @@ function load(url: string, workers: number) {
     Array.from({ length: workers }, async () => {
       while (!stopped && Date.now() < deadline && sent < 2_000) {
         sent++;
-        statuses.push((await chat(url, 120)).status);
+        statuses.push((await chat(url, 30)).status);
       }
     }),
   );
@@ -55,19 +55,20 @@ function load(url: string, workers: number) {
 }
 
 test('under load: rates and reported load per backend, fleet totals, and the slowed backend marked a straggler', async (t) => {
-  const { url, sims } = await startReadyFleet(t, [{ engine: { tokenMs: 4 } }, { engine: { tokenMs: 4 } }], {
+  const { url, sims } = await startReadyFleet(t, [{ engine: { tokenMs: 10 } }, { engine: { tokenMs: 10 } }], {
     routing: { load_interval: '100ms' },
   });
-  sims[1].slow(4);
+  sims[1].slow(5);
   const clients = load(url, 8);
   t.after(() => clients.stop());
 
   const marked = await waitFor(
     async () => {
       const s = await status(url);
-      return s.backends.find((b) => b.name === 'gpu1')?.serving?.straggler ? s : null;
+      const [fast, slow] = s.backends.map((b) => b.serving);
+      return slow?.straggler && fast!.requests_per_second > 0 && slow.requests_per_second > 0 ? s : null;
     },
-    { timeoutMs: 15_000, intervalMs: 250, what: 'gpu1 marked a straggler' },
+    { timeoutMs: 15_000, intervalMs: 250, what: 'gpu1 marked a straggler, once both answered requests' },
   );
   const [fast, slow] = marked.backends.map((b) => b.serving!);
   assert.equal(fast.straggler, false);
