@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
 import type { FleetStatus } from '../../src/admin/fleet-summary.js';
+import { chat, chatLoad } from '../helpers/chat-load.js';
 import { createSims, startGateway, startReadyFleet } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -16,50 +17,12 @@ async function status(url: string): Promise<FleetStatus> {
   return (await res.body.json()) as FleetStatus;
 }
 
-async function chat(url: string, maxTokens: number): Promise<{ status: number; body: string }> {
-  const res = await request(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model: 'default',
-      stream: true,
-      stream_options: { include_usage: true },
-      max_tokens: maxTokens,
-      messages: [{ role: 'user', content: 'Hello' }],
-    }),
-  });
-  return { status: res.statusCode, body: await res.body.text() };
-}
-
-/** `workers` clients sending streamed chats back to back until `stop()`; bounded in time and count. */
-function load(url: string, workers: number) {
-  const deadline = Date.now() + 20_000;
-  let sent = 0;
-  let stopped = false;
-  const statuses: number[] = [];
-  const done = Promise.all(
-    Array.from({ length: workers }, async () => {
-      while (!stopped && Date.now() < deadline && sent < 2_000) {
-        sent++;
-        statuses.push((await chat(url, 30)).status);
-      }
-    }),
-  );
-  return {
-    statuses,
-    stop: async () => {
-      stopped = true;
-      await done;
-    },
-  };
-}
-
 test('under load: rates and reported load per backend, fleet totals, and the slowed backend marked a straggler', async (t) => {
   const { url, sims } = await startReadyFleet(t, [{ engine: { tokenMs: 10 } }, { engine: { tokenMs: 10 } }], {
     routing: { load_interval: '100ms' },
   });
   sims[1].slow(5);
-  const clients = load(url, 8);
+  const clients = chatLoad(url, { workers: 8, maxTokens: 30 });
   t.after(() => clients.stop());
 
   const marked = await waitFor(
