@@ -70,11 +70,13 @@ main { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 
 #serving b { color: var(--fg); font-size: 17px; font-weight: 700; margin-right: 3px; }
 #serving .warn b { color: var(--stalled); } #serving .bad b { color: var(--failed); }
 #serving .window { font-size: 12px; }
-.serve { display: grid; grid-template-columns: auto auto; justify-content: space-between; gap: 1px 12px;
-  font-size: 13px; font-variant-numeric: tabular-nums; }
-.serve b { font-weight: 700; }
-.serve .kv { grid-column: 1 / -1; display: flex; align-items: center; gap: 8px; font-size: 12px; color: var(--muted); }
-.serve .kv .bar { flex: 1 1 auto; height: 6px; }
+.serve { display: flex; flex-direction: column; gap: 2px; font-size: 13px; font-variant-numeric: tabular-nums; }
+.serve .rates { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.serve .rates b { font-size: 15px; font-weight: 700; }
+.serve .line { display: flex; align-items: center; gap: 10px; font-size: 12px; color: var(--muted); }
+.serve .load { flex: none; }
+.serve .kv { flex: 1 1 auto; min-width: 0; display: flex; align-items: center; gap: 6px; white-space: nowrap; }
+.serve .kv .bar { flex: 1 1 auto; min-width: 24px; height: 6px; }
 .serve .kv .fill { background: var(--starting); }
 .serve .kv.full .fill { background: var(--unhealthy); }
 .serve .slow { grid-column: 1 / -1; font-size: 12px; color: var(--stalled); }
@@ -195,9 +197,10 @@ const SCRIPT = `
   function servingCard(root, before) {
     var s = { root: el('div', 'serve') };
     root.insertBefore(s.root, before);
-    s.rates = el('span', 'rates', s.root);
-    s.load = el('span', 'load', s.root);
-    s.kv = el('div', 'kv', s.root);
+    s.rates = el('div', 'rates', s.root);
+    var line = el('div', 'line', s.root);
+    s.load = el('span', 'load', line);
+    s.kv = el('span', 'kv', line);
     s.kvText = el('span', '', s.kv);
     s.kvBar = el('div', 'bar', s.kv);
     s.kvFill = el('div', 'fill', s.kvBar);
@@ -220,13 +223,13 @@ const SCRIPT = `
     var s = c.serve;
     s.rates.textContent = '';
     figure(s.rates, rate(f.tokens_per_second), ' tok/s');
-    s.rates.appendChild(document.createTextNode(' \u00b7 '));
+    s.rates.appendChild(document.createTextNode('\u2003'));
     figure(s.rates, rate(f.requests_per_second), ' req/s');
     s.load.textContent = f.running == null ? 'no load report' : f.running + ' running \u00b7 ' + f.queued + ' queued';
     s.kv.hidden = f.kv_cache_usage == null;
     if (f.kv_cache_usage != null) {
       var pct = Math.round(f.kv_cache_usage * 100);
-      s.kvText.textContent = 'KV cache ' + pct + '%';
+      s.kvText.textContent = 'KV ' + pct + '%';
       s.kvFill.style.width = Math.min(100, pct) + '%';
       s.kv.classList.toggle('full', f.kv_cache_usage >= 0.9);
     }

@@ -11,9 +11,10 @@
 export const STRAGGLER_RATIO = 0.7;
 /**
  * A backend counts only if it held at least this many requests on average over the window: an idle
- * backend, or one that ran a single short request, says nothing about its speed.
+ * backend, or one that ran a single short request, says nothing about its speed. Below one, so that
+ * a fleet with about one client per backend is still judged.
  */
-export const STRAGGLER_MIN_RUNNING = 1;
+export const STRAGGLER_MIN_RUNNING = 0.5;
 
 export interface ServingSample {
   name: string;

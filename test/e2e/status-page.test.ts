@@ -277,7 +277,7 @@ test('the serving view under load: fleet totals, per-backend rates and reported 
   );
   assert.equal(await page.locator('.card[data-name="gpu0"] .mark').isVisible(), false);
   assert.match((await page.locator('.card[data-name="gpu0"] .load').textContent()) ?? '', /^\d+ running · \d+ queued$/);
-  assert.match((await page.locator('.card[data-name="gpu0"] .kv').textContent()) ?? '', /^KV cache \d+%$/);
+  assert.match((await page.locator('.card[data-name="gpu0"] .kv').textContent()) ?? '', /^KV \d+%$/);
   assert.match((await page.locator('#serving').textContent()) ?? '', /req\/s.*waiting.*retries.*errors/);
 
   await mkdir(OUTPUT, { recursive: true });
