@@ -76,9 +76,9 @@ main { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 
 .serve .line { display: flex; align-items: center; gap: 10px; font-size: 12px; color: var(--muted); }
 .serve .load { flex: none; }
 .serve .kv { flex: 1 1 auto; min-width: 0; display: flex; align-items: center; gap: 6px; white-space: nowrap; }
-.serve .kv .bar { flex: 1 1 auto; min-width: 24px; height: 6px; }
-.serve .kv .fill { background: var(--starting); }
-.serve .kv.full .fill { background: var(--unhealthy); }
+.kvbar { flex: 1 1 auto; min-width: 24px; height: 6px; border-radius: 3px; background: var(--track); overflow: hidden; }
+.kvfill { height: 100%; width: 0; background: var(--starting); transition: width .25s linear; }
+.kv.full .kvfill { background: var(--unhealthy); }
 .serve .slow { grid-column: 1 / -1; font-size: 12px; color: var(--stalled); }
 .mark { flex: none; font-size: 11px; font-weight: 700; color: #fff; background: var(--stalled); border-radius: 10px;
   padding: 1px 7px; }
@@ -202,8 +202,7 @@ const SCRIPT = `
     s.load = el('span', 'load', line);
     s.kv = el('span', 'kv', line);
     s.kvText = el('span', '', s.kv);
-    s.kvBar = el('div', 'bar', s.kv);
-    s.kvFill = el('div', 'fill', s.kvBar);
+    s.kvFill = el('div', 'kvfill', el('div', 'kvbar', s.kv));
     s.slow = el('div', 'slow', s.root);
     return s;
   }
