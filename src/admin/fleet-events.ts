@@ -12,6 +12,9 @@
  *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n}}, at most
  *                     once per SUMMARY_MS and only when something in it changed; in-flight counts
  *                     change per request, so they travel only here
+ *   event: serving    data: the serving view, {"fleet": {...}, "backends": {name: {...}}} (the
+ *                     `serving` fields of `GET /fleet/status`), at most once per SUMMARY_MS and only
+ *                     when it changed
  *   : keepalive       a comment every HEARTBEAT_MS so idle proxies keep the stream open
  *
  * A reconnecting client (EventSource does so by itself) gets a fresh snapshot, so no event ids.
@@ -19,6 +22,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
+import type { ServingView } from '../metrics/serving-stats.js';
 import { backendStatus, countStates, fleetStatus } from './fleet-summary.js';
 
 /** A loading bar redraws per shard; a page needs no more than ~10 frames a second per backend. */
@@ -31,6 +35,8 @@ const MAX_BUFFERED_BYTES = 1 << 20;
 
 export interface FleetEventStreamOptions {
   minReady: () => number;
+  /** The serving view's figures; without it no `serving` events and no serving fields in the snapshot. */
+  serving?: () => ServingView;
   coalesceMs?: number;
   summaryMs?: number;
   heartbeatMs?: number;
@@ -43,6 +49,7 @@ export function sseMessage(event: string, data: unknown): string {
 export class FleetEventStream {
   readonly #registry: FleetRegistry;
   readonly #minReady: () => number;
+  readonly #serving: (() => ServingView) | null;
   readonly #coalesceMs: number;
   readonly #summaryMs: number;
   readonly #heartbeatMs: number;
@@ -52,12 +59,14 @@ export class FleetEventStream {
   /** Per backend name: the trailing send of a coalesced burst. */
   readonly #pending = new Map<string, NodeJS.Timeout>();
   #lastSummary = '';
+  #lastServing = '';
   #summaryTimer: NodeJS.Timeout | null = null;
   #heartbeatTimer: NodeJS.Timeout | null = null;
 
   constructor(registry: FleetRegistry, opts: FleetEventStreamOptions) {
     this.#registry = registry;
     this.#minReady = opts.minReady;
+    this.#serving = opts.serving ?? null;
     this.#coalesceMs = opts.coalesceMs ?? COALESCE_MS;
     this.#summaryMs = opts.summaryMs ?? SUMMARY_MS;
     this.#heartbeatMs = opts.heartbeatMs ?? HEARTBEAT_MS;
@@ -80,7 +89,7 @@ export class FleetEventStream {
     if (this.#clients.size === 0) this.#subscribe();
     this.#clients.add(res);
     res.once('close', () => this.#drop(res));
-    const status = fleetStatus(this.#registry, this.#minReady());
+    const status = fleetStatus(this.#registry, this.#minReady(), this.#serving?.());
     res.write(`retry: ${RETRY_MS}\n\n${sseMessage('snapshot', status)}`);
   }
 
@@ -92,9 +101,13 @@ export class FleetEventStream {
   #subscribe(): void {
     this.#registry.on('change', this.#onChange);
     this.#registry.on('removed', this.#onRemoved);
-    this.#summaryTimer = setInterval(() => this.#sendSummary(), this.#summaryMs).unref();
+    this.#summaryTimer = setInterval(() => {
+      this.#sendSummary();
+      this.#sendServing();
+    }, this.#summaryMs).unref();
     this.#heartbeatTimer = setInterval(() => this.#broadcast(': keepalive\n\n'), this.#heartbeatMs).unref();
     this.#lastSummary = this.#summaryKey();
+    this.#lastServing = '';
   }
 
   #unsubscribe(): void {
@@ -160,6 +173,14 @@ export class FleetEventStream {
     if (key === this.#lastSummary) return;
     this.#lastSummary = key;
     this.#broadcast(`event: summary\ndata: ${key}\n\n`);
+  }
+
+  #sendServing(): void {
+    if (this.#serving === null) return;
+    const data = JSON.stringify(this.#serving());
+    if (data === this.#lastServing) return;
+    this.#lastServing = data;
+    this.#broadcast(`event: serving\ndata: ${data}\n\n`);
   }
 
   #broadcast(message: string): void {

@@ -1,6 +1,7 @@
 /** The fleet as JSON: the body of `GET /fleet/status`, and the backends in `/fleet/events` and the admin API's answers. */
 import { BACKEND_STATES, type BackendState } from '../fleet/backend-state.js';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
+import type { BackendServing, FleetServing, ServingView } from '../metrics/serving-stats.js';
 
 export interface BackendStatus {
   name: string;
@@ -17,6 +18,8 @@ export interface BackendStatus {
   since: string;
   ready_seconds: number | null;
   last_log_line: string | null;
+  /** The serving view: last-minute rates and reported load (absent from `backend` events). */
+  serving?: BackendServing;
 }
 
 export interface FleetStatus {
@@ -25,6 +28,8 @@ export interface FleetStatus {
   min_ready: number;
   states: Partial<Record<BackendState, number>>;
   backends: BackendStatus[];
+  /** The fleet's last-minute totals. */
+  serving?: FleetServing;
 }
 
 export function backendStatus(backend: Backend): BackendStatus {
@@ -55,13 +60,18 @@ export function countStates(backends: readonly Backend[]): Partial<Record<Backen
   return states;
 }
 
-export function fleetStatus(registry: FleetRegistry, minReady: number): FleetStatus {
+export function fleetStatus(registry: FleetRegistry, minReady: number, serving?: ServingView): FleetStatus {
   const backends = registry.list();
-  return {
+  const status: FleetStatus = {
     ready: registry.ready.length,
     total: backends.length,
     min_ready: minReady,
     states: countStates(backends),
     backends: backends.map(backendStatus),
   };
+  if (serving) {
+    status.serving = serving.fleet;
+    for (const b of status.backends) b.serving = serving.backends[b.name];
+  }
+  return status;
 }

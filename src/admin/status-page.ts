@@ -8,6 +8,7 @@
  * Every value from the server is written with textContent, never parsed as HTML.
  */
 import { createHash } from 'node:crypto';
+import { STRAGGLER_RATIO } from '../metrics/stragglers.js';
 import { PHASE_WORDS } from './phase-words.js';
 
 const STYLE = `
@@ -63,6 +64,25 @@ main { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 
 .s-failed { --c: var(--failed); } .s-unhealthy { --c: var(--unhealthy); }
 .s-draining { --c: var(--draining); } .s-down { --c: var(--down); }
 #empty { padding: 24px 16px; color: var(--muted); }
+/* The serving view: fleet totals under the summary, per-card rates and reported load. */
+#serving { display: flex; flex-wrap: wrap; align-items: baseline; gap: 2px 18px; margin-top: 6px; font-size: 13px;
+  color: var(--muted); font-variant-numeric: tabular-nums; }
+#serving b { color: var(--fg); font-size: 17px; font-weight: 700; margin-right: 3px; }
+#serving .warn b { color: var(--stalled); } #serving .bad b { color: var(--failed); }
+#serving .window { font-size: 12px; }
+.serve { display: flex; flex-direction: column; gap: 2px; font-size: 13px; font-variant-numeric: tabular-nums; }
+.serve .rates { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.serve .rates b { font-size: 15px; font-weight: 700; }
+.serve .line { display: flex; align-items: center; gap: 10px; font-size: 12px; color: var(--muted); }
+.serve .load { flex: none; }
+.serve .kv { flex: 1 1 auto; min-width: 0; display: flex; align-items: center; gap: 6px; white-space: nowrap; }
+.kvbar { flex: 1 1 auto; min-width: 24px; height: 6px; border-radius: 3px; background: var(--track); overflow: hidden; }
+.kvfill { height: 100%; width: 0; background: var(--starting); transition: width .25s linear; }
+.kv.full .kvfill { background: var(--unhealthy); }
+.serve .slow { grid-column: 1 / -1; font-size: 12px; color: var(--stalled); }
+.mark { flex: none; font-size: 11px; font-weight: 700; color: #fff; background: var(--stalled); border-radius: 10px;
+  padding: 1px 7px; }
+.card.straggler { box-shadow: 0 0 0 2px var(--stalled); }
 `;
 
 const SCRIPT = `
@@ -78,6 +98,9 @@ const SCRIPT = `
   var connEl = document.getElementById('conn');
   var fleetbar = document.getElementById('fleetbar');
   var empty = document.getElementById('empty');
+  var servingEl = document.getElementById('serving');
+  var servingBy = new Map();
+  var STRAGGLER_RATIO = __STRAGGLER_RATIO__;
 
   function el(tag, cls, parent) {
     var e = document.createElement(tag);
@@ -121,6 +144,11 @@ const SCRIPT = `
       meta: el('div', 'meta', root)
     };
     c.fill = el('div', 'fill', c.bar);
+    c.mark = el('span', 'mark');
+    c.mark.textContent = 'straggler';
+    c.mark.hidden = true;
+    top.insertBefore(c.mark, c.badge);
+    c.serve = servingCard(root, c.reason);
     c.inflight = el('span', 'inflight', c.meta);
     c.since = el('span', 'since', c.meta);
     c.name.textContent = name;
@@ -156,7 +184,79 @@ const SCRIPT = `
     c.log.title = b.last_log_line || '';
     c.log.hidden = !b.last_log_line || b.state === 'ready';
     c.inflight.textContent = b.inflight + ' in flight';
+    renderServe(b, c);
     tickCard(b, c);
+  }
+
+  // The serving view: last-minute rates and the backend's own load report, per card.
+  function rate(v) {
+    if (v === 0) return '0';
+    if (v >= 100) return Math.round(v).toLocaleString('en-US');
+    return v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  }
+  function servingCard(root, before) {
+    var s = { root: el('div', 'serve') };
+    root.insertBefore(s.root, before);
+    s.rates = el('div', 'rates', s.root);
+    var line = el('div', 'line', s.root);
+    s.load = el('span', 'load', line);
+    s.kv = el('span', 'kv', line);
+    s.kvText = el('span', '', s.kv);
+    s.kvFill = el('div', 'kvfill', el('div', 'kvbar', s.kv));
+    s.slow = el('div', 'slow', s.root);
+    return s;
+  }
+  function figure(parent, value, unit) {
+    var b = el('b', '', parent);
+    b.textContent = value;
+    parent.appendChild(document.createTextNode(unit));
+  }
+  function renderServe(b, c) {
+    var f = servingBy.get(b.name);
+    var shown = !!f && (b.state === 'ready' || f.requests_per_second > 0 || f.tokens_per_second > 0);
+    c.serve.root.hidden = !shown;
+    var slow = shown && f.straggler;
+    c.mark.hidden = !slow;
+    c.root.classList.toggle('straggler', slow);
+    if (!shown) return;
+    var s = c.serve;
+    s.rates.textContent = '';
+    figure(s.rates, rate(f.tokens_per_second), ' tok/s');
+    s.rates.appendChild(document.createTextNode('\u2003'));
+    figure(s.rates, rate(f.requests_per_second), ' req/s');
+    s.load.textContent = f.running == null ? 'no load report' : f.running + ' running \u00b7 ' + f.queued + ' queued';
+    s.kv.hidden = f.kv_cache_usage == null;
+    if (f.kv_cache_usage != null) {
+      var pct = Math.round(f.kv_cache_usage * 100);
+      s.kvText.textContent = 'KV ' + pct + '%';
+      s.kvFill.style.width = Math.min(100, pct) + '%';
+      s.kv.classList.toggle('full', f.kv_cache_usage >= 0.9);
+    }
+    s.slow.hidden = !slow;
+    s.slow.textContent = slow
+      ? rate(f.tokens_per_second_per_request) + ' tok/s per running request: below ' + STRAGGLER_RATIO +
+        '\u00d7 the fleet median'
+      : '';
+  }
+  function renderFleetServing(fleet) {
+    servingEl.hidden = !fleet;
+    if (!fleet) return;
+    servingEl.textContent = '';
+    function chip(cls, value, unit) {
+      figure(el('span', cls, servingEl), value, unit);
+    }
+    chip('', rate(fleet.tokens_per_second), 'tok/s');
+    chip('', rate(fleet.requests_per_second), 'req/s');
+    chip(fleet.waiting > 0 ? 'warn' : '', String(fleet.waiting), 'waiting');
+    chip(fleet.retries > 0 ? 'warn' : '', String(fleet.retries), fleet.retries === 1 ? 'retry' : 'retries');
+    chip(fleet.errors > 0 ? 'bad' : '', String(fleet.errors), fleet.errors === 1 ? 'error' : 'errors');
+    el('span', 'window', servingEl).textContent = 'in the last ' + fleet.window_seconds + ' s';
+  }
+  function serving(view) {
+    servingBy.clear();
+    Object.keys(view.backends).forEach(function (name) { servingBy.set(name, view.backends[name]); });
+    renderFleetServing(view.fleet);
+    backends.forEach(function (b) { var c = cards.get(b.name); if (c) renderServe(b, c); });
   }
 
   function tickCard(b, c) {
@@ -208,6 +308,9 @@ const SCRIPT = `
 
   function snapshot(status) {
     minReady = status.min_ready;
+    servingBy.clear();
+    status.backends.forEach(function (b) { if (b.serving) servingBy.set(b.name, b.serving); });
+    renderFleetServing(status.serving);
     var seen = new Set();
     status.backends.forEach(function (b) { seen.add(b.name); });
     Array.from(backends.keys()).forEach(function (name) { if (!seen.has(name)) remove(name); });
@@ -249,6 +352,7 @@ const SCRIPT = `
       });
       renderSummary();
     });
+    source.addEventListener('serving', function (e) { serving(JSON.parse(e.data)); });
     source.addEventListener('error', function () {
       if (source.readyState === EventSource.CLOSED) {
         // The browser gives up on a non-200 answer (fleetgate restarting behind a proxy): retry ourselves.
@@ -266,7 +370,9 @@ const SCRIPT = `
   }, 1000);
   connect();
 })();
-`.replace('__PHASE_WORDS__', JSON.stringify(PHASE_WORDS));
+`
+  .replace('__PHASE_WORDS__', JSON.stringify(PHASE_WORDS))
+  .replace('__STRAGGLER_RATIO__', String(STRAGGLER_RATIO));
 
 export const STATUS_PAGE_HTML = `<!doctype html>
 <html lang="en">
@@ -280,6 +386,7 @@ export const STATUS_PAGE_HTML = `<!doctype html>
 <body>
 <header>
   <div class="head"><h1>fleetgate</h1><div id="summary">connecting\u2026</div><div id="conn">connecting</div></div>
+  <div id="serving" hidden></div>
   <div id="fleetbar"></div>
 </header>
 <main id="grid"></main>

@@ -1,5 +1,6 @@
 /** `GET /fleet/status` (JSON), `GET /fleet/events` (server-sent events) and `GET /fleet` (the status page). */
 import type { FastifyInstance } from 'fastify';
+import { ServingStats } from '../metrics/serving-stats.js';
 import type { Gateway } from '../proxy/gateway.js';
 import { FleetEventStream } from './fleet-events.js';
 import { fleetStatus } from './fleet-summary.js';
@@ -9,9 +10,13 @@ export async function registerStatusRoutes(app: FastifyInstance, gateway: Gatewa
   const registry = gateway.fleet.registry;
   // Reload changes `gateway.config` in place, so min_ready is read per use.
   const minReady = () => gateway.config.min_ready;
-  const events = new FleetEventStream(registry, { minReady });
+  const stats = new ServingStats({ registry, events: gateway.events, waiting: () => gateway.queue.waiting });
+  app.addHook('onReady', async () => stats.start());
+  app.addHook('onClose', async () => stats.stop());
+  const serving = () => stats.view();
+  const events = new FleetEventStream(registry, { minReady, serving });
 
-  app.get('/fleet/status', async () => fleetStatus(registry, minReady()));
+  app.get('/fleet/status', async () => fleetStatus(registry, minReady(), serving()));
 
   app.get('/fleet/events', { exposeHeadRoute: false }, (_request, reply) => {
     reply.hijack();

@@ -1,6 +1,7 @@
 /**
  * `fleetgate demo`: a simulated fleet of 7 SGLang-like servers with staggered starts (gpu3 dies of
- * CUDA OOM during graph capture and is relaunched a little later) and fleetgate in front of it.
+ * CUDA OOM during graph capture and is relaunched a little later; gpu5 generates 3x slower, a
+ * straggler for the serving view to mark under load) and fleetgate in front of it.
  */
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,12 +17,15 @@ import { runUntilSignal } from './serve.js';
 const usage = `usage: fleetgate demo [--port 8080] [--base-port 30000] [--backends 7] [--host 127.0.0.1]
 
 Starts simulated SGLang servers on base-port..base-port+N-1 (staggered starts; gpu3 dies of CUDA OOM
-during graph capture and is relaunched ~10 s later) and fleetgate in front of them. Ctrl-C stops all.
+during graph capture and is relaunched ~10 s later; gpu5 generates 3x slower, a straggler under
+load) and fleetgate in front of them. Ctrl-C stops all.
 `;
 
 const FAILING_GPU = 3;
 const STAGGER_MS = 2_500;
 const RESTART_AFTER_MS = 10_000;
+const SLOW_GPU = 5;
+const SLOWDOWN = 3;
 
 export async function run(argv: string[]): Promise<number> {
   let values: { port: string; 'base-port': string; backends: string; host: string; help?: boolean };
@@ -58,17 +62,17 @@ export async function run(argv: string[]): Promise<number> {
   const logDir = await mkdtemp(join(tmpdir(), 'fleetgate-demo-'));
   const ports = Array.from({ length: count }, (_, i) => basePort + i);
   const failures = new Map(count > FAILING_GPU ? [[FAILING_GPU, { mode: 'cuda_oom_capture' as const }]] : []);
-  const fleet = new SimFleet(
-    fleetOptions({
-      ports,
-      host: values.host,
-      speed: 'demo',
-      logDir,
-      staggerMs: STAGGER_MS,
-      failures,
-      restartAfterMs: RESTART_AFTER_MS,
-    }),
-  );
+  const options = fleetOptions({
+    ports,
+    host: values.host,
+    speed: 'demo',
+    logDir,
+    staggerMs: STAGGER_MS,
+    failures,
+    restartAfterMs: RESTART_AFTER_MS,
+  });
+  if (count > SLOW_GPU) options[SLOW_GPU].engine = { ...options[SLOW_GPU].engine, slowdown: SLOWDOWN };
+  const fleet = new SimFleet(options);
 
   const config = validateConfig(
     {

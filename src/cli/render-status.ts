@@ -2,6 +2,7 @@
 import type { BackendStatus, FleetStatus } from '../admin/fleet-summary.js';
 import { PHASE_WORDS, phaseText } from '../admin/phase-words.js';
 import type { BackendState } from '../fleet/backend-state.js';
+import { renderServing } from './render-serving.js';
 
 const RESET = '\x1b[0m';
 /** As on the status page: ready green, starting blue (amber when stalled), failed red, unhealthy orange. */
@@ -94,7 +95,7 @@ export interface TableOptions {
 
 const HEADERS = ['NAME', 'STATE', 'PHASE/PROGRESS', 'INFLIGHT', 'REASON'] as const;
 
-/** The `fleetgate status` table and its summary line, newline-terminated. */
+/** The `fleetgate status` table, its summary line and the serving view, newline-terminated. */
 export function renderTable(status: FleetStatus, opts: TableOptions): string {
   if (status.backends.length === 0) return 'no backends configured\n';
   const rows = status.backends.map((b) => [b.name, b.state, progressText(b), String(b.inflight), b.reason ?? '']);
@@ -113,5 +114,6 @@ export function renderTable(status: FleetStatus, opts: TableOptions): string {
   const out = [line(HEADERS), ...rows.map((r, i) => line(r, status.backends[i]))];
   const low = status.ready < status.min_ready ? ` (below min_ready ${status.min_ready})` : '';
   out.push('', `${summaryLine(status)}${low}`);
-  return `${out.join('\n')}\n`;
+  const serving = renderServing(status, opts);
+  return `${out.join('\n')}\n${serving === '' ? '' : `\n${serving}`}`;
 }

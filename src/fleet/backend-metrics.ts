@@ -5,6 +5,8 @@ export interface BackendLoad {
   running: number;
   queued: number;
   tokenUsage: number | null;
+  /** The generation-token counter, summed over ranks; null when not reported. */
+  generationTokens: number | null;
 }
 
 const NAMES = {
@@ -12,11 +14,13 @@ const NAMES = {
     running: 'sglang:num_running_reqs',
     queued: 'sglang:num_queue_reqs',
     usage: 'sglang:token_usage',
+    generated: 'sglang:generation_tokens_total',
   },
   vllm: {
     running: 'vllm:num_requests_running',
     queued: 'vllm:num_requests_waiting',
     usage: 'vllm:kv_cache_usage_perc',
+    generated: 'vllm:generation_tokens_total',
   },
 } as const;
 
@@ -30,7 +34,7 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
     const nameEnd = line.search(/[{ ]/);
     if (nameEnd <= 0) continue;
     const name = line.slice(0, nameEnd);
-    if (name !== names.running && name !== names.queued && name !== names.usage) continue;
+    if (name !== names.running && name !== names.queued && name !== names.usage && name !== names.generated) continue;
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
     if (!Number.isFinite(value)) continue;
     if (name === names.usage) usage.push(value);
@@ -42,6 +46,7 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
     running,
     queued: sums.get(names.queued) ?? 0,
     tokenUsage: usage.length > 0 ? Math.max(...usage) : null,
+    generationTokens: sums.get(names.generated) ?? null,
   };
 }
 

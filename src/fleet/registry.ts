@@ -23,6 +23,8 @@ export interface ReportedLoad {
   tokenUsage: number | null;
   /** The backend's own concurrency limit, when reported. */
   maxRunning: number | null;
+  /** The backend's generation-token counter, when reported (the serving view's tokens/s). */
+  generationTokens?: number | null;
   /** fleetgate's in-flight count when the report was taken. */
   inflightAtScrape: number;
 }

@@ -128,6 +128,7 @@ const BACKEND_KEYS = [
   'progress',
   'ready_seconds',
   'reason',
+  'serving',
   'since',
   'state',
   'url',
@@ -168,7 +169,7 @@ test('/fleet/status: every backend with state, phase, progress and reason from i
     { timeoutMs: 10_000, what: 'backends in their phases' },
   );
 
-  assert.deepEqual(Object.keys(status).sort(), ['backends', 'min_ready', 'ready', 'states', 'total']);
+  assert.deepEqual(Object.keys(status).sort(), ['backends', 'min_ready', 'ready', 'serving', 'states', 'total']);
   assert.equal(status.ready, 1);
   assert.equal(status.total, 5);
   assert.equal(status.min_ready, 2);

@@ -22,11 +22,23 @@ vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
 `;
 
 test('SGLang gauges are summed over ranks; KV usage is the fullest rank', () => {
-  assert.deepEqual(parseBackendLoad(SGLANG, 'sglang'), { running: 15, queued: 5, tokenUsage: 0.42 });
+  assert.deepEqual(parseBackendLoad(SGLANG, 'sglang'), {
+    running: 15,
+    queued: 5,
+    tokenUsage: 0.42,
+    generationTokens: null,
+  });
 });
 
 test('vLLM names', () => {
-  assert.deepEqual(parseBackendLoad(VLLM, 'vllm'), { running: 7, queued: 2, tokenUsage: 0.5 });
+  assert.deepEqual(parseBackendLoad(VLLM, 'vllm'), { running: 7, queued: 2, tokenUsage: 0.5, generationTokens: null });
+});
+
+test('the generation-token counter is summed over ranks (SGLang and vLLM names)', () => {
+  const sglang = `${SGLANG}sglang:generation_tokens_total{tp_rank="0"} 1200.0\nsglang:generation_tokens_total{tp_rank="1"} 34.0\n`;
+  assert.equal(parseBackendLoad(sglang, 'sglang')?.generationTokens, 1234);
+  const vllm = `${VLLM}vllm:generation_tokens_total{engine="0",model_name="m"} 987.0\nvllm:generation_tokens_created 1.7e9\n`;
+  assert.equal(parseBackendLoad(vllm, 'vllm')?.generationTokens, 987);
 });
 
 test('no running gauge means no report (fall back to in-flight counts)', () => {

@@ -137,6 +137,100 @@ test('table: below min_ready is said; an empty fleet is said', () => {
   assert.equal(renderTable(fleet([]), { color: false }), 'no backends configured\n');
 });
 
+function serving(fields: Partial<NonNullable<BackendStatus['serving']>> = {}): NonNullable<BackendStatus['serving']> {
+  return {
+    requests_per_second: 0.5,
+    tokens_per_second: 412.26,
+    tokens_per_second_per_request: 51.5,
+    running: 8,
+    queued: 0,
+    kv_cache_usage: 0.42,
+    straggler: false,
+    ...fields,
+  };
+}
+
+/** The demo's fleet under load: three serving, gpu2 a straggler, gpu3 still loading, gpu4 failed. */
+const underLoad: FleetStatus = {
+  ...fleet([
+    backend('gpu0', { inflight: 8, serving: serving() }),
+    backend('gpu1', { inflight: 8, serving: serving({ requests_per_second: 0.55, tokens_per_second: 398 }) }),
+    backend('gpu2', {
+      inflight: 8,
+      serving: serving({
+        requests_per_second: 0.1,
+        tokens_per_second: 96,
+        tokens_per_second_per_request: 12,
+        queued: 3,
+        kv_cache_usage: 0.913,
+        straggler: true,
+      }),
+    }),
+    backend('gpu3', {
+      state: 'starting',
+      phase: 'loading_weights',
+      progress: { done: 6, total: 83 },
+      serving: serving({
+        requests_per_second: 0,
+        tokens_per_second: 0,
+        tokens_per_second_per_request: null,
+        running: null,
+        queued: null,
+        kv_cache_usage: null,
+      }),
+    }),
+    backend('gpu4', {
+      state: 'failed',
+      reason: OOM,
+      serving: serving({ requests_per_second: 0, tokens_per_second: 0 }),
+    }),
+  ]),
+  serving: {
+    window_seconds: 60,
+    requests_per_second: 1.15,
+    tokens_per_second: 906.3,
+    waiting: 3,
+    retries: 1,
+    errors: 0,
+  },
+};
+
+test('serving view: fleet totals, then one row per serving backend with rates, reported load, straggler', () => {
+  const out = renderTable(underLoad, { color: false });
+  const lines = out.trimEnd().split('\n');
+  const at = lines.findIndex((l) => l.startsWith('SERVING'));
+  assert.ok(at > 0, out);
+  assert.equal(lines[at - 1], '', 'a blank line after the summary');
+  assert.equal(lines[at], 'SERVING  1.15 req/s, 906 tok/s, 3 waiting, 1 retry, 0 errors in the last 60 s');
+  assert.match(lines[at + 1], /^NAME\s+REQ\/S\s+TOK\/S\s+TOK\/S\/REQ\s+RUNNING\s+QUEUED\s+KV$/);
+  assert.match(lines[at + 2], /^gpu0\s+0\.50\s+412\s+51\.5\s+8\s+0\s+42%$/);
+  assert.match(lines[at + 3], /^gpu1\s+0\.55\s+398\s+51\.5\s+8\s+0\s+42%$/);
+  assert.match(lines[at + 4], /^gpu2\s+0\.10\s+96\.0\s+12\.0\s+8\s+3\s+91%\s+straggler$/);
+  // A backend still loading, or failed with nothing served in the window, has no serving row.
+  assert.ok(!lines.slice(at).some((l) => /^gpu[34]/.test(l)));
+  assert.equal(lines[at + 5], "straggler: tokens/s per running request below 0.7x the fleet's median");
+  assert.equal(lines.length, at + 6);
+  // Numbers are right-aligned: every row, the header too, ends its KV column at the same offset.
+  const ends = lines.slice(at + 1, at + 5).map((l) => l.replace(/\s+straggler$/, '').length);
+  assert.equal(new Set(ends).size, 1, lines.slice(at + 1, at + 5).join('\n'));
+});
+
+test('serving view: a straggler row is amber on a terminal; no serving figures, no block', () => {
+  const out = renderTable(underLoad, { color: true });
+  assert.match(out, new RegExp(`${ESC}\\[33mgpu2 .*straggler${ESC}\\[0m`));
+  assert.doesNotMatch(out, new RegExp(`${ESC}\\[33mgpu0`));
+  assert.doesNotMatch(renderTable(midStart, { color: false }), /SERVING/, 'an older fleetgate sends none');
+  const idle = {
+    ...underLoad,
+    backends: underLoad.backends.map((b) => ({ ...b, serving: serving({ straggler: false }) })),
+  };
+  assert.doesNotMatch(
+    renderTable(idle, { color: false }),
+    /^straggler:/m,
+    'the rule is explained only when one is marked',
+  );
+});
+
 test('colour: TTY only, NO_COLOR wins, FORCE_COLOR forces', () => {
   assert.equal(colorEnabled({ isTTY: true }, {}), true);
   assert.equal(colorEnabled({ isTTY: false }, {}), false);
