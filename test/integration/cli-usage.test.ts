@@ -11,7 +11,8 @@ import { spawnCli } from '../helpers/cli.js';
 const VERBS = ['serve', 'status', 'wait', 'drain', 'resume', 'demo', 'sim'];
 
 async function usageOf(verb: string, flag: string): Promise<string> {
-  const run = spawnCli([verb, flag]);
+  // serve: after other flags too, and it starts nothing (the usage is all it prints).
+  const run = spawnCli(verb === 'serve' ? [verb, '--listen', '127.0.0.1:0', flag] : [verb, flag]);
   const code = await run.closed;
   assert.equal(code, 0, `fleetgate ${verb} ${flag}: exit ${code}, stderr ${run.stderr()}`);
   assert.equal(run.stderr(), '', `fleetgate ${verb} ${flag} writes nothing to stderr`);
@@ -22,18 +23,15 @@ async function usageOf(verb: string, flag: string): Promise<string> {
 for (const flag of ['--help', '-h']) {
   test(`every verb answers ${flag} with its usage on stdout and exit 0`, async () => {
     // Two at a time: each is a Node process compiling TypeScript, on a machine running other tests.
-    for (let i = 0; i < VERBS.length; i += 2) await Promise.all(VERBS.slice(i, i + 2).map((v) => usageOf(v, flag)));
+    const usages = new Map<string, string>();
+    for (let i = 0; i < VERBS.length; i += 2) {
+      await Promise.all(VERBS.slice(i, i + 2).map(async (verb) => usages.set(verb, await usageOf(verb, flag))));
+    }
+    for (const option of ['--config', '--listen', '--backend', '--set', '--log-level']) {
+      assert.ok(usages.get('serve')?.includes(`  ${option} `), `serve's usage names ${option}`);
+    }
   });
 }
-
-test('serve --help after other flags prints the usage naming every flag and starts nothing', async () => {
-  const run = spawnCli(['serve', '--listen', '127.0.0.1:0', '--help']);
-  assert.equal(await run.closed, 0);
-  for (const flag of ['--config', '--listen', '--backend', '--set', '--log-level']) {
-    assert.ok(run.stdout().includes(`  ${flag} `), `usage names ${flag}`);
-  }
-  assert.doesNotMatch(run.output(), /listening/);
-});
 
 test('--version and -v print the version in package.json', async () => {
   const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
