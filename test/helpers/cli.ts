@@ -1,4 +1,5 @@
 /** `fleetgate` as a user runs it: the CLI spawned as a process (through tsx), with its output collected. */
+import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 
 /** The environment without colour switches, so a test sets the ones it is about. */
@@ -33,4 +34,26 @@ export function spawnCli(args: string[], env: NodeJS.ProcessEnv = plainEnv()): C
   });
   const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   return { child, output: () => output, stdout: () => stdout, stderr: () => stderr, closed };
+}
+
+export const VERBS = ['serve', 'status', 'wait', 'drain', 'resume', 'demo', 'sim'];
+
+/** `fleetgate VERB FLAG` exits 0 with the verb's usage on stdout and nothing on stderr; returns the usage. */
+export async function usageOf(verb: string, flag: string): Promise<string> {
+  // serve: after other flags too; it starts nothing (the usage is all it prints, then it exits).
+  const run = spawnCli(verb === 'serve' ? [verb, '--listen', '127.0.0.1:0', flag] : [verb, flag]);
+  const code = await run.closed;
+  assert.equal(code, 0, `fleetgate ${verb} ${flag}: exit ${code}, stderr ${run.stderr()}`);
+  assert.equal(run.stderr(), '', `fleetgate ${verb} ${flag} writes nothing to stderr`);
+  assert.match(run.stdout(), new RegExp(`^usage: fleetgate ${verb} `), `fleetgate ${verb} ${flag}`);
+  return run.stdout();
+}
+
+/** The usage of every verb for `flag`, two processes at a time (each compiles TypeScript on a shared machine). */
+export async function usageOfEveryVerb(flag: string): Promise<Map<string, string>> {
+  const usages = new Map<string, string>();
+  for (let i = 0; i < VERBS.length; i += 2) {
+    await Promise.all(VERBS.slice(i, i + 2).map(async (verb) => usages.set(verb, await usageOf(verb, flag))));
+  }
+  return usages;
 }

@@ -1,38 +1,19 @@
 /**
- * The CLI as a new user tries it: `--help` and `-h` on every verb exit 0 with the verb's usage on
- * stdout (`serve` used to answer `--help: unknown flag`, exit 2), and `--version` prints
- * package.json's version.
+ * The CLI as a new user tries it: `--help` on every verb exits 0 with the verb's usage on stdout
+ * (`serve` used to answer `--help: unknown flag`, exit 2), and `--version` prints package.json's
+ * version. `-h`: cli-usage-short.test.ts (its own file, so each stays within the per-file timeout).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { spawnCli } from '../helpers/cli.js';
+import { spawnCli, usageOfEveryVerb, VERBS } from '../helpers/cli.js';
 
-const VERBS = ['serve', 'status', 'wait', 'drain', 'resume', 'demo', 'sim'];
-
-async function usageOf(verb: string, flag: string): Promise<string> {
-  const run = spawnCli([verb, flag]);
-  const code = await run.closed;
-  assert.equal(code, 0, `fleetgate ${verb} ${flag}: exit ${code}, stderr ${run.stderr()}`);
-  assert.equal(run.stderr(), '', `fleetgate ${verb} ${flag} writes nothing to stderr`);
-  assert.match(run.stdout(), new RegExp(`^usage: fleetgate ${verb} `), `fleetgate ${verb} ${flag}`);
-  return run.stdout();
-}
-
-for (const flag of ['--help', '-h']) {
-  test(`every verb answers ${flag} with its usage on stdout and exit 0`, async () => {
-    // Two at a time: each is a Node process compiling TypeScript, on a machine running other tests.
-    for (let i = 0; i < VERBS.length; i += 2) await Promise.all(VERBS.slice(i, i + 2).map((v) => usageOf(v, flag)));
-  });
-}
-
-test('serve --help after other flags prints the usage naming every flag and starts nothing', async () => {
-  const run = spawnCli(['serve', '--listen', '127.0.0.1:0', '--help']);
-  assert.equal(await run.closed, 0);
-  for (const flag of ['--config', '--listen', '--backend', '--set', '--log-level']) {
-    assert.ok(run.stdout().includes(`  ${flag} `), `usage names ${flag}`);
+test('every verb answers --help with its usage on stdout and exit 0; serve names its flags', async () => {
+  const usages = await usageOfEveryVerb('--help');
+  assert.deepEqual([...usages.keys()].sort(), [...VERBS].sort());
+  for (const option of ['--config', '--listen', '--backend', '--set', '--log-level']) {
+    assert.ok(usages.get('serve')?.includes(`  ${option} `), `serve's usage names ${option}`);
   }
-  assert.doesNotMatch(run.output(), /listening/);
 });
 
 test('--version and -v print the version in package.json', async () => {
