@@ -113,7 +113,9 @@ export function renderTable(status: FleetStatus, opts: TableOptions): string {
       .trimEnd();
   const out = [line(HEADERS), ...rows.map((r, i) => line(r, status.backends[i]))];
   const low = status.ready < status.min_ready ? ` (below min_ready ${status.min_ready})` : '';
-  out.push('', `${summaryLine(status)}${low}`);
+  // The summary stays the last line (scripts read it with `tail -1`); the serving view comes before it.
   const serving = renderServing(status, opts);
-  return `${out.join('\n')}\n${serving === '' ? '' : `\n${serving}`}`;
+  if (serving !== '') out.push('', serving.trimEnd());
+  out.push('', `${summaryLine(status)}${low}`);
+  return `${out.join('\n')}\n`;
 }

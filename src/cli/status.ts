@@ -5,10 +5,10 @@ import { colorEnabled, renderTable } from './render-status.js';
 
 export const USAGE = `usage: fleetgate status [--url URL] [--json]
 
-Prints one row per backend: NAME STATE PHASE/PROGRESS INFLIGHT REASON, then a summary line, then
-the serving view: the fleet's requests/s, tokens/s, waiting requests, retries and errors over the
-last minute, and per serving backend its rates, reported running/queued requests, KV-cache use and
-a straggler mark.
+Prints one row per backend: NAME STATE PHASE/PROGRESS INFLIGHT REASON; then the serving view: the
+fleet's requests/s, tokens/s, waiting requests, retries and errors over the last minute, and per
+serving backend its rates, reported running/queued requests, KV-cache use and a straggler mark;
+then a summary line.
 
 options:
   --url URL   fleetgate to ask (default: $FLEETGATE_URL, else ${DEFAULT_URL})

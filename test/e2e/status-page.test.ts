@@ -7,77 +7,12 @@
  * Chromium must be installed at /usr/bin/chromium (CI installs it): without it this test fails.
  */
 import assert from 'node:assert/strict';
-import { copyFile, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { copyFile, mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type TestContext, test } from 'node:test';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import { test } from 'node:test';
 import type { SimOptions } from '../../src/sim/index.js';
-import { chatLoad } from '../helpers/chat-load.js';
-import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
+import { cardState, launch, OUTPUT, overflow, ROOT, startFleet, UI_TIMEOUT } from '../helpers/status-page-browser.js';
 import { waitFor } from '../helpers/wait.js';
-
-const ROOT = join(import.meta.dirname, '..', '..');
-const OUTPUT = join(ROOT, 'test-output');
-const CHROMIUM = '/usr/bin/chromium';
-const HEALTH = { starting_interval: '100ms', interval: '1s' };
-const UI_TIMEOUT = 10_000;
-
-async function launch(t: TestContext): Promise<Browser> {
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
-  t.after(() => browser.close());
-  return browser;
-}
-
-async function logDir(t: TestContext): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'fleetgate-status-page-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-async function startFleet(t: TestContext, specs: Array<Partial<SimOptions>>) {
-  const dir = await logDir(t);
-  const sims = await createSims(
-    t,
-    specs.map((spec, i) => ({ logFile: join(dir, `sglang_gpu${i}.log`), ...spec })),
-  );
-  const { url, gateway } = await startGateway(t, {
-    backends: backendsFor(sims, (sim) => ({ log: sim.options.logFile })),
-    health: HEALTH,
-  });
-  return { sims, url, gateway };
-}
-
-/** The card's visible state, as the page shows it (`data-state`). */
-function cardState(page: Page, name: string, state: string) {
-  return page.waitForFunction(
-    ([n, s]) => document.querySelector(`.card[data-name="${n}"]`)?.getAttribute('data-state') === s,
-    [name, state] as const,
-    { timeout: UI_TIMEOUT },
-  );
-}
-
-/** Nothing wider than the viewport: no sideways scrolling on a phone. */
-function overflow(page: Page) {
-  return page.evaluate(() => ({
-    scrollWidth: document.documentElement.scrollWidth,
-    innerWidth: window.innerWidth,
-    wide: [...document.querySelectorAll('body *')]
-      .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 0.5)
-      .map((e) => `${e.tagName}.${e.className}`),
-  }));
-}
 
 test('the page shows every backend and follows it live: ready, then failed, without a reload', async (t) => {
   const { sims, url } = await startFleet(t, [
@@ -235,61 +170,4 @@ test('a 7-backend fleet mid-start: laptop screenshot, and a phone viewport witho
     .evaluateAll((els) => els.map((e) => Math.round(e.getBoundingClientRect().left)));
   assert.equal(new Set(lefts).size, 1);
   await phone.screenshot({ path: join(OUTPUT, 'status-page-phone.png'), fullPage: true });
-});
-
-test('the serving view under load: fleet totals, per-backend rates and reported load, a slowed backend marked', async (t) => {
-  const { sims, url } = await startFleet(t, [
-    { engine: { tokenMs: 10 } },
-    { engine: { tokenMs: 10 } },
-    { engine: { tokenMs: 10 } },
-  ]);
-  for (const sim of sims) sim.start();
-  await Promise.all(sims.map((sim) => sim.whenReady()));
-  sims[2].slow(5);
-  const browser = await launch(t);
-  const page = await browser.newPage({ viewport: { width: 1280, height: 720 }, colorScheme: 'light' });
-  const errors: string[] = [];
-  page.on('pageerror', (error) => errors.push(error.message));
-  await page.goto(`${url}/fleet`);
-  await cardState(page, 'gpu2', 'ready');
-  assert.equal(await page.locator('#serving').isVisible(), true, 'the totals show once the fleet is up');
-  assert.match(
-    (await page.locator('#serving').textContent()) ?? '',
-    /^0tok\/s0req\/s0waiting0retries0errorsin the last 60 s$/,
-  );
-
-  const clients = chatLoad(url, { workers: 8, maxTokens: 30 });
-  t.after(() => clients.stop());
-  // Live, without a reload: rates above zero on every card and in the header, gpu2 marked.
-  await page.waitForFunction(
-    () =>
-      ['#serving b', ...['gpu0', 'gpu1', 'gpu2'].map((n) => `.card[data-name="${n}"] .rates b`)].every(
-        (sel) => Number.parseFloat(document.querySelector(sel)?.textContent ?? '') > 0,
-      ) && document.querySelector('.card[data-name="gpu2"]')?.classList.contains('straggler'),
-    undefined,
-    { timeout: 20_000 },
-  );
-  const gpu2 = page.locator('.card[data-name="gpu2"]');
-  assert.equal(await gpu2.locator('.mark').isVisible(), true);
-  assert.match(
-    (await gpu2.locator('.slow').textContent()) ?? '',
-    /tok\/s per running request: below 0\.7× the fleet median/,
-  );
-  assert.equal(await page.locator('.card[data-name="gpu0"] .mark').isVisible(), false);
-  assert.match((await page.locator('.card[data-name="gpu0"] .load').textContent()) ?? '', /^\d+ running · \d+ queued$/);
-  assert.match((await page.locator('.card[data-name="gpu0"] .kv').textContent()) ?? '', /^KV \d+%$/);
-  assert.match((await page.locator('#serving').textContent()) ?? '', /req\/s.*waiting.*retries.*errors/);
-
-  await mkdir(OUTPUT, { recursive: true });
-  await page.screenshot({ path: join(OUTPUT, 'serving-view.png'), fullPage: true });
-  const phone = await browser.newPage({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
-  await phone.goto(`${url}/fleet`);
-  await phone.waitForFunction(() => document.querySelector('.card[data-name="gpu2"] .mark:not([hidden])'), undefined, {
-    timeout: UI_TIMEOUT,
-  });
-  const sizes = await overflow(phone);
-  assert.ok(sizes.scrollWidth <= sizes.innerWidth, `overflows: ${JSON.stringify(sizes)}`);
-  assert.deepEqual(sizes.wide, []);
-  await clients.stop();
-  assert.deepEqual(errors, []);
 });

@@ -21,8 +21,8 @@ test('under load: rates and reported load per backend, fleet totals, and the slo
   const { url, sims } = await startReadyFleet(t, [{ engine: { tokenMs: 10 } }, { engine: { tokenMs: 10 } }], {
     routing: { load_interval: '100ms' },
   });
-  sims[1].slow(5);
-  const clients = chatLoad(url, { workers: 8, maxTokens: 30 });
+  sims[1].slow(20);
+  const clients = chatLoad(url, { workers: 8, maxTokens: 12 });
   t.after(() => clients.stop());
 
   const marked = await waitFor(
@@ -31,7 +31,7 @@ test('under load: rates and reported load per backend, fleet totals, and the slo
       const [fast, slow] = s.backends.map((b) => b.serving);
       return slow?.straggler && fast!.requests_per_second > 0 && slow.requests_per_second > 0 ? s : null;
     },
-    { timeoutMs: 15_000, intervalMs: 250, what: 'gpu1 marked a straggler, once both answered requests' },
+    { timeoutMs: 30_000, intervalMs: 250, what: 'gpu1 marked a straggler, once both answered requests' },
   );
   const [fast, slow] = marked.backends.map((b) => b.serving!);
   assert.equal(fast.straggler, false);

@@ -200,7 +200,7 @@ test('serving view: fleet totals, then one row per serving backend with rates, r
   const lines = out.trimEnd().split('\n');
   const at = lines.findIndex((l) => l.startsWith('SERVING'));
   assert.ok(at > 0, out);
-  assert.equal(lines[at - 1], '', 'a blank line after the summary');
+  assert.equal(lines[at - 1], '', 'a blank line after the backend table');
   assert.equal(lines[at], 'SERVING  1.15 req/s, 906 tok/s, 3 waiting, 1 retry, 0 errors in the last 60 s');
   assert.match(lines[at + 1], /^NAME\s+REQ\/S\s+TOK\/S\s+TOK\/S\/REQ\s+RUNNING\s+QUEUED\s+KV$/);
   assert.match(lines[at + 2], /^gpu0\s+0\.50\s+412\s+51\.5\s+8\s+0\s+42%$/);
@@ -209,7 +209,10 @@ test('serving view: fleet totals, then one row per serving backend with rates, r
   // A backend still loading, or failed with nothing served in the window, has no serving row.
   assert.ok(!lines.slice(at).some((l) => /^gpu[34]/.test(l)));
   assert.equal(lines[at + 5], "straggler: tokens/s per running request below 0.7x the fleet's median");
-  assert.equal(lines.length, at + 6);
+  // The fleet's summary line stays last, after the serving block.
+  assert.equal(lines[at + 6], '');
+  assert.match(lines[at + 7], /^3\/5 ready, 1 failed, 1 loading weights 6\/83$/);
+  assert.equal(lines.length, at + 8);
   // Numbers are right-aligned: every row, the header too, ends its KV column at the same offset.
   const ends = lines.slice(at + 1, at + 5).map((l) => l.replace(/\s+straggler$/, '').length);
   assert.equal(new Set(ends).size, 1, lines.slice(at + 1, at + 5).join('\n'));
