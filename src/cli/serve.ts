@@ -1,10 +1,17 @@
-/** `fleetgate serve`: load config, run the gateway until SIGTERM/SIGINT, reload on SIGHUP. */
+/**
+ * `fleetgate serve`: load config, run the gateway until SIGTERM/SIGINT, reload on SIGHUP. `fleetgate launch`
+ * is the same with the engines of `launch:` started and supervised first.
+ */
 import { ConfigError, formatConfigError, loadConfig } from '../config/index.js';
 import type { Config } from '../config/types.js';
 import { createLogger } from '../logging.js';
 import { createGateway, type Gateway } from '../proxy/gateway.js';
 
-export async function run(argv: string[]): Promise<number> {
+export function run(argv: string[]): Promise<number> {
+  return runGateway(argv, { launch: false });
+}
+
+export async function runGateway(argv: string[], { launch }: { launch: boolean }): Promise<number> {
   let config: Config;
   const load = () => loadConfig({ argv, env: process.env, cwd: process.cwd() }).config;
   try {
@@ -16,8 +23,12 @@ export async function run(argv: string[]): Promise<number> {
     }
     throw error;
   }
+  if (launch && config.launch === null) {
+    process.stderr.write('fleetgate launch: the config has no launch: section (see config/examples/launch.yaml)\n');
+    return 2;
+  }
   const logger = createLogger(config.log);
-  const gateway = await createGateway(config, { logger, reloadConfig: load });
+  const gateway = await createGateway(config, { logger, reloadConfig: load, launch });
   const url = await gateway.listen();
   logger.info({ url, backends: config.backends.length }, `fleetgate listening on ${url}`);
   return runUntilSignal(gateway);
