@@ -11,7 +11,8 @@ export type AdminVerb = 'drain' | 'resume' | 'restart';
 const DOES: Record<AdminVerb, string> = {
   drain: 'stop sending new requests to backend NAME; its in-flight requests finish',
   resume: 'undo drain: NAME gets traffic again once it passes the readiness checks',
-  restart: 'stop the engine NAME that fleetgate launch started (SIGTERM to its process group, SIGKILL after launch.stop_grace) and start it again now; drain it first to let its requests finish',
+  restart:
+    'stop the engine NAME that fleetgate launch started (SIGTERM to its process group, SIGKILL after launch.stop_grace) and start it again now; drain it first to let its requests finish',
 };
 
 const PAST: Record<AdminVerb, string> = { drain: 'drained', resume: 'resumed', restart: 'restarting' };

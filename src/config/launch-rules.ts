@@ -156,6 +156,7 @@ function expandLaunch(raw: ReturnType<typeof launchMapping.parse>, key: string):
   const words = splitCommand(raw.command);
   if (typeof words === 'string') fail(`${key}.command`, words);
   if (words.length === 0) fail(`${key}.command`, 'must not be empty');
+  if (words[0] === '') fail(`${key}.command`, 'names no program (its first word is empty)');
   if (Array.isArray(gpus) && gpus.length !== ports.length)
     fail(`${key}.gpus`, `has ${gpus.length} GPU groups for ${ports.length} ports: give one per engine`);
   if (ports.length > 1 && unknownPlaceholder(raw.name, []) === null)
