@@ -253,8 +253,11 @@ export async function run(argv: string[]): Promise<number> {
     server.on('exit', (reason: string) => say(`${server.name}: exited: ${reason}`));
   }
   fleet.start();
+  // A server hung before its port opened leaves no timer or socket: without this the process would end.
+  const keepAlive = setInterval(() => {}, 2 ** 30);
   const code = await new Promise<number>((resolve) => {
     const finish = (code: number) => {
+      clearInterval(keepAlive);
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
       resolve(code);
