@@ -51,6 +51,9 @@ As one engine under fleetgate launch (one port):
   --fail-if-mem-fraction-above Y
                            the --fail failures happen only while --mem-fraction-static is above Y: a
                            GPU with less free memory, which a lower fraction (a launch remedy) fixes
+  --fail-only-on NAME      the --fail failures happen only if --name is NAME (one command line for a
+                           whole fleet, one faulty GPU)
+  --start-delay DUR        wait this long before the first log line (engines launched one after another)
 `;
 
 class UsageError extends Error {}
@@ -152,6 +155,8 @@ function parse(argv: string[]) {
       'exit-on-failure': { type: 'boolean' },
       'mem-fraction-static': { type: 'string' },
       'fail-if-mem-fraction-above': { type: 'string' },
+      'fail-only-on': { type: 'string' },
+      'start-delay': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -181,6 +186,12 @@ function parse(argv: string[]) {
   if (failAbove !== undefined && fraction === undefined)
     throw new UsageError('--fail-if-mem-fraction-above needs --mem-fraction-static');
   if (failAbove !== undefined && (fraction as number) <= failAbove) failures.clear();
+  const failOn = values['fail-only-on'];
+  if (failOn !== undefined && (ports.length !== 1 || values.name === undefined))
+    throw new UsageError('--fail-only-on needs one port and --name');
+  if (failOn !== undefined && failOn !== values.name) failures.clear();
+  const startDelay =
+    values['start-delay'] === undefined ? 0 : parseDurationFlag(values['start-delay'], '--start-delay');
   const engine: Partial<SimEngineOptions> = {};
   const set = (key: keyof SimEngineOptions, flag: string, min: number) => {
     const value = number(values[flag as keyof typeof values] as string | undefined, `--${flag}`, min);
@@ -210,6 +221,7 @@ function parse(argv: string[]) {
   const options = fleet.map((o) => ({
     ...o,
     name: values.name ?? o.name,
+    timing: { ...o.timing, startDelayMs: (o.timing?.startDelayMs ?? 0) + startDelay },
     logFile: values['log-stdout'] ? STDOUT_LOG : o.logFile,
   }));
   // Under --log-stdout, stdout is the server's log: our own lines would only clutter it.
