@@ -1,10 +1,13 @@
 /** The `launch:` section: templates split into argv and filled per engine, every mistake a ConfigError naming the key. */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { splitCommand } from '../../src/config/command-template.js';
 import { ConfigError } from '../../src/config/errors.js';
+import { loadConfig } from '../../src/config/load.js';
 import { validateConfig } from '../../src/config/validate.js';
 
+const REPO = join(import.meta.dirname, '../..');
 const COMMAND = 'python -m sglang.launch_server --model-path M --port {port} --mem-fraction-static 0.88';
 
 function launch(fields: Record<string, unknown>) {
@@ -133,4 +136,15 @@ test('launch backends come before listed ones, and clash with them by name or UR
     () => validateConfig({ launch: { command: COMMAND, ports: 30000 }, backends: ['http://127.0.0.1:30000'] }, 't'),
     /duplicate url/,
   );
+});
+
+test('config/examples/launch.yaml loads: seven engines, one GPU each, the OOM remedy', () => {
+  const { config } = loadConfig({ cwd: REPO, argv: ['--config', 'config/examples/launch.yaml'] });
+  assert.equal(config.launch?.engines.length, 7);
+  assert.deepEqual(
+    config.launch?.engines.map((e) => e.env.CUDA_VISIBLE_DEVICES),
+    ['0', '1', '2', '3', '4', '5', '6'],
+  );
+  assert.equal(config.backends[3].log, 'logs/sglang_gpu3.log');
+  assert.equal(config.launch?.remedies[0].when, 'Not enough memory|CUDA out of memory');
 });
