@@ -19,6 +19,13 @@ export interface EngineSupervisorOptions {
   now?: () => number;
 }
 
+/**
+ * uvicorn's message when another process holds the port (a server from an earlier run, never
+ * killed). That engine is reported, not fought over: fleetgate does not kill what it did not start,
+ * and restarting ours cannot help.
+ */
+const PORT_TAKEN = /address already in use/i;
+
 export function describeExit(exit: EngineExit): string {
   if (exit.error !== null) return `could not start: ${exit.error}`;
   if (exit.signal !== null) return `killed by ${exit.signal}`;
@@ -99,8 +106,7 @@ export class EngineSupervisor {
       void this.#end('operator', true);
       return;
     }
-    this.#count('operator');
-    this.#respawn();
+    this.#respawn('operator');
   }
 
   /** Stops the engine's whole process group (SIGTERM, then SIGKILL after `stop_grace`). */
@@ -157,16 +163,27 @@ export class EngineSupervisor {
       if (backend !== undefined) this.#opts.registry.apply(backend, { type: 'gave_up', reason: why });
       return;
     }
-    this.#count(trigger);
     this.#publish({ nextRestartAt: this.#now() + decision.delayMs });
     this.#log.info(`engine ${this.engine.name} restarts in ${decision.delayMs} ms (${trigger}: ${reason})`);
-    this.#timer = setTimeout(() => this.#respawn(immediate ? null : reason), decision.delayMs);
+    this.#timer = setTimeout(() => this.#respawn(trigger, immediate ? null : reason), decision.delayMs);
   }
 
-  /** Remedies match the fatal line if the log showed one by now, else how the process ended. */
-  #respawn(fallbackReason: string | null = null): void {
+  /**
+   * The fatal line if the log showed one by now (the process often exits before fleetgate has read
+   * it), else how the process ended: what remedies match.
+   */
+  #respawn(trigger: RestartReason, fallbackReason: string | null = null): void {
     this.#timer = null;
     const reason = this.#failure ?? fallbackReason;
+    if (trigger !== 'operator' && reason !== null && PORT_TAKEN.test(reason)) {
+      const why = `not restarted: another process holds port ${this.engine.port} (${reason})`;
+      this.#log.error(`engine ${this.engine.name} ${why}`);
+      this.#publish({ nextRestartAt: null });
+      const backend = this.#backend();
+      if (backend !== undefined) this.#opts.registry.apply(backend, { type: 'gave_up', reason: why });
+      return;
+    }
+    this.#count(trigger);
     if (reason !== null) {
       const { argv, applied } = applyRemedies(this.#argv, reason, this.#opts.launch.remedies);
       if (applied !== null) {

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -94,6 +95,27 @@ test('an engine that keeps exiting is restarted max_restarts times, then left fa
   const status = await fleetgate(['status', '--url', launched.url]);
   assert.match(status.stdout, /engines started by fleetgate launch:/);
   assert.match(status.stdout, /gpu0\s+-\s+2\s+code 3\s+-\s+-/);
+});
+
+test('an engine whose port another process holds is reported failed, not restarted, and that process is left alone', async (t) => {
+  const squatter = createServer();
+  await new Promise<void>((resolve) => squatter.listen(0, '127.0.0.1', resolve));
+  t.after(() => squatter.close());
+  const port = (squatter.address() as AddressInfo).port;
+  const launched = await startLaunch(t, {
+    launch: { command: simCommand(''), ports: port, restart_backoff: '1s' },
+  });
+  const failed = await waitFor(
+    async () => {
+      const b = await launched.backend('gpu0');
+      return b.state === 'failed' && /not restarted/.test(b.reason ?? '') ? b : null;
+    },
+    { what: 'gpu0 failed, not restarted', timeoutMs: 60_000 },
+  );
+  assert.match(failed.reason ?? '', new RegExp(`another process holds port ${port} \\(.*address already in use`));
+  assert.equal(failed.supervision?.restarts, 0);
+  assert.equal(failed.supervision?.pid, null);
+  assert.ok(squatter.listening, 'the other process keeps its port');
 });
 
 test('restart of a backend fleetgate did not start: 409', async (t) => {
