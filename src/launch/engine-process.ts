@@ -3,7 +3,7 @@
  * its log. Stopping signals the whole group: SGLang's scheduler and detokenizer children outlive a
  * killed parent otherwise, still holding the GPU.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { liveGroupMembers } from './process-group.js';
@@ -31,6 +31,7 @@ export class EngineProcess {
   /** Resolves when the group leader exits. */
   readonly exited: Promise<EngineExit>;
   #exit: EngineExit | null = null;
+  readonly #child: ChildProcess;
 
   constructor({ argv, env, log }: EngineSpawn) {
     mkdirSync(dirname(log), { recursive: true });
@@ -43,6 +44,7 @@ export class EngineProcess {
       });
       // fleetgate may exit while engines keep running (`on_exit: keep`).
       child.unref();
+      this.#child = child;
       this.pid = child.pid ?? null;
       this.exited = new Promise((resolve) => {
         const done = (exit: EngineExit) => {
@@ -66,6 +68,8 @@ export class EngineProcess {
    * the group remains (or, after SIGKILL, a bounded wait passed).
    */
   async stop(graceMs: number): Promise<EngineExit> {
+    // Waiting for its exit event: an unref'd child alone would let the event loop end first.
+    this.#child.ref();
     if (this.pid !== null) {
       if (this.#signalGroup('SIGTERM')) await this.#groupGone(graceMs);
       if (this.#signalGroup('SIGKILL')) await this.#groupGone(KILL_WAIT_MS);
