@@ -106,6 +106,8 @@ export class EngineSupervisor {
       void this.#end('operator', true);
       return;
     }
+    // Waiting out a backoff, or given up: start now.
+    this.#clearTimer();
     this.#respawn('operator');
   }
 
