@@ -43,6 +43,12 @@ export class BackendSeries {
     this.#probePass.inc(0);
     this.#probeFail.inc(0);
     this.#supervised = families.supervised.labels({ backend: name });
+    // At 0 from the start, for `increase()` in the restart-loop alert (0 for backends not launched).
+    for (const reason of RESTART_REASONS) {
+      const counter = families.restarts.labels({ backend: name, reason });
+      counter.inc(0);
+      this.#restarts.set(reason, counter);
+    }
     // Transitions into and out of `ready` start at 0: `increase()` cannot count a series' first
     // sample, and the flapping alert and dashboard read exactly these.
     for (const other of BACKEND_STATES) {
@@ -75,20 +81,11 @@ export class BackendSeries {
     if (snapshot.readySeconds !== null) this.#readySeconds.set(snapshot.readySeconds);
   }
 
-  /** Restart counters of a launched engine start at 0, for `increase()` in the restart-loop alert. */
   supervisionChanged(): void {
-    const supervised = this.backend.supervision !== null;
-    this.#supervised.set(supervised ? 1 : 0);
-    if (!supervised || this.#restarts.size > 0) return;
-    for (const reason of RESTART_REASONS) {
-      const counter = this.#families.restarts.labels({ backend: this.backend.name, reason });
-      counter.inc(0);
-      this.#restarts.set(reason, counter);
-    }
+    this.#supervised.set(this.backend.supervision !== null ? 1 : 0);
   }
 
   restarted(reason: RestartReason): void {
-    this.supervisionChanged();
     this.#restarts.get(reason)?.inc();
   }
 

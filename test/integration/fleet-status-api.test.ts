@@ -130,6 +130,7 @@ const BACKEND_KEYS = [
   'reason',
   'since',
   'state',
+  'supervision',
   'url',
 ];
 
