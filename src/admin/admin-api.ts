@@ -5,6 +5,7 @@
  *   DELETE /fleet/backends/:name         202 draining, removed once its in-flight requests finish; 404; 409 discovered by DNS
  *   POST   /fleet/backends/:name/drain   200 no new requests, in-flight ones finish; 404
  *   POST   /fleet/backends/:name/resume  200 back through the readiness gate; 404; 409 being removed
+ *   POST   /fleet/backends/:name/restart 200 its engine is stopped and started again now; 404; 409 not launched by fleetgate
  *   POST   /fleet/reload                 200 {added, removed, changed, unchanged, applied, restart_required};
  *                                        400 invalid config (the running one stays); 409 name clash
  *   any other /fleet/... path or method  404 (never proxied)
@@ -115,6 +116,19 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
     if (backend.removing) return fail(reply, 409, `backend "${backend.name}" is being removed`, 'conflict_error');
     registry.apply(backend, { type: 'resume' });
     audit(request, `resume backend ${backend.name}`, { backend: backend.name });
+    return backendStatus(backend);
+  });
+
+  app.post('/fleet/backends/:name/restart', { schema: nameParams, onRequest }, async (request: Named, reply) => {
+    const backend = find(request, reply);
+    if (backend === null) return reply;
+    const supervisor = gateway.launcher?.get(backend.name);
+    if (supervisor === undefined) {
+      const message = `backend "${backend.name}" was not started by fleetgate launch: restart it where it runs`;
+      return fail(reply, 409, message, 'conflict_error');
+    }
+    supervisor.restart();
+    audit(request, `restart backend ${backend.name}`, { backend: backend.name, inflight: backend.inflight });
     return backendStatus(backend);
   });
 

@@ -20,6 +20,28 @@ export interface BackendStatus {
   last_log_line: string | null;
   /** The serving view: last-minute rates and reported load (absent from `backend` events). */
   serving?: BackendServing;
+  /** The engine process, for backends `fleetgate launch` started; null otherwise (absent from older servers). */
+  supervision?: SupervisionStatus | null;
+}
+
+export interface SupervisionStatus {
+  pid: number | null;
+  restarts: number;
+  last_exit: { code: number | null; signal: string | null } | null;
+  next_restart_at: string | null;
+  remedy: string | null;
+}
+
+function supervisionStatus(backend: Backend): SupervisionStatus | null {
+  const s = backend.supervision;
+  if (s === null) return null;
+  return {
+    pid: s.pid,
+    restarts: s.restarts,
+    last_exit: s.lastExit,
+    next_restart_at: s.nextRestartAt === null ? null : new Date(s.nextRestartAt).toISOString(),
+    remedy: s.remedy,
+  };
 }
 
 export interface FleetStatus {
@@ -48,6 +70,7 @@ export function backendStatus(backend: Backend): BackendStatus {
     since: new Date(s.since).toISOString(),
     ready_seconds: s.readySeconds === null ? null : Math.round(s.readySeconds * 1000) / 1000,
     last_log_line: s.lastLogLine,
+    supervision: supervisionStatus(backend),
   };
 }
 

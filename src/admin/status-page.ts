@@ -57,6 +57,8 @@ main { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 
 .s-unhealthy .reason, .s-starting .reason { color: var(--unhealthy); }
 .log { font: 11px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; color: var(--muted);
   white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.proc { font-size: 12px; color: var(--muted); overflow-wrap: anywhere; }
+.remedy { font-size: 12px; color: var(--stalled); font-weight: 600; overflow-wrap: anywhere; }
 .meta { display: flex; flex-wrap: wrap; justify-content: space-between; gap: 2px 12px; font-size: 12px;
   color: var(--muted); border-top: 1px solid var(--line); padding-top: 5px; margin-top: 2px; }
 [hidden] { display: none !important; }
@@ -141,6 +143,8 @@ const SCRIPT = `
       eta: el('div', 'eta', root),
       reason: el('div', 'reason', root),
       log: el('div', 'log', root),
+      proc: el('div', 'proc', root),
+      remedy: el('div', 'remedy', root),
       meta: el('div', 'meta', root)
     };
     c.fill = el('div', 'fill', c.bar);
@@ -185,6 +189,7 @@ const SCRIPT = `
     c.log.hidden = !b.last_log_line || b.state === 'ready';
     c.inflight.textContent = b.inflight + ' in flight';
     renderServe(b, c);
+    renderProcess(b, c);
     tickCard(b, c);
   }
 
@@ -257,6 +262,19 @@ const SCRIPT = `
     Object.keys(view.backends).forEach(function (name) { servingBy.set(name, view.backends[name]); });
     renderFleetServing(view.fleet);
     backends.forEach(function (b) { var c = cards.get(b.name); if (c) renderServe(b, c); });
+  }
+
+  // Engines started by fleetgate launch: pid, restarts, last exit, next restart, remedy applied.
+  function renderProcess(b, c) {
+    var s = b.supervision;
+    c.proc.hidden = !s;
+    c.remedy.hidden = !s || !s.remedy;
+    if (!s) return;
+    var parts = [s.pid != null ? 'pid ' + s.pid : 'not running', 'restarts ' + s.restarts];
+    if (s.last_exit) parts.push('last exit ' + (s.last_exit.signal || 'code ' + s.last_exit.code));
+    if (s.next_restart_at) parts.push('restart at ' + new Date(s.next_restart_at).toLocaleTimeString());
+    c.proc.textContent = parts.join(' \u00b7 ');
+    c.remedy.textContent = s.remedy ? 'remedy: ' + s.remedy : '';
   }
 
   function tickCard(b, c) {

@@ -1,17 +1,21 @@
 /**
- * `fleetgate drain NAME` and `fleetgate resume NAME`: `POST /fleet/backends/NAME/drain|resume` on a
+ * `fleetgate drain NAME`, `fleetgate resume NAME` and `fleetgate restart NAME`: `POST /fleet/backends/NAME/drain|resume|restart` on a
  * running fleetgate. Exit 0 done, 1 refused or unreachable (the server's message is printed), 2 usage.
  */
 import { parseArgs } from 'node:util';
 import type { BackendStatus } from '../admin/fleet-summary.js';
 import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
 
-export type AdminVerb = 'drain' | 'resume';
+export type AdminVerb = 'drain' | 'resume' | 'restart';
 
 const DOES: Record<AdminVerb, string> = {
   drain: 'stop sending new requests to backend NAME; its in-flight requests finish',
   resume: 'undo drain: NAME gets traffic again once it passes the readiness checks',
+  restart:
+    'stop the engine NAME that fleetgate launch started (SIGTERM to its process group, SIGKILL after launch.stop_grace) and start it again now; drain it first to let its requests finish',
 };
+
+const PAST: Record<AdminVerb, string> = { drain: 'drained', resume: 'resumed', restart: 'restarting' };
 
 const usage = (verb: AdminVerb) => `usage: fleetgate ${verb} NAME [--url URL] [--token TOKEN]
 
@@ -81,8 +85,7 @@ export async function run(verb: AdminVerb, argv: string[]): Promise<number> {
     return 1;
   }
   const backend = JSON.parse(text) as BackendStatus;
-  const past = verb === 'drain' ? 'drained' : 'resumed';
-  process.stdout.write(`${past} ${backend.name}: ${backend.state}, ${backend.inflight} in flight\n`);
+  process.stdout.write(`${PAST[verb]} ${backend.name}: ${backend.state}, ${backend.inflight} in flight\n`);
   return 0;
 }
 

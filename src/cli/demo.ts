@@ -1,7 +1,8 @@
 /**
- * `fleetgate demo`: a simulated fleet of 7 SGLang-like servers with staggered starts (gpu3 dies of
- * CUDA OOM during graph capture and is relaunched a little later; gpu5 generates 3x slower, a
- * straggler for the serving view to mark under load) and fleetgate in front of it.
+ * `fleetgate demo`: a simulated fleet of 7 SGLang-like servers, each its own `fleetgate sim` process
+ * started and supervised by `fleetgate launch`'s code, and fleetgate in front of it. gpu3 dies of CUDA
+ * OOM during graph capture; fleetgate restarts it with `--mem-fraction-static` lowered by the remedy,
+ * and then it starts cleanly (the sim fails only above 0.85).
  */
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -10,22 +11,36 @@ import { parseArgs } from 'node:util';
 import { validateConfig } from '../config/validate.js';
 import { createLogger } from '../logging.js';
 import { createGateway } from '../proxy/gateway.js';
-import { fleetOptions, SimFleet } from '../sim/index.js';
 import { colorEnabled } from './render-status.js';
 import { runUntilSignal } from './serve.js';
 
 const usage = `usage: fleetgate demo [--port 8080] [--base-port 30000] [--backends 7] [--host 127.0.0.1]
 
-Starts simulated SGLang servers on base-port..base-port+N-1 (staggered starts; gpu3 dies of CUDA OOM
-during graph capture and is relaunched ~10 s later; gpu5 generates 3x slower, a straggler under
-load) and fleetgate in front of them. Ctrl-C stops all.
+Launches one simulated SGLang server (a fleetgate sim process) per port base-port..base-port+N-1
+through fleetgate launch, staggered; gpu3 dies of CUDA OOM during graph capture and fleetgate restarts
+it with a lower --mem-fraction-static (the remedy, shown on the status page). Ctrl-C stops all.
 `;
 
-const FAILING_GPU = 3;
-const STAGGER_MS = 2_500;
-const RESTART_AFTER_MS = 10_000;
-const SLOW_GPU = 5;
-const SLOWDOWN = 3;
+const FAILING_GPU = 'gpu3';
+const RESTART_BACKOFF = '3s';
+
+/** One word of the command template, quoted for the template splitter (never a shell). */
+function quoted(word: string): string {
+  return `"${word.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
+}
+
+/** This very program's `sim` verb, from source (tsx) or from dist alike. */
+function simCommand(host: string): string {
+  const self = [process.execPath, ...process.execArgv, process.argv[1]].map(quoted).join(' ');
+  return [
+    self,
+    'sim --port {port} --host',
+    quoted(host),
+    '--name {name} --log-stdout --exit-on-failure --speed demo --start-delay {i}s',
+    `--fail 0:cuda_oom_capture --fail-only-on ${FAILING_GPU}`,
+    '--mem-fraction-static 0.88 --fail-if-mem-fraction-above 0.85',
+  ].join(' ');
+}
 
 export async function run(argv: string[]): Promise<number> {
   let values: { port: string; 'base-port': string; backends: string; host: string; help?: boolean };
@@ -61,30 +76,31 @@ export async function run(argv: string[]): Promise<number> {
 
   const logDir = await mkdtemp(join(tmpdir(), 'fleetgate-demo-'));
   const ports = Array.from({ length: count }, (_, i) => basePort + i);
-  const failures = new Map(count > FAILING_GPU ? [[FAILING_GPU, { mode: 'cuda_oom_capture' as const }]] : []);
-  const options = fleetOptions({
-    ports,
-    host: values.host,
-    speed: 'demo',
-    logDir,
-    staggerMs: STAGGER_MS,
-    failures,
-    restartAfterMs: RESTART_AFTER_MS,
-  });
-  if (count > SLOW_GPU) options[SLOW_GPU].engine = { ...options[SLOW_GPU].engine, slowdown: SLOWDOWN };
-  const fleet = new SimFleet(options);
 
   const config = validateConfig(
     {
       listen: `${values.host}:${values.port}`,
-      fleet: { host: values.host, ports: `${ports[0]}-${ports.at(-1)}`, log: join(logDir, 'sglang_gpu{i}.log') },
+      launch: {
+        command: simCommand(values.host),
+        host: values.host,
+        ports: `${ports[0]}-${ports.at(-1)}`,
+        log: join(logDir, 'sglang_gpu{i}.log'),
+        restart_backoff: RESTART_BACKOFF,
+        stop_grace: '5s',
+        remedies: [
+          {
+            when: 'Not enough memory|CUDA out of memory',
+            set: { '--mem-fraction-static': { step: -0.05, min: 0.7 } },
+          },
+        ],
+      },
       health: { starting_interval: '500ms' },
       log: { level: 'info' },
     },
     'fleetgate demo',
   );
   const logger = createLogger(config.log, { pretty: true, color: colorEnabled(process.stdout) });
-  const gateway = await createGateway(config, { logger });
+  const gateway = await createGateway(config, { logger, launch: true });
   let url: string;
   try {
     url = await gateway.listen();
@@ -95,11 +111,10 @@ export async function run(argv: string[]): Promise<number> {
     await gateway.close();
     return 1;
   }
-  fleet.start();
-
   const base = url.replace('0.0.0.0', '127.0.0.1');
   process.stdout.write(`
-fleetgate demo: ${count} simulated SGLang servers on ports ${ports[0]}-${ports.at(-1)}, logs in ${logDir}
+fleetgate demo: ${count} simulated SGLang servers (one fleetgate sim process each, started by fleetgate launch)
+  on ports ${ports[0]}-${ports.at(-1)}, logs in ${logDir}
   proxy        ${base}
   status page  ${base}/fleet
   metrics      ${base}/metrics
@@ -111,5 +126,5 @@ Try (requests are held until a backend is ready, then streamed):
 
 Ctrl-C stops everything.
 `);
-  return runUntilSignal(gateway, () => fleet.stop());
+  return runUntilSignal(gateway);
 }

@@ -4,22 +4,26 @@ import { readFileSync } from 'node:fs';
 
 const verbs: Record<string, () => Promise<{ run(argv: string[]): Promise<number> }>> = {
   serve: () => import('./serve.js'),
+  launch: () => import('./launch.js'),
   demo: () => import('./demo.js'),
   sim: () => import('./sim.js'),
   status: () => import('./status.js'),
   wait: () => import('./wait.js'),
   drain: () => import('./admin-verbs.js').then((m) => ({ run: (argv: string[]) => m.run('drain', argv) })),
   resume: () => import('./admin-verbs.js').then((m) => ({ run: (argv: string[]) => m.run('resume', argv) })),
+  restart: () => import('./admin-verbs.js').then((m) => ({ run: (argv: string[]) => m.run('restart', argv) })),
 };
 
 const usage = `usage: fleetgate <command> [options]
 
 commands:
   serve   [--config FILE] [--listen HOST:PORT] [--backend URL ...]   run the proxy
+  launch  [--config FILE] [serve options]                            start and supervise the engines of launch:, then serve
   status  [--url URL] [--json]                                       print the fleet
   wait    [--url URL] [--ready N|all] [--timeout DUR] [--fail-fast]  block until backends are ready
   drain   NAME [--url URL] [--token T]                               stop sending new requests to a backend
   resume  NAME [--url URL] [--token T]                               undo drain
+  restart NAME [--url URL] [--token T]                               restart an engine fleetgate launch started
   demo                                                               simulated fleet of 7 + proxy
   sim     --ports 30000-30006 [...]                                  simulated SGLang servers
 

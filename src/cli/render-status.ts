@@ -117,5 +117,33 @@ export function renderTable(status: FleetStatus, opts: TableOptions): string {
   const serving = renderServing(status, opts);
   if (serving !== '') out.push('', serving.trimEnd());
   out.push('', `${summaryLine(status)}${low}`);
+  const engines = renderEngines(status.backends);
+  if (engines !== null) out.push('', engines);
   return `${out.join('\n')}\n`;
+}
+
+const ENGINE_HEADERS = ['NAME', 'PID', 'RESTARTS', 'LAST EXIT', 'NEXT RESTART', 'REMEDY'] as const;
+
+/** `code 1`, `SIGKILL`, or `-`. */
+export function exitText(exit: { code: number | null; signal: string | null } | null): string {
+  if (exit === null) return '-';
+  return exit.signal !== null ? exit.signal : `code ${exit.code}`;
+}
+
+/** The engines `fleetgate launch` supervises: a second table, or null when there are none. */
+export function renderEngines(backends: readonly BackendStatus[], now = Date.now()): string | null {
+  const supervised = backends.filter((b) => b.supervision);
+  if (supervised.length === 0) return null;
+  const rows = supervised.map((b) => {
+    const s = b.supervision!;
+    const next = s.next_restart_at === null ? '-' : `in ${shortDuration((Date.parse(s.next_restart_at) - now) / 1000)}`;
+    return [b.name, String(s.pid ?? '-'), String(s.restarts), exitText(s.last_exit), next, s.remedy ?? '-'];
+  });
+  const widths = ENGINE_HEADERS.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((cell, i) => cell.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
+  return ['engines started by fleetgate launch:', line(ENGINE_HEADERS), ...rows.map(line)].join('\n');
 }

@@ -1,12 +1,16 @@
-/** `fleetgate serve`: load config, run the gateway until SIGTERM/SIGINT, reload on SIGHUP. */
+/**
+ * `fleetgate serve`: load config, run the gateway until SIGTERM/SIGINT, reload on SIGHUP. `fleetgate launch`
+ * is the same with the engines of `launch:` started and supervised first.
+ */
 import { ConfigError, DEFAULT_CONFIG_PATH, formatConfigError, loadConfig, parseServeArgs } from '../config/index.js';
 import type { Config } from '../config/types.js';
 import { createLogger } from '../logging.js';
 import { createGateway, type Gateway } from '../proxy/gateway.js';
 
-const USAGE = `usage: fleetgate serve [--config FILE] [--listen HOST:PORT] [--backend URL ...] [--set key.path=value ...]
+const usage = (verb: string) => `usage: fleetgate ${verb} [--config FILE] [--listen HOST:PORT] [--backend URL ...] [--set key.path=value ...]
 
 Runs the proxy until SIGTERM or SIGINT (in-flight requests finish first); SIGHUP reloads the config.
+\`launch\` first starts and supervises the engines of the config's launch: section.
 The config is read from FILE, else $FLEETGATE_CONFIG, else ${DEFAULT_CONFIG_PATH} if it exists, else the
 built-in default (SGLang servers on 127.0.0.1:30000-30006); FLEETGATE_* variables, then flags, override it.
 
@@ -21,12 +25,16 @@ options:
 exit status: 0 stopped by a signal, 2 bad flag or config (nothing started)
 `;
 
-export async function run(argv: string[]): Promise<number> {
+export function run(argv: string[]): Promise<number> {
+  return runGateway(argv, { launch: false });
+}
+
+export async function runGateway(argv: string[], { launch }: { launch: boolean }): Promise<number> {
   let config: Config;
   const load = () => loadConfig({ argv, env: process.env, cwd: process.cwd() }).config;
   try {
     if (parseServeArgs(argv).help) {
-      process.stdout.write(USAGE);
+      process.stdout.write(usage(launch ? 'launch' : 'serve'));
       return 0;
     }
     config = load();
@@ -37,8 +45,12 @@ export async function run(argv: string[]): Promise<number> {
     }
     throw error;
   }
+  if (launch && config.launch === null) {
+    process.stderr.write('fleetgate launch: the config has no launch: section (see config/examples/launch.yaml)\n');
+    return 2;
+  }
   const logger = createLogger(config.log);
-  const gateway = await createGateway(config, { logger, reloadConfig: load });
+  const gateway = await createGateway(config, { logger, reloadConfig: load, launch });
   const url = await gateway.listen();
   logger.info({ url, backends: config.backends.length }, `fleetgate listening on ${url}`);
   return runUntilSignal(gateway);

@@ -17,6 +17,7 @@ import {
   SimFleet,
   type SimSpeed,
 } from '../sim/index.js';
+import { STDOUT_LOG } from '../sim/log-writer.js';
 
 const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
 
@@ -41,6 +42,18 @@ const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
   --api-key KEY            require 'Authorization: Bearer KEY' like --api-key
   --no-metrics             /metrics answers 404, like SGLang without --enable-metrics
   --quiet                  print nothing but errors
+
+As one engine under fleetgate launch (one port):
+  --name NAME              server name, e.g. gpu3 (its digits are the GPU in log lines)
+  --log-stdout             write the server log to stdout, as SGLang does (launch appends it to the log file)
+  --exit-on-failure        exit with status 1 when the server dies of a fatal error, like a real engine
+  --mem-fraction-static X  accepted like SGLang's flag; see --fail-if-mem-fraction-above
+  --fail-if-mem-fraction-above Y
+                           the --fail failures happen only while --mem-fraction-static is above Y: a
+                           GPU with less free memory, which a lower fraction (a launch remedy) fixes
+  --fail-only-on NAME      the --fail failures happen only if --name is NAME (one command line for a
+                           whole fleet, one faulty GPU)
+  --start-delay DUR        wait this long before the first log line (engines launched one after another)
 `;
 
 class UsageError extends Error {}
@@ -137,6 +150,13 @@ function parse(argv: string[]) {
       'api-key': { type: 'string' },
       'no-metrics': { type: 'boolean' },
       quiet: { type: 'boolean' },
+      name: { type: 'string' },
+      'log-stdout': { type: 'boolean' },
+      'exit-on-failure': { type: 'boolean' },
+      'mem-fraction-static': { type: 'string' },
+      'fail-if-mem-fraction-above': { type: 'string' },
+      'fail-only-on': { type: 'string' },
+      'start-delay': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -154,6 +174,24 @@ function parse(argv: string[]) {
   const speed = (values.speed ?? 'demo') as SimSpeed;
   if (!SIM_SPEEDS.includes(speed)) throw new UsageError(`--speed: '${speed}' must be one of ${SIM_SPEEDS.join(', ')}`);
   const failures = new Map((values.fail ?? []).map((f) => parseFailure(f, ports.length)));
+  const single = (flag: string) => {
+    if (ports.length !== 1) throw new UsageError(`${flag} needs exactly one port`);
+  };
+  if (values.name !== undefined) single('--name');
+  if (values['log-stdout']) single('--log-stdout');
+  if (values['log-stdout'] && values['log-dir'] !== undefined)
+    throw new UsageError('--log-stdout and --log-dir exclude each other');
+  const fraction = number(values['mem-fraction-static'], '--mem-fraction-static', 0);
+  const failAbove = number(values['fail-if-mem-fraction-above'], '--fail-if-mem-fraction-above', 0);
+  if (failAbove !== undefined && fraction === undefined)
+    throw new UsageError('--fail-if-mem-fraction-above needs --mem-fraction-static');
+  if (failAbove !== undefined && (fraction as number) <= failAbove) failures.clear();
+  const failOn = values['fail-only-on'];
+  if (failOn !== undefined && (ports.length !== 1 || values.name === undefined))
+    throw new UsageError('--fail-only-on needs one port and --name');
+  if (failOn !== undefined && failOn !== values.name) failures.clear();
+  const startDelay =
+    values['start-delay'] === undefined ? 0 : parseDurationFlag(values['start-delay'], '--start-delay');
   const engine: Partial<SimEngineOptions> = {};
   const set = (key: keyof SimEngineOptions, flag: string, min: number) => {
     const value = number(values[flag as keyof typeof values] as string | undefined, `--${flag}`, min);
@@ -164,7 +202,7 @@ function parse(argv: string[]) {
   set('maxTotalNumTokens', 'max-total-tokens', 2);
   set('batchPenalty', 'batch-penalty', 0);
   set('defaultMaxTokens', 'max-tokens', 1);
-  const options = fleetOptions({
+  const fleet = fleetOptions({
     ports,
     host: values.host,
     model: values.model,
@@ -180,7 +218,15 @@ function parse(argv: string[]) {
     enableMetrics: !values['no-metrics'],
     apiKey: values['api-key'] ?? null,
   });
-  return { options, quiet: values.quiet === true };
+  const options = fleet.map((o) => ({
+    ...o,
+    name: values.name ?? o.name,
+    timing: { ...o.timing, startDelayMs: (o.timing?.startDelayMs ?? 0) + startDelay },
+    logFile: values['log-stdout'] ? STDOUT_LOG : o.logFile,
+  }));
+  // Under --log-stdout, stdout is the server's log: our own lines would only clutter it.
+  const quiet = values.quiet === true || values['log-stdout'] === true;
+  return { options, quiet, exitOnFailure: values['exit-on-failure'] === true };
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -196,14 +242,14 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(usage);
     return 0;
   }
-  const { options, quiet } = parsed;
+  const { options, quiet, exitOnFailure } = parsed;
   const say = (line: string) => {
     if (!quiet) process.stdout.write(`${line}\n`);
   };
   // A relaunch with `> log` starts the file afresh.
   try {
     for (const o of options) {
-      if (!o.logFile) continue;
+      if (!o.logFile || o.logFile === STDOUT_LOG) continue;
       mkdirSync(dirname(o.logFile), { recursive: true });
       writeFileSync(o.logFile, '');
     }
@@ -219,16 +265,21 @@ export async function run(argv: string[]): Promise<number> {
     server.on('exit', (reason: string) => say(`${server.name}: exited: ${reason}`));
   }
   fleet.start();
-  await new Promise<void>((resolve) => {
-    const onSignal = () => {
+  // A server hung before its port opened leaves no timer or socket: without this the process would end.
+  const keepAlive = setInterval(() => {}, 2 ** 30);
+  const code = await new Promise<number>((resolve) => {
+    const finish = (code: number) => {
+      clearInterval(keepAlive);
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
-      resolve();
+      resolve(code);
     };
+    const onSignal = () => finish(0);
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
+    if (exitOnFailure) for (const server of fleet.servers) server.on('exit', () => finish(1));
   });
   say('stopping');
   await fleet.stop();
-  return 0;
+  return code;
 }

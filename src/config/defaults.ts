@@ -51,6 +51,19 @@ export const DEFAULT_LOG_ACCESS = true;
 
 export const DEFAULT_DRAIN_TIMEOUT = 30_000;
 
+/** `launch:` */
+export const DEFAULT_LAUNCH_NAME = 'gpu{i}';
+export const DEFAULT_LAUNCH_LOG = 'logs/{name}.log';
+/** GPUs per engine: engine i gets i*N .. i*N+N-1. */
+export const DEFAULT_LAUNCH_GPUS = 1;
+/** SGLang flushes and frees its scheduler and detokenizer children within seconds; a hung one never does. */
+export const DEFAULT_LAUNCH_STOP_GRACE = 30_000;
+export const DEFAULT_LAUNCH_STABLE_AFTER = 10 * 60_000;
+export const DEFAULT_LAUNCH_RESTART_BACKOFF = 10_000;
+export const DEFAULT_LAUNCH_RESTART_BACKOFF_MAX = 5 * 60_000;
+export const DEFAULT_LAUNCH_MAX_RESTARTS = 10;
+export const DEFAULT_LAUNCH_ON_EXIT = 'stop';
+
 /**
  * The config used when no file is given and `config/fleetgate.yaml` does not exist (fleetgate run outside
  * its repository): DESIGN's default fleet of seven SGLang servers on 127.0.0.1:30000-30006, named gpu0..gpu6.

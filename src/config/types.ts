@@ -92,4 +92,46 @@ export interface Config {
   shutdown: {
     drain_timeout: number;
   };
+  /** Engines `fleetgate launch` starts and supervises; under `serve` only their backends are used. */
+  launch: LaunchConfig | null;
+}
+
+/** One engine of `launch`, every placeholder filled in. */
+export interface LaunchEngine {
+  /** The backend's name. */
+  name: string;
+  port: number;
+  /** Program and arguments, never run through a shell. */
+  argv: string[];
+  /** Extra environment, `CUDA_VISIBLE_DEVICES` included. */
+  env: Record<string, string>;
+  /** stdout and stderr are appended here; also the backend's watched log. */
+  log: string;
+  /** `CUDA_VISIBLE_DEVICES` of this engine, e.g. `2,3`. */
+  gpus: string;
+}
+
+/** A remedy's change to one flag: a new value, or a numeric step bounded by `min`/`max`. */
+export type RemedyChange = { value: string } | { step: number; min: number | null; max: number | null };
+
+export interface LaunchRemedy {
+  /** Regular expression on the failure reason. */
+  when: string;
+  /** Flag (e.g. `--mem-fraction-static`) to its change. */
+  set: Record<string, RemedyChange>;
+}
+
+export type LaunchOnExit = 'stop' | 'keep';
+export const LAUNCH_ON_EXIT: readonly LaunchOnExit[] = ['stop', 'keep'];
+
+export interface LaunchConfig {
+  engines: LaunchEngine[];
+  stop_grace: number;
+  stable_after: number;
+  restart_backoff: number;
+  restart_backoff_max: number;
+  /** Restarts in a row before the engine is left `failed`; 0 = never restart. */
+  max_restarts: number;
+  on_exit: LaunchOnExit;
+  remedies: LaunchRemedy[];
 }

@@ -6,6 +6,7 @@
 import { backendEntry, fleetRule, kindOrInherit, resolveBackends } from './backend-rules.js';
 import * as defaults from './defaults.js';
 import { ConfigError, describeValue } from './errors.js';
+import { launchRule } from './launch-rules.js';
 import {
   boolean,
   duration,
@@ -101,6 +102,7 @@ const topLevel = section({
     access: boolean(defaults.DEFAULT_LOG_ACCESS),
   }),
   shutdown: section({ drain_timeout: duration(defaults.DEFAULT_DRAIN_TIMEOUT) }),
+  launch: launchRule,
 });
 
 /**
@@ -117,9 +119,9 @@ export function validateConfig(raw: unknown, source: string): Config {
 }
 
 function buildConfig(raw: unknown): Config {
-  const { fleet, backends: listed, ...top } = topLevel.parse(raw, '');
-  // The fleet comes first: `backends` then adds machines beside the DP fleet.
-  const backends = resolveBackends([...fleet, ...listed], top.kind);
+  const { fleet, backends: listed, launch, ...top } = topLevel.parse(raw, '');
+  // Launched engines and the fleet come first: `backends` then adds machines beside the DP fleet.
+  const backends = resolveBackends([...(launch?.backends ?? []), ...fleet, ...listed], top.kind);
   const discovery = top.discovery === null ? null : { ...top.discovery, kind: top.discovery.kind ?? top.kind };
   if (backends.length === 0 && discovery === null)
     fail('backends', 'no backends configured (set backends, fleet or discovery)');
@@ -130,7 +132,7 @@ function buildConfig(raw: unknown): Config {
   if (metrics !== null && metrics.port !== 0 && metrics.port === listen.port && metrics.host === listen.host) {
     fail('metrics_listen', `${metrics.host}:${metrics.port} is also the main listen address`);
   }
-  return { ...top, backends, discovery };
+  return { ...top, backends, discovery, launch: launch?.config ?? null };
 }
 
 /**

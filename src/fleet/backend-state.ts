@@ -30,6 +30,8 @@ export type BackendEvent =
   | { type: 'log_line'; line: string }
   | { type: 'drain' }
   | { type: 'resume' }
+  /** `fleetgate launch` stopped restarting the engine (`max_restarts` in a row), or was told to try again (null). */
+  | { type: 'gave_up'; reason: string | null }
   | { type: 'tick' };
 
 export interface LifecycleOptions {
@@ -96,6 +98,7 @@ export class BackendLifecycle {
   #log: LogFacts;
   #passive: PassiveFacts = { ejected: null, consecutiveFailures: 0 };
   #draining = false;
+  #gaveUp: string | null = null;
   /** Admitted since the latest start: failures from here on mean `unhealthy`, not `starting`. */
   #wasReady = false;
   /** Seen down (refused) since it was ready or failed: coming back up is a fresh start. */
@@ -152,6 +155,9 @@ export class BackendLifecycle {
         break;
       case 'resume':
         this.#draining = false;
+        break;
+      case 'gave_up':
+        this.#gaveUp = event.reason;
         break;
       case 'tick':
         break;
@@ -271,6 +277,7 @@ export class BackendLifecycle {
 
   #derive(): { state: BackendState; reason: string | null } {
     if (this.#draining) return { state: 'draining', reason: 'drained by operator' };
+    if (this.#gaveUp !== null) return { state: 'failed', reason: this.#gaveUp };
     if (this.#log.fatal !== null) return { state: 'failed', reason: this.#log.fatal };
     if (this.#readyNow()) return { state: 'ready', reason: null };
     if (this.#wasReady) {

@@ -29,6 +29,23 @@ export interface ReportedLoad {
   inflightAtScrape: number;
 }
 
+/** What `fleetgate launch` reports about the engine process behind a backend. */
+export interface Supervision {
+  /** Null between a stop and the next start. */
+  pid: number | null;
+  /** Restarts since fleetgate started (operator restarts included). */
+  restarts: number;
+  lastExit: { code: number | null; signal: string | null } | null;
+  /** ms epoch of the scheduled restart, or null. */
+  nextRestartAt: number | null;
+  /** The latest remedy applied, e.g. `--mem-fraction-static 0.88 -> 0.83`. */
+  remedy: string | null;
+}
+
+/** Why a supervised engine was restarted (`fleetgate_backend_restarts_total{reason}`). */
+export type RestartReason = 'exit' | 'failed' | 'stalled' | 'no_progress' | 'operator';
+export const RESTART_REASONS: readonly RestartReason[] = ['exit', 'failed', 'stalled', 'no_progress', 'operator'];
+
 export class Backend {
   readonly config: BackendConfig;
   readonly lifecycle: BackendLifecycle;
@@ -39,6 +56,8 @@ export class Backend {
   cap = 0;
   /** Set when removal was asked: no new requests; removed once in-flight reaches 0. */
   removing = false;
+  /** Set by `fleetgate launch` for the engines it started; null otherwise. */
+  supervision: Supervision | null = null;
 
   constructor(config: BackendConfig, lifecycle: BackendLifecycle) {
     this.config = config;
@@ -103,6 +122,8 @@ export interface RegistryEvents {
   probe: [Backend, ProbeResult];
   /** A backend's cap rose or was lifted: requests waiting in the queue may fit now. */
   capacity: [Backend];
+  /** `fleetgate launch` is restarting the backend's engine. */
+  restart: [Backend, RestartReason];
 }
 
 export interface RegistryOptions {
@@ -174,6 +195,16 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
     const opens = cap === 0 ? backend.cap !== 0 : backend.cap !== 0 && cap > backend.cap;
     backend.cap = cap;
     if (opens) this.emit('capacity', backend);
+  }
+
+  /** The launch supervisor's report on the engine process; status and metrics read it here. */
+  setSupervision(backend: Backend, supervision: Supervision): void {
+    backend.supervision = supervision;
+    this.emit('change', backend);
+  }
+
+  restarting(backend: Backend, reason: RestartReason): void {
+    this.emit('restart', backend, reason);
   }
 
   /** Called by whoever releases a request slot. */

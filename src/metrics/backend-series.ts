@@ -5,7 +5,7 @@
  */
 import type { Counter, Gauge } from 'prom-client';
 import { BACKEND_STATES, type BackendSnapshot, type BackendState } from '../fleet/backend-state.js';
-import type { Backend } from '../fleet/registry.js';
+import { type Backend, RESTART_REASONS, type RestartReason } from '../fleet/registry.js';
 import type { MetricFamilies } from './definitions.js';
 import { RequestSeries } from './request-series.js';
 
@@ -23,6 +23,8 @@ export class BackendSeries {
   readonly #probeFail: Counter.Internal;
   /** Keyed `from>to`: at most 30 pairs. */
   readonly #transitions = new Map<string, Counter.Internal>();
+  readonly #supervised: Gauge.Internal<'backend'>;
+  readonly #restarts = new Map<RestartReason, Counter.Internal>();
   #state: BackendState;
 
   constructor(families: MetricFamilies, backend: Backend) {
@@ -40,6 +42,13 @@ export class BackendSeries {
     this.#probeFail = families.healthChecks.labels({ backend: name, result: 'fail' });
     this.#probePass.inc(0);
     this.#probeFail.inc(0);
+    this.#supervised = families.supervised.labels({ backend: name });
+    // At 0 from the start, for `increase()` in the restart-loop alert (0 for backends not launched).
+    for (const reason of RESTART_REASONS) {
+      const counter = families.restarts.labels({ backend: name, reason });
+      counter.inc(0);
+      this.#restarts.set(reason, counter);
+    }
     // Transitions into and out of `ready` start at 0: `increase()` cannot count a series' first
     // sample, and the flapping alert and dashboard read exactly these.
     for (const other of BACKEND_STATES) {
@@ -51,6 +60,7 @@ export class BackendSeries {
     this.#showState(backend.state);
     this.collectInflight();
     this.snapshotChanged(backend.lifecycle.snapshot);
+    this.supervisionChanged();
   }
 
   get state(): BackendState {
@@ -69,6 +79,14 @@ export class BackendSeries {
     this.#progress.set(progress !== null && progress.total > 0 ? Math.min(1, progress.done / progress.total) : 0);
     // Kept after a restart (the lifecycle then forgets it) until the new start reaches ready.
     if (snapshot.readySeconds !== null) this.#readySeconds.set(snapshot.readySeconds);
+  }
+
+  supervisionChanged(): void {
+    this.#supervised.set(this.backend.supervision !== null ? 1 : 0);
+  }
+
+  restarted(reason: RestartReason): void {
+    this.#restarts.get(reason)?.inc();
   }
 
   probe(ok: boolean): void {
@@ -93,6 +111,8 @@ export class BackendSeries {
     f.readySeconds.remove({ backend });
     f.healthChecks.remove({ backend, result: 'pass' });
     f.healthChecks.remove({ backend, result: 'fail' });
+    f.supervised.remove({ backend });
+    for (const reason of this.#restarts.keys()) f.restarts.remove({ backend, reason });
     for (const key of this.#transitions.keys()) {
       const [from, to] = key.split('>');
       f.transitions.remove({ backend, from, to });

@@ -117,6 +117,18 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       labelNames: ['backend', 'from', 'to'] as const,
       registers,
     }),
+    restarts: new Counter({
+      name: 'fleetgate_backend_restarts_total',
+      help: 'Restarts of an engine fleetgate launched, by reason (exit, failed, stalled, no_progress, operator).',
+      labelNames: ['backend', 'reason'] as const,
+      registers,
+    }),
+    supervised: new Gauge({
+      name: 'fleetgate_backend_supervised',
+      help: '1 if fleetgate launched the backend and restarts it (fleetgate launch), else 0.',
+      labelNames: ['backend'] as const,
+      registers,
+    }),
     generatedTokens: new Counter({
       name: 'fleetgate_backend_generated_tokens_total',
       help: 'Completion tokens reported in the usage of responses from the backend.',

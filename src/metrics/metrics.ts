@@ -7,7 +7,7 @@
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { HostPort } from '../config/types.js';
 import { BACKEND_STATES, type BackendState, type ProbeResult } from '../fleet/backend-state.js';
-import type { Backend, FleetRegistry, TransitionEvent } from '../fleet/registry.js';
+import type { Backend, FleetRegistry, RestartReason, TransitionEvent } from '../fleet/registry.js';
 import type { ProxyEventBus, RequestRecord } from '../proxy/request-record.js';
 import type { AdmissionFailure, WaitQueue } from '../routing/wait-queue.js';
 import { BackendSeries } from './backend-series.js';
@@ -55,6 +55,7 @@ export class GatewayMetrics {
     fleet.on('transition', this.#onTransition);
     fleet.on('change', this.#onChange);
     fleet.on('probe', this.#onProbe);
+    fleet.on('restart', this.#onRestart);
     events.on('request', this.#onRequest);
     events.on('upstream_error', this.#onUpstreamError);
     events.on('retry', this.#onRetry);
@@ -86,6 +87,7 @@ export class GatewayMetrics {
     fleet.off('transition', this.#onTransition);
     fleet.off('change', this.#onChange);
     fleet.off('probe', this.#onProbe);
+    fleet.off('restart', this.#onRestart);
     this.#events.off('request', this.#onRequest);
     this.#events.off('upstream_error', this.#onUpstreamError);
     this.#events.off('retry', this.#onRetry);
@@ -111,7 +113,13 @@ export class GatewayMetrics {
   };
 
   readonly #onChange = (backend: Backend): void => {
-    this.#series(backend.name)?.snapshotChanged(backend.lifecycle.snapshot);
+    const series = this.#series(backend.name);
+    series?.snapshotChanged(backend.lifecycle.snapshot);
+    series?.supervisionChanged();
+  };
+
+  readonly #onRestart = (backend: Backend, reason: RestartReason): void => {
+    this.#series(backend.name)?.restarted(reason);
   };
 
   readonly #onProbe = (backend: Backend, result: ProbeResult): void => {

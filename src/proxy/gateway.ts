@@ -10,6 +10,7 @@ import { registerAdminRoutes } from '../admin/routes.js';
 import type { Config } from '../config/types.js';
 import type { DnsResolver } from '../fleet/dns-discovery.js';
 import { Fleet } from '../fleet/fleet.js';
+import { Launcher } from '../launch/launcher.js';
 import { GatewayMetrics } from '../metrics/metrics.js';
 import { createPolicy } from '../routing/policies.js';
 import { WaitQueue } from '../routing/wait-queue.js';
@@ -29,6 +30,8 @@ export interface GatewayOptions {
   reloadConfig?: () => Config;
   /** DNS discovery's resolver (tests inject a stub). */
   resolver?: DnsResolver;
+  /** Start and supervise the engines of `config.launch` (`fleetgate launch`). */
+  launch?: boolean;
 }
 
 export interface Gateway {
@@ -37,6 +40,8 @@ export interface Gateway {
   readonly queue: WaitQueue;
   readonly events: ProxyEventBus;
   readonly metrics: GatewayMetrics;
+  /** The engines' supervisor under `fleetgate launch`; null under `serve`. */
+  readonly launcher: Launcher | null;
   config: Config;
   /** Listens on `config.listen` (and `metrics_listen`); returns the bound main URL. */
   listen(): Promise<string>;
@@ -52,6 +57,10 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     logger: opts.logger,
   });
   const registry = fleet.registry;
+  const launcher =
+    opts.launch && config.launch !== null
+      ? new Launcher({ config: config.launch, registry, logger: opts.logger, now: opts.now })
+      : null;
   const queue = new WaitQueue({
     maxWaiting: config.queue.max_waiting,
     timeoutMs: config.queue.timeout,
@@ -120,11 +129,14 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     queue,
     events,
     metrics,
+    launcher,
     config,
     listen: async () => {
       fleet.start();
       const address = await app.listen({ host: config.listen.host, port: config.listen.port });
       if (config.metrics_listen) await metrics.listen(config.metrics_listen);
+      // Once listening: a fleetgate that cannot take its port leaves no engines behind.
+      launcher?.start();
       return address;
     },
     close: async () => {
@@ -135,7 +147,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       queue.close();
       await app.close();
       clearTimeout(force);
-      await Promise.all([fleet.stop(), pools.close(), metrics.close()]);
+      await Promise.all([fleet.stop(), pools.close(), metrics.close(), launcher?.stop()]);
     },
   };
 

@@ -18,8 +18,13 @@ export interface ProgressBar {
 
 const two = (n: number) => String(n).padStart(2, '0');
 
+/** `logFile` value for the process's stdout, as under `fleetgate launch` (which appends it to the engine's log). */
+export const STDOUT_LOG = '-';
+
 export class LogWriter {
   #fd: number | null;
+  /** False for stdout, which is not ours to close. */
+  #ownsFd = true;
   #pending: string[] = [];
   #flushScheduled: NodeJS.Immediate | null = null;
   #now: () => Date;
@@ -32,6 +37,11 @@ export class LogWriter {
     this.#now = now;
     if (path === null) {
       this.#fd = null;
+      return;
+    }
+    if (path === STDOUT_LOG) {
+      this.#fd = 1;
+      this.#ownsFd = false;
       return;
     }
     mkdirSync(dirname(path), { recursive: true });
@@ -61,7 +71,7 @@ export class LogWriter {
 
   close(): void {
     this.flush();
-    if (this.#fd !== null) closeSync(this.#fd);
+    if (this.#fd !== null && this.#ownsFd) closeSync(this.#fd);
     this.#fd = null;
   }
 

@@ -1,7 +1,7 @@
 /**
  * `fleetgate demo` as a user runs it: within a minute 6 of 7 backends are ready, gpu3 (CUDA OOM
- * during graph capture) is kept out until its relaunch makes it ready, a request through the proxy
- * streams an answer, and Ctrl-C stops everything with exit code 0.
+ * during graph capture) is kept out until fleetgate launch restarts it with the remedy and it is
+ * ready, a request through the proxy streams an answer, and Ctrl-C stops everything with exit code 0.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -12,7 +12,12 @@ import { waitFor } from '../helpers/wait.js';
 
 interface Status {
   ready: number;
-  backends: Array<{ name: string; state: string; reason: string | null }>;
+  backends: Array<{
+    name: string;
+    state: string;
+    reason: string | null;
+    supervision?: { pid: number | null; restarts: number; remedy: string | null } | null;
+  }>;
 }
 
 test('fleetgate demo: 6/7 ready within a minute, the OOM one kept out until relaunched, curl streams', async (t) => {
@@ -35,7 +40,7 @@ test('fleetgate demo: 6/7 ready within a minute, the OOM one kept out until rela
     if (child.exitCode === null) child.kill('SIGKILL');
   });
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(() => output.includes('Ctrl-C stops everything'), { timeoutMs: 15_000, what: 'the demo banner' });
+  await waitFor(() => output.includes('Ctrl-C stops everything'), { timeoutMs: 60_000, what: 'the demo banner' });
   assert.match(output, new RegExp(`curl -N ${url}/v1/chat/completions`));
 
   const status = async () => (await (await request(`${url}/fleet/status`)).body.json()) as Status;
@@ -71,7 +76,7 @@ test('fleetgate demo: 6/7 ready within a minute, the OOM one kept out until rela
   await waitFor(async () => (await status()).ready === 7, {
     timeoutMs: 45_000,
     intervalMs: 250,
-    what: 'gpu3 relaunched',
+    what: 'gpu3 restarted by fleetgate',
   }).catch(async (error: Error) => {
     const notReady = (await status()).backends.filter((b) => b.state !== 'ready');
     throw new Error(
@@ -80,9 +85,18 @@ test('fleetgate demo: 6/7 ready within a minute, the OOM one kept out until rela
   });
   assert.ok(sawFailed || /gpu3: \w+ -> failed/.test(output), 'gpu3 went through failed');
   assert.match(output, /gpu3: starting -> failed \(.*CUDA out of memory/);
+  const restarted = gpu3(await status());
+  assert.equal(restarted?.supervision?.restarts, 1, 'restarted once by fleetgate launch');
+  assert.equal(restarted?.supervision?.remedy, '--mem-fraction-static 0.88 -> 0.83', 'with the remedy');
+  const pids = (await status()).backends.map((b) => b.supervision?.pid);
+  assert.ok(
+    pids.every((pid) => typeof pid === 'number'),
+    'each backend is its own process',
+  );
 
   child.kill('SIGINT');
   assert.equal(await exited, 0);
   assert.ok(await portFree(port), 'proxy port released');
   assert.ok(await portFree(basePort + 3), 'simulated servers stopped');
+  for (const pid of pids) assert.throws(() => process.kill(pid as number, 0), `engine ${pid} stopped`);
 });

@@ -131,6 +131,7 @@ const BACKEND_KEYS = [
   'serving',
   'since',
   'state',
+  'supervision',
   'url',
 ];
 

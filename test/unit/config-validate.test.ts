@@ -37,6 +37,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   discovery: null,
   log: { level: 'info', destination: 'stdout', access: true },
   shutdown: { drain_timeout: 30_000 },
+  launch: null,
 };
 
 test('every key has its documented default', () => {
@@ -128,6 +129,7 @@ test('every key is read and converted', () => {
     discovery: { dns: 'sglang.svc.cluster.local', port: 30000, interval: 30_000, kind: 'sglang' },
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
     shutdown: { drain_timeout: 90_000 },
+    launch: null,
   };
   assert.deepEqual(validateConfig(raw, 'test'), expected);
 });

@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BackendStatus, FleetStatus } from '../../src/admin/fleet-summary.js';
 import { phaseText } from '../../src/admin/phase-words.js';
-import { colorEnabled, progressText, renderTable, shortDuration, summaryLine } from '../../src/cli/render-status.js';
+import {
+  colorEnabled,
+  progressText,
+  renderEngines,
+  renderTable,
+  shortDuration,
+  summaryLine,
+} from '../../src/cli/render-status.js';
 import {
   changeKey,
   failedBackends,
@@ -346,4 +353,36 @@ test('wait: the TTY frame has a bar per backend and never a line wider than the 
     error: 'cannot reach fleetgate at http://127.0.0.1:8080/: connection refused',
   });
   assert.deepEqual(connecting, ['waited 2s · cannot reach fleetgate at http://127.0.0.1:8080/: connection refused']);
+});
+
+test('engines table: pid, restarts, last exit, next restart and remedy, only when some backend is launched', () => {
+  const now = Date.parse('2026-11-29T12:00:00.000Z');
+  assert.equal(renderEngines([backend('gpu0')], now), null);
+  const text = renderEngines(
+    [
+      backend('gpu0', {
+        supervision: { pid: 4242, restarts: 0, last_exit: null, next_restart_at: null, remedy: null },
+      }),
+      backend('gpu3', {
+        state: 'failed',
+        supervision: {
+          pid: null,
+          restarts: 2,
+          last_exit: { code: null, signal: 'SIGKILL' },
+          next_restart_at: '2026-11-29T12:00:40.000Z',
+          remedy: '--mem-fraction-static 0.88 -> 0.83',
+        },
+      }),
+    ],
+    now,
+  );
+  assert.equal(
+    text,
+    [
+      'engines started by fleetgate launch:',
+      'NAME  PID   RESTARTS  LAST EXIT  NEXT RESTART  REMEDY',
+      'gpu0  4242  0         -          -             -',
+      'gpu3  -     2         SIGKILL    in 40s        --mem-fraction-static 0.88 -> 0.83',
+    ].join('\n'),
+  );
 });
