@@ -7,7 +7,9 @@ import type { Config } from '../config/types.js';
 import { createLogger } from '../logging.js';
 import { createGateway, type Gateway } from '../proxy/gateway.js';
 
-const usage = (verb: string) => `usage: fleetgate ${verb} [--config FILE] [--listen HOST:PORT] [--backend URL ...] [--set key.path=value ...]
+const usage = (
+  verb: string,
+) => `usage: fleetgate ${verb} [--config FILE] [--listen HOST:PORT] [--backend URL ...] [--set key.path=value ...]
 
 Runs the proxy until SIGTERM or SIGINT (in-flight requests finish first); SIGHUP reloads the config.
 \`launch\` first starts and supervises the engines of the config's launch: section.
