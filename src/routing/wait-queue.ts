@@ -3,7 +3,7 @@
  * queue while there is none (nothing ready yet, or every backend at its cap). The queue is ordered by
  * priority class (`queue.classes`, highest first): when a slot frees, the highest class with a waiter
  * goes first, round-robin between API keys within a class (class-queue.ts), except that a request
- * that has waited longer than `maxStarvationMs` is promoted above every class. A waiter leaves the
+ * that has waited longer than `maxStarvationMs` is promoted. A waiter leaves the
  * queue on its class's timeout or when its client goes away. The policy only chooses a backend; this
  * owns the bookkeeping (as undici's pool-base does).
  */
@@ -63,7 +63,7 @@ export interface WaitQueueOptions {
   classes?: readonly QueueClass[];
   /** Class of a request that names none. Default: the lowest class. */
   defaultClass?: string;
-  /** A waiter older than this (ms) is served before every class; 0 = never promoted. */
+  /** A lower-class waiter older than this (ms) is promoted (see `#nextWaiter`); 0 = never. */
   maxStarvationMs?: number;
   /** Slots per capped backend that only the highest class may fill; 0 = none. */
   reserve?: number;
@@ -228,14 +228,20 @@ export class WaitQueue {
     }
   }
 
-  /** The one to serve: the longest-waiting starved one, else the turn in the highest class with waiters. */
+  /**
+   * The one to serve: the turn in the highest class with waiters, unless a lower-class waiter has
+   * starved. A starved waiter is promoted into that class as if it had arrived `maxStarvation`
+   * after it really did: it goes before requests that came later than that, not before all of them,
+   * so a batch job whose requests routinely wait longer than `maxStarvation` delays a quick request
+   * by that wait minus `maxStarvation`, not by the whole of it.
+   */
   #nextWaiter(now: number): Waiter {
-    let top: ClassQueue<Waiter> | undefined;
+    let top: Waiter | undefined;
     let starved: Waiter | undefined;
     for (const queue of this.#classes) {
       if (queue.size === 0) continue;
       if (top === undefined) {
-        top = queue;
+        top = queue.peek() as Waiter;
         if (this.#maxStarvation === 0) break;
         continue;
       }
@@ -244,7 +250,8 @@ export class WaitQueue {
         starved = oldest;
       }
     }
-    return starved ?? (top?.peek() as Waiter);
+    if (starved !== undefined && starved.since + this.#maxStarvation < (top as Waiter).since) return starved;
+    return top as Waiter;
   }
 
   #anyWaitingFrom(rank: number): boolean {

@@ -100,26 +100,48 @@ describe('wait queue: priority classes', () => {
     await serveAll(lease, [batch]);
   });
 
-  test('promotion: a batch request that waited longer than max_starvation goes before newer interactive ones', async () => {
-    const { queue, clock, served, enqueue } = setup({ maxStarvationMs: 10_000 });
-    const held = queue.acquire(undefined, undefined, { priority: 'interactive', apiKey: null }) as Lease;
-    const old = enqueue('batch-old', 'batch');
+  test('promotion: a batch request that waited longer than max_starvation goes before later interactive ones', async () => {
+    const { queue, clock, served, enqueue, handOver } = setup({ maxStarvationMs: 10_000 });
+    const held = queue.acquire() as Lease;
+    enqueue('batch-old', 'batch');
     clock.now = 5_000;
-    const young = enqueue('batch-young', 'batch');
-    const i1 = enqueue('interactive-1', 'interactive');
-    held.release();
-    const l1 = await i1;
+    enqueue('batch-young', 'batch');
+    enqueue('interactive-1', 'interactive');
+    let current = await handOver(held);
     assert.deepEqual(served, ['interactive-1'], 'not starved yet: strict priority');
-    const i2 = enqueue('interactive-2', 'interactive');
-    clock.now = 10_001;
-    l1.release();
-    const l2 = await old;
-    assert.deepEqual(served, ['interactive-1', 'batch-old'], 'starved: promoted above interactive');
-    // batch-young has waited 5 s only: the interactive request goes first again.
-    l2.release();
-    const l3 = await i2;
-    assert.deepEqual(served, ['interactive-1', 'batch-old', 'interactive-2']);
-    await serveAll(l3, [young]);
+    clock.now = 12_000;
+    enqueue('interactive-2', 'interactive');
+    current = await handOver(current);
+    assert.deepEqual(
+      served,
+      ['interactive-1', 'batch-old'],
+      'starved 12 s: promoted above interactive-2 (arrived at 12 s > 0 + 10 s)',
+    );
+    clock.now = 16_000;
+    enqueue('interactive-3', 'interactive');
+    current = await handOver(current);
+    current = await handOver(current);
+    current = await handOver(current);
+    current.release();
+    // batch-young is starved too (11 s at 16 s) and counts as arriving at 15 s: between the two.
+    assert.deepEqual(served.slice(2), ['interactive-2', 'batch-young', 'interactive-3']);
+  });
+
+  test('promotion is bounded: a starved request does not pass interactive ones that came before it would count as arrived', async () => {
+    const { queue, clock, served, enqueue, handOver } = setup({ maxStarvationMs: 10_000 });
+    const held = queue.acquire() as Lease;
+    enqueue('batch', 'batch');
+    clock.now = 3_000;
+    enqueue('interactive', 'interactive');
+    clock.now = 20_000;
+    let current = await handOver(held);
+    current = await handOver(current);
+    current.release();
+    assert.deepEqual(
+      served,
+      ['interactive', 'batch'],
+      'interactive (3 s) is before the batch request promoted as of 10 s',
+    );
   });
 
   test('without max_starvation nothing is promoted', async () => {
