@@ -74,9 +74,9 @@ export interface WaitQueueOptions {
   policy: Policy;
   /** A lease ended; e.g. lets the registry finish removing a drained backend. */
   onRelease?: (backend: Backend) => void;
-  /** A waiter got a backend after `waitedMs` in the queue (not called for requests served at once). */
-  onWaited?: (className: string, waitedMs: number) => void;
 }
+
+export type WaitObserver = (className: string, waitedMs: number) => void;
 
 const noFailures = (): Record<AdmissionFailure, number> => ({ queue_full: 0, timeout: 0, aborted: 0, shutdown: 0 });
 
@@ -93,6 +93,7 @@ export class WaitQueue {
   readonly #rejected = noFailures();
   readonly #rejectedByClass = new Map<string, Record<AdmissionFailure, number>>();
   #waiting = 0;
+  #onWaited: WaitObserver | null = null;
 
   constructor(opts: WaitQueueOptions) {
     this.#opts = opts;
@@ -114,6 +115,11 @@ export class WaitQueue {
     this.#default = this.#byName.get(opts.defaultClass ?? '') ?? this.#classes[this.#classes.length - 1];
     this.#maxStarvation = opts.maxStarvationMs ?? 0;
     this.#reserve = opts.reserve ?? 0;
+  }
+
+  /** `observer` hears of every waiter that got a backend, and how long it waited (not of requests served at once). */
+  observeWaits(observer: WaitObserver): void {
+    this.#onWaited = observer;
   }
 
   /** Class names, highest first. */
@@ -212,7 +218,7 @@ export class WaitQueue {
       }
       if (!lease) return;
       this.#remove(waiter);
-      this.#opts.onWaited?.(waiter.queue.spec.name, now - waiter.since);
+      this.#onWaited?.(waiter.queue.spec.name, now - waiter.since);
       waiter.resolve(lease);
     }
   }

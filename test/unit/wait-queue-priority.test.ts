@@ -31,8 +31,8 @@ function setup(
     ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
     onRelease: (b) => registry.released(b),
-    onWaited: (name, ms) => waited.push([name, ms]),
   });
+  queue.observeWaits((name, ms) => waited.push([name, ms]));
   /** Queues a request and records the order in which requests get their lease. */
   const served: string[] = [];
   const leases = new Map<string, Lease>();
@@ -264,7 +264,7 @@ describe('wait queue: priority classes', () => {
     assert.equal(backend.inflight, 0);
   });
 
-  test('onWaited reports the class and how long a served waiter waited', async () => {
+  test('observeWaits reports the class and how long a served waiter waited', async () => {
     const { queue, clock, waited, enqueue } = setup();
     const held = queue.acquire() as Lease;
     const pending = enqueue('i', 'interactive');
