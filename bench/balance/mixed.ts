@@ -6,7 +6,7 @@
  * without (one class), with `queue.reserve`, NGINX least_conn, HAProxy leastconn, and the same
  * interactive client on an idle fleet. Markdown on stdout, JSON in bench/results/, progress on stderr.
  */
-import { rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
@@ -213,6 +213,7 @@ async function main(argv: string[]): Promise<number> {
           await settle(opts.quietWaitMs, progress);
           let record: MixedRecord;
           if (spec.idle) {
+            mkdirSync(dir, { recursive: true });
             const sims = await SimHost.start({
               count: SERVERS,
               engine: (i) => engines[i],
