@@ -9,7 +9,7 @@
  *                     (added, state, phase, progress, reason...); at most one per backend per
  *                     COALESCE_MS, always carrying the latest values
  *   event: removed    data: {"name": "gpu3"}
- *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n}}, at most
+ *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n}, "waiting": {class: n}}, at most
  *                     once per SUMMARY_MS and only when something in it changed; in-flight counts
  *                     change per request, so they travel only here
  *   : keepalive       a comment every HEARTBEAT_MS so idle proxies keep the stream open
@@ -31,6 +31,8 @@ const MAX_BUFFERED_BYTES = 1 << 20;
 
 export interface FleetEventStreamOptions {
   minReady: () => number;
+  /** Requests waiting in the queue, per priority class (highest first). */
+  waiting?: () => Record<string, number>;
   coalesceMs?: number;
   summaryMs?: number;
   heartbeatMs?: number;
@@ -43,6 +45,7 @@ export function sseMessage(event: string, data: unknown): string {
 export class FleetEventStream {
   readonly #registry: FleetRegistry;
   readonly #minReady: () => number;
+  readonly #waiting: () => Record<string, number>;
   readonly #coalesceMs: number;
   readonly #summaryMs: number;
   readonly #heartbeatMs: number;
@@ -58,6 +61,7 @@ export class FleetEventStream {
   constructor(registry: FleetRegistry, opts: FleetEventStreamOptions) {
     this.#registry = registry;
     this.#minReady = opts.minReady;
+    this.#waiting = opts.waiting ?? (() => ({}));
     this.#coalesceMs = opts.coalesceMs ?? COALESCE_MS;
     this.#summaryMs = opts.summaryMs ?? SUMMARY_MS;
     this.#heartbeatMs = opts.heartbeatMs ?? HEARTBEAT_MS;
@@ -80,7 +84,7 @@ export class FleetEventStream {
     if (this.#clients.size === 0) this.#subscribe();
     this.#clients.add(res);
     res.once('close', () => this.#drop(res));
-    const status = fleetStatus(this.#registry, this.#minReady());
+    const status = fleetStatus(this.#registry, this.#minReady(), this.#waiting());
     res.write(`retry: ${RETRY_MS}\n\n${sseMessage('snapshot', status)}`);
   }
 
@@ -152,6 +156,7 @@ export class FleetEventStream {
       min_ready: this.#minReady(),
       states: countStates(backends),
       inflight,
+      waiting: this.#waiting(),
     });
   }
 

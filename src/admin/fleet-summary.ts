@@ -24,6 +24,8 @@ export interface FleetStatus {
   total: number;
   min_ready: number;
   states: Partial<Record<BackendState, number>>;
+  /** Requests waiting in fleetgate's queue, per priority class, highest first. */
+  waiting?: Record<string, number>;
   backends: BackendStatus[];
 }
 
@@ -55,13 +57,18 @@ export function countStates(backends: readonly Backend[]): Partial<Record<Backen
   return states;
 }
 
-export function fleetStatus(registry: FleetRegistry, minReady: number): FleetStatus {
+export function fleetStatus(
+  registry: FleetRegistry,
+  minReady: number,
+  waiting: Record<string, number> = {},
+): FleetStatus {
   const backends = registry.list();
   return {
     ready: registry.ready.length,
     total: backends.length,
     min_ready: minReady,
     states: countStates(backends),
+    waiting,
     backends: backends.map(backendStatus),
   };
 }

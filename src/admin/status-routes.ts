@@ -9,9 +9,10 @@ export async function registerStatusRoutes(app: FastifyInstance, gateway: Gatewa
   const registry = gateway.fleet.registry;
   // `config` is replaced on reload, so min_ready is read per use.
   const minReady = () => gateway.config.min_ready;
-  const events = new FleetEventStream(registry, { minReady });
+  const waiting = () => gateway.queue.waitingByClass();
+  const events = new FleetEventStream(registry, { minReady, waiting });
 
-  app.get('/fleet/status', async () => fleetStatus(registry, minReady()));
+  app.get('/fleet/status', async () => fleetStatus(registry, minReady(), waiting()));
 
   app.get('/fleet/events', { exposeHeadRoute: false }, (_request, reply) => {
     reply.hijack();

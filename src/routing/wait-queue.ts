@@ -136,6 +136,13 @@ export class WaitQueue {
     return this.#byName.get(name)?.size ?? 0;
   }
 
+  /** Requests waiting now, per class, highest first. */
+  waitingByClass(): Record<string, number> {
+    const waiting: Record<string, number> = {};
+    for (const queue of this.#classes) waiting[queue.spec.name] = queue.size;
+    return waiting;
+  }
+
   /** Rejections of every class together. */
   get rejected(): Readonly<Record<AdmissionFailure, number>> {
     return this.#rejected;
