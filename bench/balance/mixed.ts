@@ -111,7 +111,8 @@ function interactiveClient(
   url: string,
   opts: { intervalMs: number; maxRequests: number; header: boolean; tokens: number },
 ) {
-  const pool = new Pool(url, { connections: 4, headersTimeout: 10 * 60_000, bodyTimeout: 10 * 60_000 });
+  // A connection per request that can be in flight at once: a request never waits in the client's own pool.
+  const pool = new Pool(url, { connections: opts.maxRequests, headersTimeout: 10 * 60_000, bodyTimeout: 10 * 60_000 });
   const samples: InteractiveSample[] = [];
   const pending = new Set<Promise<void>>();
   const body = JSON.stringify({
@@ -250,7 +251,7 @@ async function main(argv: string[]): Promise<number> {
               dir,
               deadlineMs: 10 * 60_000,
               alongside: (urls) => {
-                client = interactiveClient(urls[0], clientOpts(spec.header, 3600));
+                client = interactiveClient(urls[0], clientOpts(spec.header, 600));
                 return client;
               },
             });
