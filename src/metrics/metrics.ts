@@ -53,6 +53,8 @@ export class GatewayMetrics {
     this.#noBackend = new RequestSeries(this.#families, NO_BACKEND, { zeroed: false });
     this.#collectRejected();
     const queueWait = this.#families.queueWait;
+    // Every class's series from the start, so a dashboard's quantile has buckets before the first wait.
+    for (const name of queue.classNames) queueWait.zero({ class: name });
     queue.observeWaits((name, ms) => queueWait.observe({ class: name }, ms / 1000));
 
     for (const backend of fleet.list()) this.#onAdded(backend);
