@@ -33,6 +33,8 @@ export interface JobOptions {
   clientCpu: number | null;
   dir: string;
   deadlineMs: number;
+  /** Started once the balancer is ready, just before the job; stopped when the job is done. */
+  alongside?: (urls: string[]) => { stop(): Promise<void> };
 }
 
 export interface JobMetrics {
@@ -79,6 +81,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
       let crashed = false;
       const crashAt = fault ? Math.floor(opts.jobs.length * fault.crashAtShare) : Number.POSITIVE_INFINITY;
       if (fault) await sims.go();
+      const side = opts.alongside?.(target.urls);
       const result = await closedLoop(client, {
         concurrency: opts.concurrency,
         total: opts.jobs.length,
@@ -94,6 +97,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
           }
         },
       });
+      await side?.stop();
       const stats = await sims.stats();
       const sorted = latencies.sorted();
       return {

@@ -103,6 +103,7 @@ export function fleetgateConfig(
     policy?: string;
     maxInflight?: number | 'auto';
     loadInterval?: string;
+    queueYaml?: string;
     logLevel?: string;
   },
 ): string {
@@ -119,7 +120,7 @@ ${backends}
 ${routing ? `routing:\n${routing}` : ''}queue:
   max_waiting: 100000
   timeout: 30m
-log:
+${input.queueYaml ?? ''}log:
   level: ${input.logLevel ?? 'warn'}
   access: false
 shutdown:

@@ -24,6 +24,8 @@ export interface TargetSpec {
   maxInflight?: number | 'auto';
   /** fleetgate only: `routing.load_interval`, e.g. `250ms`. */
   loadInterval?: string;
+  /** fleetgate only: extra `queue:` keys, YAML lines indented by two spaces (e.g. priority classes). */
+  queueYaml?: string;
 }
 
 export interface RunningTarget {
@@ -133,6 +135,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         policy: spec.balance,
         maxInflight: spec.maxInflight,
         loadInterval: spec.loadInterval,
+        queueYaml: spec.queueYaml,
       }),
     );
     proc = spawnPinned(

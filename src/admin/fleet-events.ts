@@ -9,7 +9,7 @@
  *                     (added, state, phase, progress, reason...); at most one per backend per
  *                     COALESCE_MS, always carrying the latest values
  *   event: removed    data: {"name": "gpu3"}
- *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n}}, at most
+ *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n}, "waiting": {class: n}}, at most
  *                     once per SUMMARY_MS and only when something in it changed; in-flight counts
  *                     change per request, so they travel only here
  *   event: serving    data: the serving view, {"fleet": {...}, "backends": {name: {...}}} (the
@@ -37,6 +37,8 @@ export interface FleetEventStreamOptions {
   minReady: () => number;
   /** The serving view's figures; without it no `serving` events and no serving fields in the snapshot. */
   serving?: () => ServingView;
+  /** Requests waiting in the queue, per priority class (highest first). */
+  waiting?: () => Record<string, number>;
   coalesceMs?: number;
   summaryMs?: number;
   heartbeatMs?: number;
@@ -50,6 +52,7 @@ export class FleetEventStream {
   readonly #registry: FleetRegistry;
   readonly #minReady: () => number;
   readonly #serving: (() => ServingView) | null;
+  readonly #waiting: () => Record<string, number>;
   readonly #coalesceMs: number;
   readonly #summaryMs: number;
   readonly #heartbeatMs: number;
@@ -67,6 +70,7 @@ export class FleetEventStream {
     this.#registry = registry;
     this.#minReady = opts.minReady;
     this.#serving = opts.serving ?? null;
+    this.#waiting = opts.waiting ?? (() => ({}));
     this.#coalesceMs = opts.coalesceMs ?? COALESCE_MS;
     this.#summaryMs = opts.summaryMs ?? SUMMARY_MS;
     this.#heartbeatMs = opts.heartbeatMs ?? HEARTBEAT_MS;
@@ -89,7 +93,7 @@ export class FleetEventStream {
     if (this.#clients.size === 0) this.#subscribe();
     this.#clients.add(res);
     res.once('close', () => this.#drop(res));
-    const status = fleetStatus(this.#registry, this.#minReady(), this.#serving?.());
+    const status = fleetStatus(this.#registry, this.#minReady(), this.#waiting(), this.#serving?.());
     res.write(`retry: ${RETRY_MS}\n\n${sseMessage('snapshot', status)}`);
   }
 
@@ -165,6 +169,7 @@ export class FleetEventStream {
       min_ready: this.#minReady(),
       states: countStates(backends),
       inflight,
+      waiting: this.#waiting(),
     });
   }
 

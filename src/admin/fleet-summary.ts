@@ -49,6 +49,8 @@ export interface FleetStatus {
   total: number;
   min_ready: number;
   states: Partial<Record<BackendState, number>>;
+  /** Requests waiting in fleetgate's queue, per priority class, highest first. */
+  waiting?: Record<string, number>;
   backends: BackendStatus[];
   /** The fleet's last-minute totals. */
   serving?: FleetServing;
@@ -83,13 +85,20 @@ export function countStates(backends: readonly Backend[]): Partial<Record<Backen
   return states;
 }
 
-export function fleetStatus(registry: FleetRegistry, minReady: number, serving?: ServingView): FleetStatus {
+/** `waiting`: requests waiting per priority class; `serving`: the serving view, where one is kept. */
+export function fleetStatus(
+  registry: FleetRegistry,
+  minReady: number,
+  waiting: Record<string, number> = {},
+  serving?: ServingView,
+): FleetStatus {
   const backends = registry.list();
   const status: FleetStatus = {
     ready: registry.ready.length,
     total: backends.length,
     min_ready: minReady,
     states: countStates(backends),
+    waiting,
     backends: backends.map(backendStatus),
   };
   if (serving) {

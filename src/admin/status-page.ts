@@ -95,6 +95,8 @@ const SCRIPT = `
   var backends = new Map();
   var cards = new Map();
   var minReady = 1;
+  // Requests waiting in the queue per priority class, highest first.
+  var waiting = {};
   var grid = document.getElementById('grid');
   var summaryEl = document.getElementById('summary');
   var connEl = document.getElementById('conn');
@@ -304,7 +306,10 @@ const SCRIPT = `
       parts.push(group.length + ' ' + words + (p ? ' ' + p.done + '/' + p.total : ''));
     });
     var text = parts.join(', ');
-    summaryEl.textContent = text + (inflight ? ' \\u00b7 ' + inflight + ' in flight' : '');
+    var queued = Object.keys(waiting).map(function (name) { return waiting[name] + ' ' + name; });
+    var total = Object.keys(waiting).reduce(function (sum, name) { return sum + waiting[name]; }, 0);
+    summaryEl.textContent = text + (inflight ? ' \\u00b7 ' + inflight + ' in flight' : '') +
+      (total ? ' \\u00b7 waiting: ' + queued.join(', ') : '');
     summaryEl.className = ready < minReady ? 'low' : '';
     document.title = ready + '/' + list.length + ' ready \\u00b7 fleetgate';
     empty.hidden = list.length > 0;
@@ -329,6 +334,7 @@ const SCRIPT = `
     servingBy.clear();
     status.backends.forEach(function (b) { if (b.serving) servingBy.set(b.name, b.serving); });
     renderFleetServing(status.serving);
+    waiting = status.waiting || {};
     var seen = new Set();
     status.backends.forEach(function (b) { seen.add(b.name); });
     Array.from(backends.keys()).forEach(function (name) { if (!seen.has(name)) remove(name); });
@@ -364,6 +370,7 @@ const SCRIPT = `
     source.addEventListener('summary', function (e) {
       var s = JSON.parse(e.data);
       minReady = s.min_ready;
+      waiting = s.waiting || {};
       Object.keys(s.inflight).forEach(function (name) {
         var b = backends.get(name);
         if (b && b.inflight !== s.inflight[name]) { b.inflight = s.inflight[name]; render(b); }

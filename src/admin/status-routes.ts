@@ -10,13 +10,14 @@ export async function registerStatusRoutes(app: FastifyInstance, gateway: Gatewa
   const registry = gateway.fleet.registry;
   // Reload changes `gateway.config` in place, so min_ready is read per use.
   const minReady = () => gateway.config.min_ready;
+  const waiting = () => gateway.queue.waitingByClass();
   const stats = new ServingStats({ registry, events: gateway.events, waiting: () => gateway.queue.waiting });
   app.addHook('onReady', async () => stats.start());
   app.addHook('onClose', async () => stats.stop());
   const serving = () => stats.view();
-  const events = new FleetEventStream(registry, { minReady, serving });
+  const events = new FleetEventStream(registry, { minReady, waiting, serving });
 
-  app.get('/fleet/status', async () => fleetStatus(registry, minReady(), serving()));
+  app.get('/fleet/status', async () => fleetStatus(registry, minReady(), waiting(), serving()));
 
   app.get('/fleet/events', { exposeHeadRoute: false }, (_request, reply) => {
     reply.hijack();

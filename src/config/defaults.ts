@@ -29,6 +29,12 @@ export const DEFAULT_LOAD_INTERVAL = 250;
 
 export const DEFAULT_QUEUE_MAX_WAITING = 10_000;
 export const DEFAULT_QUEUE_TIMEOUT = 120_000;
+/** Two classes, so that a client can ask for `interactive` with no configuration. */
+export const DEFAULT_QUEUE_CLASSES: readonly string[] = ['interactive', 'batch'];
+export const DEFAULT_QUEUE_DEFAULT_CLASS = 'batch';
+/** Longer than a batch request's usual wait in a busy queue, so priority holds in a normal batch job. */
+export const DEFAULT_QUEUE_MAX_STARVATION = 60_000;
+export const DEFAULT_QUEUE_RESERVE = 0;
 
 export const DEFAULT_UPSTREAM_CONNECT_TIMEOUT = 5_000;
 /** Non-streamed (e.g. thinking-mode) generations send no header until they are done, minutes later. */

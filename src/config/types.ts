@@ -16,6 +16,16 @@ export interface BackendConfig {
   log: string | null;
 }
 
+export interface PriorityClassConfig {
+  name: string;
+  /** null: `queue.max_waiting`. */
+  max_waiting: number | null;
+  /** null: `queue.timeout` (which, under the adaptive cap, bounds only a wait while no backend is ready). */
+  timeout: number | null;
+  /** Requests with one of these API keys and no `X-Fleetgate-Priority` header are of this class. */
+  api_keys: string[];
+}
+
 export interface HostPort {
   host: string;
   port: number;
@@ -56,6 +66,14 @@ export interface Config {
   queue: {
     max_waiting: number;
     timeout: number;
+    /** Priority classes, highest first. */
+    classes: PriorityClassConfig[];
+    /** Class of a request that names none and whose API key has none. */
+    default_class: string;
+    /** A lower-class request waiting longer than this is promoted; 0 = never. */
+    max_starvation: number;
+    /** Slots per capped backend that only the highest class may fill; 0 = none. */
+    reserve: number;
   };
   upstream: {
     connect_timeout: number;

@@ -7,6 +7,7 @@ import { backendEntry, fleetRule, kindOrInherit, resolveBackends } from './backe
 import * as defaults from './defaults.js';
 import { ConfigError, describeValue } from './errors.js';
 import { launchRule } from './launch-rules.js';
+import { checkDefaultClass, priorityClasses } from './queue-rules.js';
 import {
   boolean,
   duration,
@@ -72,6 +73,10 @@ const topLevel = section({
   queue: section({
     max_waiting: integer({ min: 0, fallback: defaults.DEFAULT_QUEUE_MAX_WAITING }),
     timeout: duration(defaults.DEFAULT_QUEUE_TIMEOUT),
+    classes: priorityClasses,
+    default_class: text(defaults.DEFAULT_QUEUE_DEFAULT_CLASS),
+    max_starvation: duration(defaults.DEFAULT_QUEUE_MAX_STARVATION),
+    reserve: integer({ min: 0, fallback: defaults.DEFAULT_QUEUE_RESERVE }),
   }),
   upstream: section({
     connect_timeout: duration(defaults.DEFAULT_UPSTREAM_CONNECT_TIMEOUT, { mayBeZero: false }),
@@ -128,6 +133,7 @@ function buildConfig(raw: unknown): Config {
   if (discovery === null && top.min_ready > backends.length) {
     fail('min_ready', `${top.min_ready} is more than the ${backends.length} configured backends`);
   }
+  checkDefaultClass(top.queue.classes, top.queue.default_class);
   const { metrics_listen: metrics, listen } = top;
   if (metrics !== null && metrics.port !== 0 && metrics.port === listen.port && metrics.host === listen.host) {
     fail('metrics_listen', `${metrics.host}:${metrics.port} is also the main listen address`);

@@ -2,7 +2,7 @@
  * The metric families of DESIGN.md's "Prometheus metrics" table, created on one registry. Names,
  * types and labels are product surface (dashboards and alerts query them): keep them.
  */
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { BackendHistogram } from './backend-histogram.js';
 
 /**
@@ -138,16 +138,24 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
     }),
     queueWaiting: new Gauge({
       name: 'fleetgate_queue_waiting_requests',
-      help: 'Requests waiting for a ready backend with a free slot.',
+      help: 'Requests waiting for a ready backend with a free slot, by priority class.',
+      labelNames: ['class'] as const,
       registers,
       collect: () => sources.queueWaiting(),
     }),
     queueRejected: new Counter({
       name: 'fleetgate_queue_rejected_total',
-      help: 'Requests that left the wait queue without a backend (queue_full, timeout, aborted, shutdown).',
-      labelNames: ['reason'] as const,
+      help: 'Requests that left the wait queue without a backend (queue_full, timeout, aborted, shutdown), by priority class.',
+      labelNames: ['reason', 'class'] as const,
       registers,
       collect: () => sources.queueRejected(),
+    }),
+    queueWait: new Histogram({
+      name: 'fleetgate_queue_wait_seconds',
+      help: 'Time a request that had to wait spent in the queue before it got a backend, by priority class.',
+      labelNames: ['class'] as const,
+      buckets: [...LLM_LATENCY_BUCKETS],
+      registers,
     }),
   };
 }

@@ -9,7 +9,7 @@ import type { HostPort } from '../config/types.js';
 import { BACKEND_STATES, type BackendState, type ProbeResult } from '../fleet/backend-state.js';
 import type { Backend, FleetRegistry, RestartReason, TransitionEvent } from '../fleet/registry.js';
 import type { ProxyEventBus, RequestRecord } from '../proxy/request-record.js';
-import type { AdmissionFailure, WaitQueue } from '../routing/wait-queue.js';
+import { ADMISSION_FAILURES, type AdmissionFailure, type WaitQueue } from '../routing/wait-queue.js';
 import { BackendSeries } from './backend-series.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
 import { MetricsServer } from './metrics-server.js';
@@ -26,7 +26,8 @@ export class GatewayMetrics {
   readonly #families: MetricFamilies;
   readonly #backends = new Map<string, BackendSeries>();
   readonly #noBackend: RequestSeries;
-  readonly #rejectedSeen: Record<string, number> = {};
+  /** Per class, rejections already added to the counter. */
+  readonly #rejectedSeen = new Map<string, Record<AdmissionFailure, number>>();
   #server: MetricsServer | null = null;
 
   constructor(fleet: FleetRegistry, events: ProxyEventBus, queue: WaitQueue) {
@@ -39,7 +40,10 @@ export class GatewayMetrics {
       inflight: () => {
         for (const series of this.#backends.values()) series.collectInflight();
       },
-      queueWaiting: () => this.#families.queueWaiting.set(this.#queue.waiting),
+      queueWaiting: () => {
+        for (const name of this.#queue.classNames)
+          this.#families.queueWaiting.set({ class: name }, this.#queue.waitingIn(name));
+      },
       queueRejected: () => this.#collectRejected(),
       requestCounts: () => {
         this.#noBackend.flush();
@@ -48,6 +52,10 @@ export class GatewayMetrics {
     });
     this.#noBackend = new RequestSeries(this.#families, NO_BACKEND, { zeroed: false });
     this.#collectRejected();
+    const queueWait = this.#families.queueWait;
+    // Every class's series from the start, so a dashboard's quantile has buckets before the first wait.
+    for (const name of queue.classNames) queueWait.zero({ class: name });
+    queue.observeWaits((name, ms) => queueWait.observe({ class: name }, ms / 1000));
 
     for (const backend of fleet.list()) this.#onAdded(backend);
     fleet.on('added', this.#onAdded);
@@ -156,11 +164,18 @@ export class GatewayMetrics {
 
   /** The queue counts its own rejections; the counter catches up with them at each scrape. */
   #collectRejected(): void {
-    const rejected = this.#queue.rejected;
-    for (const reason of Object.keys(rejected) as AdmissionFailure[]) {
-      const delta = rejected[reason] - (this.#rejectedSeen[reason] ?? 0);
-      this.#rejectedSeen[reason] = rejected[reason];
-      this.#families.queueRejected.inc({ reason }, Math.max(0, delta));
+    for (const name of this.#queue.classNames) {
+      const rejected = this.#queue.rejectedIn(name);
+      let seen = this.#rejectedSeen.get(name);
+      if (seen === undefined) {
+        seen = { queue_full: 0, timeout: 0, aborted: 0, shutdown: 0 };
+        this.#rejectedSeen.set(name, seen);
+      }
+      for (const reason of ADMISSION_FAILURES) {
+        const delta = rejected[reason] - seen[reason];
+        seen[reason] = rejected[reason];
+        this.#families.queueRejected.inc({ reason, class: name }, Math.max(0, delta));
+      }
     }
   }
 }

@@ -11,6 +11,7 @@ import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js
 import { answerError, answerInternalError, type Forward } from './data-plane.js';
 import { upstreamRequestHeaders } from './headers.js';
 import type { ProxyEventBus, RequestOutcome } from './request-record.js';
+import type { TraitsReader } from './request-traits-from.js';
 import { completionTokensIn, type RelayResult, ResponseRelay } from './response-relay.js';
 import type { UpstreamFailure } from './upstream-errors.js';
 import type { UpstreamPools } from './upstream-pools.js';
@@ -24,6 +25,8 @@ export interface ForwarderOptions {
   /** Seconds, for `Retry-After` when the queue gives up. */
   retryAfterSeconds: number;
   upstreamApiKey: string | null;
+  /** The request's priority class and API key, from its headers. */
+  traitsOf: TraitsReader;
   /** ms a client may take no response bytes before it is cut off (`upstream.stream_idle_timeout`); 0 = none. */
   clientStallTimeout: number;
   logger: Logger;
@@ -53,6 +56,11 @@ export function createForwarder(opts: ForwarderOptions): Forward {
 
   // Not async: a request admitted at once goes upstream in the same tick, with no promise on the way.
   return function forward(request: IncomingMessage, raw: ServerResponse, body: Buffer | null): void {
+    const { traits, problem } = opts.traitsOf(request.headers);
+    if (problem !== null) {
+      answerError(raw, 400, problem, 'invalid_request_error');
+      return;
+    }
     const started = now();
     const method = request.method ?? 'GET';
     const path = request.url ?? '/';
@@ -95,7 +103,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       outcome: RequestOutcome,
     ) => {
       if (raw.headersSent || raw.destroyed) return;
-      const retryAfter = status === 503 ? opts.retryAfterSeconds : undefined;
+      const retryAfter = status === 503 || status === 429 ? opts.retryAfterSeconds : undefined;
       answerError(raw, status, message, type, { retryAfter, close: outcome === 'shutdown' });
       record(backend, status, outcome, null);
     };
@@ -117,11 +125,17 @@ export function createForwarder(opts: ForwarderOptions): Forward {
         return;
       }
       const outcome = error.reason === 'queue_full' ? 'queue_full' : 'queue_timeout';
-      sendError(503, `no backend ready to serve the request: ${error.message}`, 'fleet_unavailable', null, outcome);
+      if (error.fleetUnavailable) {
+        sendError(503, `no backend ready to serve the request: ${error.message}`, 'fleet_unavailable', null, outcome);
+      } else {
+        // The fleet is up but this class is over its own limit: the client should slow down.
+        const message = `too many requests of class "${error.className}" waiting: ${error.message}`;
+        sendError(429, message, 'rate_limit_exceeded', null, outcome);
+      }
     };
 
     const attempt = (): void => {
-      const admitted = queue.acquire(clientGone, tried);
+      const admitted = queue.acquire(clientGone, tried, traits);
       if (admitted instanceof Promise) admitted.then(send, refused).catch(internalError);
       else send(admitted);
     };

@@ -13,12 +13,14 @@ import { Fleet } from '../fleet/fleet.js';
 import { Launcher } from '../launch/launcher.js';
 import { GatewayMetrics } from '../metrics/metrics.js';
 import { createPolicy } from '../routing/policies.js';
+import { queueClassOptions } from '../routing/queue-classes.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
 import { createDataPlane, OWN_PATHS } from './data-plane.js';
 import { createForwarder } from './forward.js';
 import { clientErrorHandler, registerServerGuards } from './guards.js';
 import { ProxyEventBus } from './request-record.js';
+import { createTraitsReader } from './request-traits-from.js';
 import { UpstreamPools } from './upstream-pools.js';
 
 export interface GatewayOptions {
@@ -63,8 +65,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       : null;
   const queue = new WaitQueue({
     maxWaiting: config.queue.max_waiting,
-    timeoutMs: config.queue.timeout,
-    timeoutOnlyWhenNoneReady: config.routing.max_inflight_per_backend === 'auto',
+    ...queueClassOptions(config),
     ready: () => registry.ready,
     policy: createPolicy(config.routing.policy),
     onRelease: (backend) => registry.released(backend),
@@ -90,6 +91,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       retries: config.routing.retries,
       retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
       upstreamApiKey: config.upstream.api_key,
+      traitsOf: createTraitsReader(config.queue),
       clientStallTimeout: config.upstream.stream_idle_timeout,
       logger: opts.logger,
     }),

@@ -1,12 +1,19 @@
 /**
  * Admission: hands out leases on ready backends with a free slot, and holds requests in one central
- * queue while there is none (nothing ready yet, or every backend at its cap). A waiter is served as
- * soon as a slot frees or a backend turns ready; it leaves the queue on timeout or when its client
- * goes away. The policy only chooses; this owns the bookkeeping (as undici's pool-base does).
+ * queue while there is none (nothing ready yet, or every backend at its cap). The queue is ordered by
+ * priority class (`queue.classes`, highest first): when a slot frees, the highest class with a waiter
+ * goes first, round-robin between API keys within a class (class-queue.ts), except that a request
+ * that has waited longer than `maxStarvationMs` is promoted. A waiter leaves the
+ * queue on its class's timeout or when its client goes away. The policy only chooses a backend; this
+ * owns the bookkeeping (as undici's pool-base does).
  */
 import type { Backend } from '../fleet/registry.js';
 import type { AbortLike } from '../proxy/client-gone.js';
+import { ClassQueue, type QueueClass, type Queued } from './class-queue.js';
 import type { Policy } from './policies.js';
+import type { RequestTraits } from './request-traits.js';
+
+export type { QueueClass } from './class-queue.js';
 
 export interface Lease {
   readonly backend: Backend;
@@ -15,30 +22,53 @@ export interface Lease {
 }
 
 export type AdmissionFailure = 'queue_full' | 'timeout' | 'aborted' | 'shutdown';
+export const ADMISSION_FAILURES: readonly AdmissionFailure[] = ['queue_full', 'timeout', 'aborted', 'shutdown'];
 
 export class AdmissionError extends Error {
   readonly reason: AdmissionFailure;
-  constructor(reason: AdmissionFailure, message: string) {
+  /** The request's priority class. */
+  readonly className: string;
+  /** No backend was ready when it was refused: the fleet, not only its capacity, is unavailable. */
+  readonly fleetUnavailable: boolean;
+  constructor(reason: AdmissionFailure, message: string, className: string, fleetUnavailable: boolean) {
     super(message);
     this.reason = reason;
+    this.className = className;
+    this.fleetUnavailable = fleetUnavailable;
   }
 }
 
-interface Waiter {
+interface Waiter extends Queued {
   resolve(lease: Lease): void;
   reject(error: AdmissionError): void;
   avoid: ReadonlySet<Backend> | undefined;
+  queue: ClassQueue<Waiter>;
   cleanup(): void;
 }
 
+/** The queue of one class when none are configured (tests, and the shape of the old single queue). */
+export const SINGLE_CLASS = 'default';
+
 export interface WaitQueueOptions {
+  /** Most requests waiting at once, all classes together. */
   maxWaiting: number;
-  timeoutMs: number;
+  /** Without `classes`: the one class's timeout (ms; 0 = none). */
+  timeoutMs?: number;
   /**
-   * With adaptive caps a request waits here instead of in a backend's own queue, where nothing
-   * times it out: then `timeoutMs` bounds only a wait while no backend is ready.
+   * Without `classes`: with adaptive caps a request waits here instead of in a backend's own queue,
+   * where nothing times it out: then `timeoutMs` bounds only a wait while no backend is ready.
    */
   timeoutOnlyWhenNoneReady?: boolean;
+  /** Priority classes, highest first. Default: one class with `maxWaiting` and `timeoutMs`. */
+  classes?: readonly QueueClass[];
+  /** Class of a request that names none. Default: the lowest class. */
+  defaultClass?: string;
+  /** A lower-class waiter older than this (ms) is promoted (see `#nextWaiter`); 0 = never. */
+  maxStarvationMs?: number;
+  /** Slots per capped backend that only the highest class may fill; 0 = none. */
+  reserve?: number;
+  /** Clock for waits and promotion (ms). */
+  now?: () => number;
   /** Ready backends, read per admission (the registry keeps this list prebuilt). */
   ready: () => readonly Backend[];
   policy: Policy;
@@ -46,95 +76,220 @@ export interface WaitQueueOptions {
   onRelease?: (backend: Backend) => void;
 }
 
+export type WaitObserver = (className: string, waitedMs: number) => void;
+
+const noFailures = (): Record<AdmissionFailure, number> => ({ queue_full: 0, timeout: 0, aborted: 0, shutdown: 0 });
+
 export class WaitQueue {
   readonly #opts: WaitQueueOptions;
-  readonly #waiters: Waiter[] = [];
+  readonly #now: () => number;
+  /** Highest first. */
+  readonly #classes: ClassQueue<Waiter>[];
+  readonly #byName = new Map<string, ClassQueue<Waiter>>();
+  readonly #default: ClassQueue<Waiter>;
+  readonly #maxStarvation: number;
+  readonly #reserve: number;
   readonly #scratch: Backend[] = [];
-  #rejected = { queue_full: 0, timeout: 0, aborted: 0, shutdown: 0 };
+  readonly #rejected = noFailures();
+  readonly #rejectedByClass = new Map<string, Record<AdmissionFailure, number>>();
+  #waiting = 0;
+  #onWaited: WaitObserver | null = null;
 
   constructor(opts: WaitQueueOptions) {
     this.#opts = opts;
+    this.#now = opts.now ?? performance.now.bind(performance);
+    const specs = opts.classes ?? [
+      {
+        name: SINGLE_CLASS,
+        maxWaiting: opts.maxWaiting,
+        timeoutMs: opts.timeoutMs ?? 0,
+        timeoutOnlyWhenNoneReady: opts.timeoutOnlyWhenNoneReady ?? false,
+      },
+    ];
+    if (specs.length === 0) throw new Error('a wait queue needs at least one class');
+    this.#classes = specs.map((spec, rank) => new ClassQueue<Waiter>(spec, rank));
+    for (const queue of this.#classes) {
+      this.#byName.set(queue.spec.name, queue);
+      this.#rejectedByClass.set(queue.spec.name, noFailures());
+    }
+    this.#default = this.#byName.get(opts.defaultClass ?? '') ?? this.#classes[this.#classes.length - 1];
+    this.#maxStarvation = opts.maxStarvationMs ?? 0;
+    this.#reserve = opts.reserve ?? 0;
+  }
+
+  /** `observer` hears of every waiter that got a backend, and how long it waited (not of requests served at once). */
+  observeWaits(observer: WaitObserver): void {
+    this.#onWaited = observer;
+  }
+
+  /** Class names, highest first. */
+  get classNames(): string[] {
+    return this.#classes.map((queue) => queue.spec.name);
   }
 
   get waiting(): number {
-    return this.#waiters.length;
+    return this.#waiting;
   }
 
+  /** Requests of class `name` waiting now (0 for an unknown class). */
+  waitingIn(name: string): number {
+    return this.#byName.get(name)?.size ?? 0;
+  }
+
+  /** Requests waiting now, per class, highest first. */
+  waitingByClass(): Record<string, number> {
+    const waiting: Record<string, number> = {};
+    for (const queue of this.#classes) waiting[queue.spec.name] = queue.size;
+    return waiting;
+  }
+
+  /** Rejections of every class together. */
   get rejected(): Readonly<Record<AdmissionFailure, number>> {
     return this.#rejected;
   }
 
+  /** Rejections of class `name`. */
+  rejectedIn(name: string): Readonly<Record<AdmissionFailure, number>> {
+    return this.#rejectedByClass.get(name) ?? noFailures();
+  }
+
   /**
-   * A lease now if a slot is free, else a place in the queue. `avoid`: backends that already failed
-   * this request; they are used only if nothing else is available.
+   * A lease now if a slot is free for this request's class, else a place in its class's queue.
+   * `avoid`: backends that already failed this request; they are used only if nothing else is
+   * available. `traits`: its class and API key (default: the default class, no key).
    */
-  acquire(signal?: AbortLike, avoid?: ReadonlySet<Backend>): Lease | Promise<Lease> {
+  acquire(signal?: AbortLike, avoid?: ReadonlySet<Backend>, traits?: RequestTraits): Lease | Promise<Lease> {
+    const queue = (traits && this.#byName.get(traits.priority)) || this.#default;
     // A client already gone gets no slot, even a free one: nothing would release it in time.
-    if (signal?.aborted) return Promise.reject(this.#reject('aborted', 'client went away'));
-    if (this.#waiters.length === 0) {
-      const lease = this.#tryLease(avoid);
+    if (signal?.aborted) return Promise.reject(this.#reject(queue, 'aborted', 'client went away'));
+    // Waiters of this class or above were here first; lower ones yield (they would have taken a
+    // slot free to them already, so one free now is a reserved slot or appeared this tick).
+    if (!this.#anyWaitingFrom(queue.rank)) {
+      const lease = this.#tryLease(avoid, this.#mayUseReserve(queue));
       if (lease) return lease;
     }
-    if (this.#waiters.length >= this.#opts.maxWaiting) {
-      return Promise.reject(this.#reject('queue_full', `${this.#waiters.length} requests already waiting`));
+    if (this.#waiting >= this.#opts.maxWaiting) {
+      return Promise.reject(this.#reject(queue, 'queue_full', `${this.#waiting} requests already waiting`));
+    }
+    if (queue.size >= queue.spec.maxWaiting) {
+      const message = `${queue.size} requests of class "${queue.spec.name}" already waiting (its max_waiting)`;
+      return Promise.reject(this.#reject(queue, 'queue_full', message));
     }
     return new Promise<Lease>((resolve, reject) => {
-      // A timeout of 0 waits as long as the client does.
+      const { timeoutMs, timeoutOnlyWhenNoneReady } = queue.spec;
       let timer: NodeJS.Timeout | undefined;
       const onTimeout = () => {
-        if (this.#opts.timeoutOnlyWhenNoneReady && this.#opts.ready().length > 0) {
-          timer = setTimeout(onTimeout, this.#opts.timeoutMs);
+        if (timeoutOnlyWhenNoneReady && this.#opts.ready().length > 0) {
+          timer = setTimeout(onTimeout, timeoutMs);
           return;
         }
         this.#remove(waiter);
-        reject(this.#reject('timeout', `no backend became available within ${this.#opts.timeoutMs} ms`));
+        reject(this.#reject(queue, 'timeout', `no backend became available within ${timeoutMs} ms`));
       };
-      if (this.#opts.timeoutMs > 0) timer = setTimeout(onTimeout, this.#opts.timeoutMs);
+      if (timeoutMs > 0) timer = setTimeout(onTimeout, timeoutMs);
       const onAbort = () => {
         this.#remove(waiter);
-        reject(this.#reject('aborted', 'client went away'));
+        reject(this.#reject(queue, 'aborted', 'client went away'));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       const waiter: Waiter = {
+        key: traits?.apiKey ?? null,
+        since: this.#now(),
         resolve,
         reject,
         avoid,
+        queue,
         cleanup: () => {
           clearTimeout(timer);
           signal?.removeEventListener('abort', onAbort);
         },
       };
-      this.#waiters.push(waiter);
+      queue.push(waiter);
+      this.#waiting++;
     });
   }
 
   /** Call when capacity may have appeared (a backend turned ready, a cap was raised). */
   drain(): void {
-    while (this.#waiters.length > 0) {
-      const lease = this.#tryLease(this.#waiters[0].avoid);
+    while (this.#waiting > 0) {
+      const now = this.#now();
+      let waiter = this.#nextWaiter(now);
+      let lease = this.#tryLease(waiter.avoid, this.#mayUseReserve(waiter.queue));
+      if (!lease && this.#reserve > 0 && waiter.queue.rank > 0) {
+        // A promoted or lower waiter cannot fill a reserved slot, but a top-class one may.
+        const top = this.#classes[0].peek();
+        if (top) {
+          waiter = top;
+          lease = this.#tryLease(waiter.avoid, true);
+        }
+      }
       if (!lease) return;
-      const waiter = this.#waiters.shift() as Waiter;
-      waiter.cleanup();
+      this.#remove(waiter);
+      this.#onWaited?.(waiter.queue.spec.name, now - waiter.since);
       waiter.resolve(lease);
     }
   }
 
   /** Fails every waiter (shutdown): they are answered at once rather than left until connections close. */
   close(): void {
-    for (const waiter of this.#waiters.splice(0)) {
-      waiter.cleanup();
-      waiter.reject(this.#reject('shutdown', 'fleetgate is shutting down'));
+    for (const queue of this.#classes) {
+      for (const waiter of queue.drainAll()) {
+        this.#waiting--;
+        waiter.cleanup();
+        waiter.reject(this.#reject(queue, 'shutdown', 'fleetgate is shutting down'));
+      }
     }
   }
 
-  #tryLease(avoid: ReadonlySet<Backend> | undefined): Lease | null {
+  /**
+   * The one to serve: the turn in the highest class with waiters, unless a lower-class waiter has
+   * starved. A starved waiter is promoted into that class as if it had arrived `maxStarvation`
+   * after it really did: it goes before requests that came later than that, not before all of them,
+   * so a batch job whose requests routinely wait longer than `maxStarvation` delays a quick request
+   * by that wait minus `maxStarvation`, not by the whole of it.
+   */
+  #nextWaiter(now: number): Waiter {
+    let top: Waiter | undefined;
+    let starved: Waiter | undefined;
+    for (const queue of this.#classes) {
+      if (queue.size === 0) continue;
+      if (top === undefined) {
+        top = queue.peek() as Waiter;
+        if (this.#maxStarvation === 0) break;
+        continue;
+      }
+      const oldest = queue.oldest() as Waiter;
+      if (now - oldest.since > this.#maxStarvation && (starved === undefined || oldest.since < starved.since)) {
+        starved = oldest;
+      }
+    }
+    if (starved !== undefined && starved.since + this.#maxStarvation < (top as Waiter).since) return starved;
+    return top as Waiter;
+  }
+
+  #anyWaitingFrom(rank: number): boolean {
+    if (this.#waiting === 0) return false;
+    for (let i = 0; i <= rank; i++) if (this.#classes[i].size > 0) return true;
+    return false;
+  }
+
+  #mayUseReserve(queue: ClassQueue<Waiter>): boolean {
+    return this.#reserve === 0 || queue.rank === 0;
+  }
+
+  #hasRoom(backend: Backend, mayUseReserve: boolean): boolean {
+    if (mayUseReserve || backend.cap === 0) return backend.hasFreeSlot();
+    return backend.inflight < backend.cap - this.#reserve;
+  }
+
+  #tryLease(avoid: ReadonlySet<Backend> | undefined, mayUseReserve: boolean): Lease | null {
     const free = this.#scratch;
     free.length = 0;
     for (const backend of this.#opts.ready()) {
-      if (backend.hasFreeSlot() && !avoid?.has(backend)) free.push(backend);
+      if (this.#hasRoom(backend, mayUseReserve) && !avoid?.has(backend)) free.push(backend);
     }
     if (free.length === 0 && avoid && avoid.size > 0) {
-      for (const backend of this.#opts.ready()) if (backend.hasFreeSlot()) free.push(backend);
+      for (const backend of this.#opts.ready()) if (this.#hasRoom(backend, mayUseReserve)) free.push(backend);
     }
     if (free.length === 0) return null;
     const backend = this.#opts.policy.pick(free);
@@ -159,12 +314,13 @@ export class WaitQueue {
 
   #remove(waiter: Waiter): void {
     waiter.cleanup();
-    const index = this.#waiters.indexOf(waiter);
-    if (index >= 0) this.#waiters.splice(index, 1);
+    if (waiter.queue.remove(waiter)) this.#waiting--;
   }
 
-  #reject(reason: AdmissionFailure, message: string): AdmissionError {
+  #reject(queue: ClassQueue<Waiter>, reason: AdmissionFailure, message: string): AdmissionError {
     this.#rejected[reason]++;
-    return new AdmissionError(reason, message);
+    (this.#rejectedByClass.get(queue.spec.name) as Record<AdmissionFailure, number>)[reason]++;
+    const fleetUnavailable = this.#opts.ready().length === 0;
+    return new AdmissionError(reason, message, queue.spec.name, fleetUnavailable);
   }
 }

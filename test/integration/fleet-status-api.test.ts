@@ -170,7 +170,16 @@ test('/fleet/status: every backend with state, phase, progress and reason from i
     { timeoutMs: 10_000, what: 'backends in their phases' },
   );
 
-  assert.deepEqual(Object.keys(status).sort(), ['backends', 'min_ready', 'ready', 'serving', 'states', 'total']);
+  assert.deepEqual(Object.keys(status).sort(), [
+    'backends',
+    'min_ready',
+    'ready',
+    'serving',
+    'states',
+    'total',
+    'waiting',
+  ]);
+  assert.deepEqual(status.waiting, { interactive: 0, batch: 0 }, 'waiting per priority class, highest first');
   assert.equal(status.ready, 1);
   assert.equal(status.total, 5);
   assert.equal(status.min_ready, 2);

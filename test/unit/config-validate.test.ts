@@ -23,7 +23,17 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     fatal_patterns: [],
   },
   routing: { policy: 'least-loaded', max_inflight_per_backend: 'auto', retries: 2, load_interval: 250 },
-  queue: { max_waiting: 10_000, timeout: 120_000 },
+  queue: {
+    max_waiting: 10_000,
+    timeout: 120_000,
+    classes: [
+      { name: 'interactive', max_waiting: null, timeout: null, api_keys: [] },
+      { name: 'batch', max_waiting: null, timeout: null, api_keys: [] },
+    ],
+    default_class: 'batch',
+    max_starvation: 60_000,
+    reserve: 0,
+  },
   upstream: { connect_timeout: 5_000, headers_timeout: 3_600_000, stream_idle_timeout: 600_000, api_key: null },
   limits: {
     body_size: 32 * 2 ** 20,
@@ -110,7 +120,17 @@ test('every key is read and converted', () => {
       fatal_patterns: ['NCCL error', 'Segmentation fault \\(core dumped\\)'],
     },
     routing: { policy: 'power-of-two', max_inflight_per_backend: 'auto', retries: 0, load_interval: 0 },
-    queue: { max_waiting: 0, timeout: 60_000 },
+    queue: {
+      max_waiting: 0,
+      timeout: 60_000,
+      classes: [
+        { name: 'interactive', max_waiting: null, timeout: null, api_keys: [] },
+        { name: 'batch', max_waiting: null, timeout: null, api_keys: [] },
+      ],
+      default_class: 'batch',
+      max_starvation: 60_000,
+      reserve: 0,
+    },
     upstream: {
       connect_timeout: 2_000,
       headers_timeout: 7_200_000,
@@ -272,7 +292,7 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
   [
     'unknown key, nothing close',
     { ...ONE_BACKEND, queue: { zzz: 1 } },
-    'queue.zzz: unknown key (known: max_waiting, timeout)',
+    'queue.zzz: unknown key (known: max_waiting, timeout, classes, default_class, max_starvation, reserve)',
   ],
   [
     'unknown backend key',
@@ -319,7 +339,11 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
     'admin.token: expected a string, got 12345 (quote it in YAML)',
   ],
   ['empty string', { ...ONE_BACKEND, expect_model: '' }, 'expect_model: must not be empty'],
-  ['section not a mapping', { ...ONE_BACKEND, queue: 5 }, 'queue: expected a mapping of max_waiting, timeout, got 5'],
+  [
+    'section not a mapping',
+    { ...ONE_BACKEND, queue: 5 },
+    'queue: expected a mapping of max_waiting, timeout, classes, default_class, max_starvation, reserve, got 5',
+  ],
   ['list expected', { ...ONE_BACKEND, auth: { api_keys: 'k1' } }, 'auth.api_keys: expected a list, got "k1"'],
   ['bad listen', { ...ONE_BACKEND, listen: '8080' }, 'listen: "8080" is not host:port (e.g. 0.0.0.0:8080)'],
   [

@@ -366,10 +366,10 @@ describe('scrape-time gauges', () => {
     const { registry, metrics, queue, add } = setup();
     const gpu = add('gpu0');
     const waiting = queue.acquire() as Promise<Lease>;
-    assert.equal(await value(metrics, 'fleetgate_queue_waiting_requests'), 1);
+    assert.equal(await value(metrics, 'fleetgate_queue_waiting_requests', { class: 'default' }), 1);
     registry.apply(gpu, { type: 'probe', result: PASS });
     const lease = await waiting;
-    assert.equal(await value(metrics, 'fleetgate_queue_waiting_requests'), 0);
+    assert.equal(await value(metrics, 'fleetgate_queue_waiting_requests', { class: 'default' }), 0);
     assert.equal(await value(metrics, 'fleetgate_backend_inflight_requests', { backend: 'gpu0' }), 1);
     lease.release();
     assert.equal(await value(metrics, 'fleetgate_backend_inflight_requests', { backend: 'gpu0' }), 0);
@@ -389,21 +389,69 @@ describe('scrape-time gauges', () => {
     const { metrics, queue, add } = setup();
     add('gpu0');
     for (const reason of ['queue_full', 'timeout', 'aborted']) {
-      assert.equal(await value(metrics, 'fleetgate_queue_rejected_total', { reason }), 0);
+      assert.equal(await value(metrics, 'fleetgate_queue_rejected_total', { reason, class: 'default' }), 0);
     }
     const abort = new AbortController();
     const pending = queue.acquire(abort.signal) as Promise<Lease>;
     abort.abort();
     await assert.rejects(pending, AdmissionError);
-    assert.equal(await value(metrics, 'fleetgate_queue_rejected_total', { reason: 'aborted' }), 1);
-    assert.equal(await value(metrics, 'fleetgate_queue_rejected_total', { reason: 'aborted' }), 1, 'no double count');
+    assert.equal(await value(metrics, 'fleetgate_queue_rejected_total', { reason: 'aborted', class: 'default' }), 1);
+    assert.equal(
+      await value(metrics, 'fleetgate_queue_rejected_total', { reason: 'aborted', class: 'default' }),
+      1,
+      'no double count',
+    );
 
     const held = Array.from({ length: 10 }, () => queue.acquire() as Promise<Lease>);
     await assert.rejects(queue.acquire() as Promise<Lease>, AdmissionError);
-    assert.equal(await value(metrics, 'fleetgate_queue_rejected_total', { reason: 'queue_full' }), 1);
+    assert.equal(await value(metrics, 'fleetgate_queue_rejected_total', { reason: 'queue_full', class: 'default' }), 1);
     queue.close();
     await Promise.allSettled(held);
-    assert.equal(await value(metrics, 'fleetgate_queue_waiting_requests'), 0);
+    assert.equal(await value(metrics, 'fleetgate_queue_waiting_requests', { class: 'default' }), 0);
+  });
+
+  test('queue depth, waits and rejections carry the priority class', async () => {
+    const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: 1000, defaultCap: 0 });
+    const gpu = registry.add({ url: 'http://127.0.0.1:1', name: 'gpu0', kind: 'sglang', log: null });
+    let clock = 0;
+    const queue = new WaitQueue({
+      maxWaiting: 10,
+      classes: ['interactive', 'batch'].map((name) => ({
+        name,
+        maxWaiting: name === 'interactive' ? 1 : 10,
+        timeoutMs: 0,
+        timeoutOnlyWhenNoneReady: false,
+      })),
+      defaultClass: 'batch',
+      now: () => clock,
+      ready: () => registry.ready,
+      policy: createPolicy('round-robin'),
+    });
+    registry.on('transition', ({ to }) => {
+      if (to === 'ready') queue.drain();
+    });
+    const metrics = new GatewayMetrics(registry, new ProxyEventBus(), queue);
+    const interactive = { priority: 'interactive', apiKey: null };
+    const first = queue.acquire(undefined, undefined, interactive) as Promise<Lease>;
+    await assert.rejects(queue.acquire(undefined, undefined, interactive) as Promise<Lease>, AdmissionError);
+    const batch = [queue.acquire() as Promise<Lease>, queue.acquire() as Promise<Lease>];
+    assert.equal(await value(metrics, 'fleetgate_queue_waiting_requests', { class: 'interactive' }), 1);
+    assert.equal(await value(metrics, 'fleetgate_queue_waiting_requests', { class: 'batch' }), 2);
+    assert.equal(
+      await value(metrics, 'fleetgate_queue_rejected_total', { reason: 'queue_full', class: 'interactive' }),
+      1,
+    );
+    assert.equal(await value(metrics, 'fleetgate_queue_rejected_total', { reason: 'queue_full', class: 'batch' }), 0);
+    clock = 2_500;
+    registry.apply(gpu, { type: 'probe', result: PASS });
+    for (const lease of await Promise.all([first, ...batch])) lease.release();
+    const waited = (sample: string) => value(metrics, 'fleetgate_queue_wait_seconds', { class: 'interactive' }, sample);
+    assert.equal(await waited('fleetgate_queue_wait_seconds_count'), 1);
+    assert.equal(await waited('fleetgate_queue_wait_seconds_sum'), 2.5);
+    assert.equal(
+      await value(metrics, 'fleetgate_queue_wait_seconds', { class: 'batch' }, 'fleetgate_queue_wait_seconds_count'),
+      2,
+    );
   });
 });
 

@@ -1,0 +1,354 @@
+/**
+ * `npm run bench:mixed`: a quick request beside a batch job (issue #19). The balance bench's batch
+ * job at its usual concurrency (896) and, meanwhile, an interactive client sending one short
+ * streamed chat request per second; reported: the interactive requests' time to first token and the
+ * job's makespan, for fleetgate with priority classes (the interactive client names its class),
+ * without (one class), with `queue.reserve`, NGINX least_conn, HAProxy leastconn, and the same
+ * interactive client on an idle fleet. Markdown on stdout, JSON in bench/results/, progress on stderr.
+ */
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import {
+  COMMON_OPTIONS,
+  commonSettings,
+  inRunOrder,
+  numberFlag,
+  runBench,
+  settle,
+  startBench,
+  writeResults,
+} from '../lib/cli.js';
+import { machineLine } from '../lib/machine.js';
+import { SimHost } from '../lib/sim-control.js';
+import { median, percentileSorted } from '../lib/stats.js';
+import { startTarget, type TargetSpec } from '../lib/targets.js';
+import { engineFor, engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
+import { runJob } from './job.js';
+import { makeWorkload } from './workload.js';
+
+interface MixedTarget extends TargetSpec {
+  id: string;
+  /** The interactive client sends `X-Fleetgate-Priority: interactive`. */
+  header: boolean;
+  /** No batch job: the interactive client alone. */
+  idle?: boolean;
+}
+
+const ONE_CLASS = '  classes: [batch]\n  default_class: batch\n';
+const TARGETS: readonly MixedTarget[] = [
+  { id: 'idle', name: 'idle fleet (fleetgate, classes)', kind: 'fleetgate', header: true, idle: true },
+  { id: 'fleetgate-classes', name: 'fleetgate with classes', kind: 'fleetgate', header: true },
+  {
+    id: 'fleetgate-no-classes',
+    name: 'fleetgate without classes',
+    kind: 'fleetgate',
+    header: false,
+    queueYaml: ONE_CLASS,
+  },
+  {
+    id: 'fleetgate-reserve',
+    name: 'fleetgate with classes, reserve 1',
+    kind: 'fleetgate',
+    header: true,
+    queueYaml: '  reserve: 1\n',
+  },
+  { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn', header: false },
+  { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn', header: false },
+];
+
+const usage = `usage: npm run bench:mixed -- [options]
+
+  --runs N            repetitions (default 3; --quick: 1)
+  --quick             tiny sizes, for a smoke run
+  --targets LIST      ids: ${TARGETS.map((t) => t.id).join(', ')} (default all)
+  --interval-ms MS    between two interactive requests (default 1000)
+  --idle-requests N   interactive requests on the idle fleet (default 30)
+  --interactive-tokens N  max_tokens of an interactive request (default 16)
+  --proxy-cpu N / --client-cpu N / --no-pin / --out FILE / --quiet-wait SEC / --keep   as bench:balance
+`;
+
+function parse(argv: string[]) {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      ...COMMON_OPTIONS,
+      'interval-ms': { type: 'string' },
+      'idle-requests': { type: 'string' },
+      'interactive-tokens': { type: 'string' },
+    },
+  });
+  if (values.help) return null;
+  const wanted = (values.targets ?? TARGETS.map((t) => t.id).join(',')).split(',').map((s) => s.trim());
+  for (const id of wanted) if (!TARGETS.some((t) => t.id === id)) throw new Error(`--targets: unknown target '${id}'`);
+  const sizes = { quick: values.quick === true };
+  const engine = engineOptions(sizes);
+  return {
+    ...commonSettings(values, 'mixed'),
+    targets: TARGETS.filter((t) => wanted.includes(t.id)),
+    intervalMs: numberFlag(values['interval-ms'], 'interval-ms', 1000),
+    idleRequests: numberFlag(values['idle-requests'], 'idle-requests', sizes.quick ? 5 : 30),
+    interactiveTokens: numberFlag(values['interactive-tokens'], 'interactive-tokens', 16),
+    workload: workloadSpec(sizes),
+    engine,
+    concurrency: SCRIPT_CONCURRENCY_PER_SLOT * engine.maxRunningRequests * SERVERS,
+  };
+}
+
+interface InteractiveSample {
+  /** ms from send to the first body byte (the first SSE event: the first token); null if it failed. */
+  ttftMs: number | null;
+  status: number;
+}
+
+/**
+ * One short streamed chat request every `intervalMs` (open loop: the next one does not wait for the
+ * last), over one keep-alive connection pool of its own; bounded by `maxRequests` and `stop()`.
+ */
+function interactiveClient(
+  url: string,
+  opts: { intervalMs: number; maxRequests: number; header: boolean; tokens: number },
+) {
+  // A connection per request that can be in flight at once: a request never waits in the client's own pool.
+  const pool = new Pool(url, { connections: opts.maxRequests, headersTimeout: 10 * 60_000, bodyTimeout: 10 * 60_000 });
+  const samples: InteractiveSample[] = [];
+  const pending = new Set<Promise<void>>();
+  const body = JSON.stringify({
+    model: 'default',
+    messages: [{ role: 'user', content: 'What is 2 + 2?' }],
+    max_tokens: opts.tokens,
+    stream: true,
+  });
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (opts.header) headers['x-fleetgate-priority'] = 'interactive';
+  const one = async () => {
+    const started = performance.now();
+    let first: number | null = null;
+    let status = 0;
+    try {
+      const res = await pool.request({ path: '/v1/chat/completions', method: 'POST', headers, body });
+      status = res.statusCode;
+      for await (const _chunk of res.body) first ??= performance.now();
+    } catch {
+      status = status || -1;
+    }
+    samples.push({ ttftMs: status === 200 && first !== null ? first - started : null, status });
+  };
+  let sent = 0;
+  let done: () => void = () => {};
+  const finished = new Promise<void>((resolve) => {
+    done = resolve;
+  });
+  const tick = () => {
+    if (sent >= opts.maxRequests) {
+      clearInterval(timer);
+      done();
+      return;
+    }
+    sent++;
+    const p = one().finally(() => pending.delete(p));
+    pending.add(p);
+  };
+  const timer = setInterval(tick, opts.intervalMs);
+  tick();
+  return {
+    samples,
+    finished,
+    async stop(): Promise<void> {
+      clearInterval(timer);
+      done();
+      await Promise.all(pending);
+      await pool.close();
+    },
+  };
+}
+
+interface MixedRecord {
+  run: number;
+  target: string;
+  ttftMs: number[];
+  interactiveErrors: number;
+  makespanSec: number | null;
+  batchErrors: number | null;
+  error: string | null;
+}
+
+function summarizeTarget(records: MixedRecord[], name: string) {
+  const mine = records.filter((r) => r.target === name && r.error === null);
+  if (mine.length === 0) return null;
+  const ttft = mine.flatMap((r) => r.ttftMs).sort((a, b) => a - b);
+  const makespans = mine.map((r) => r.makespanSec).filter((m): m is number => m !== null);
+  return {
+    target: name,
+    runs: mine.length,
+    interactive: ttft.length,
+    ttftP50Ms: percentileSorted(ttft, 50),
+    ttftP99Ms: percentileSorted(ttft, 99),
+    interactiveErrors: mine.reduce((sum, r) => sum + r.interactiveErrors, 0),
+    makespanSec: makespans.length > 0 ? median(makespans) : null,
+    batchErrors: mine.reduce((sum, r) => sum + (r.batchErrors ?? 0), 0),
+  };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const start = startBench('mixed', usage, argv, parse, (o) => o.targets.map((t) => t.kind));
+  if (typeof start === 'number') return start;
+  const { opts, machine, work, progress } = start;
+  const jobs = makeWorkload(opts.workload);
+  const engines = Array.from({ length: SERVERS }, (_, i) => engineFor(opts.engine, i));
+  const records: MixedRecord[] = [];
+  const started = Date.now();
+  const clientOpts = (header: boolean, maxRequests: number) => ({
+    intervalMs: opts.intervalMs,
+    maxRequests,
+    header,
+    tokens: opts.interactiveTokens,
+  });
+  try {
+    for (let run = 1; run <= opts.runs; run++) {
+      for (const spec of inRunOrder(opts.targets, run)) {
+        const dir = join(work, `${run}-${spec.id}`);
+        try {
+          await settle(opts.quietWaitMs, progress);
+          let record: MixedRecord;
+          if (spec.idle) {
+            mkdirSync(dir, { recursive: true });
+            const sims = await SimHost.start({
+              count: SERVERS,
+              engine: (i) => engines[i],
+              cpu: opts.clientCpu,
+              logDir: dir,
+            });
+            try {
+              const target = await startTarget(spec, {
+                backends: sims.urls,
+                cpu: opts.proxyCpu,
+                dir: join(dir, 'proxy'),
+              });
+              try {
+                const client = interactiveClient(target.urls[0], clientOpts(spec.header, opts.idleRequests));
+                await client.finished;
+                await client.stop();
+                record = toRecord(run, spec, client.samples, null, null);
+              } finally {
+                await target.stop();
+              }
+            } finally {
+              await sims.stop();
+            }
+          } else {
+            let client: ReturnType<typeof interactiveClient> | null = null;
+            const metrics = await runJob(spec, {
+              servers: SERVERS,
+              engine: (i) => engines[i],
+              jobs,
+              concurrency: opts.concurrency,
+              fault: null,
+              proxyCpu: opts.proxyCpu,
+              clientCpu: opts.clientCpu,
+              dir,
+              deadlineMs: 10 * 60_000,
+              alongside: (urls) => {
+                client = interactiveClient(urls[0], clientOpts(spec.header, 600));
+                return client;
+              },
+            });
+            const samples = (client as ReturnType<typeof interactiveClient> | null)?.samples ?? [];
+            record = toRecord(run, spec, samples, metrics.makespanSec, metrics.errors);
+          }
+          records.push(record);
+          const ttft = [...record.ttftMs].sort((a, b) => a - b);
+          progress(
+            `run ${run}/${opts.runs} ${spec.name}: interactive n=${ttft.length} TTFT p50 ${percentileSorted(ttft, 50).toFixed(0)} ms p99 ${percentileSorted(ttft, 99).toFixed(0)} ms, errors ${record.interactiveErrors}; makespan ${record.makespanSec?.toFixed(2) ?? '-'} s`,
+          );
+        } catch (error) {
+          records.push({
+            run,
+            target: spec.name,
+            ttftMs: [],
+            interactiveErrors: 0,
+            makespanSec: null,
+            batchErrors: null,
+            error: (error as Error).message,
+          });
+          progress(`run ${run}/${opts.runs} ${spec.name}: FAILED: ${(error as Error).message}`);
+        }
+      }
+    }
+  } finally {
+    if (!opts.keep) rmSync(work, { recursive: true, force: true });
+  }
+  const summaries = opts.targets.map((t) => summarizeTarget(records, t.name)).filter((s) => s !== null);
+  const byId = (id: string) => summaries.find((s) => s.target === TARGETS.find((t) => t.id === id)?.name);
+  const idle = byId('idle');
+  const classes = byId('fleetgate-classes');
+  const without = byId('fleetgate-no-classes');
+  const checks = [
+    idle && classes
+      ? {
+          target: 'with classes: interactive TTFT p99 <= 2x idle',
+          value: `${(classes.ttftP99Ms / idle.ttftP99Ms).toFixed(2)}x`,
+          met: classes.ttftP99Ms <= 2 * idle.ttftP99Ms,
+        }
+      : null,
+    without?.makespanSec && classes?.makespanSec
+      ? {
+          target: 'with classes: batch makespan <= 1.02x without classes',
+          value: `${(classes.makespanSec / without.makespanSec).toFixed(3)}x`,
+          met: classes.makespanSec <= 1.02 * without.makespanSec,
+        }
+      : null,
+  ].filter((c) => c !== null);
+  const fmt = (ms: number) => (ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${ms.toFixed(0)} ms`);
+  const report = [
+    `## fleetgate mixed-workload bench (${opts.runs} run${opts.runs === 1 ? '' : 's'}; TTFT percentiles over every run's interactive requests, makespan the median)`,
+    '',
+    `Machine: ${machineLine(machine)}.`,
+    `Batch job: bench:balance's (${jobs.length} chat requests, concurrency ${opts.concurrency}, ${SERVERS} simulated SGLang servers, max_running_requests ${opts.engine.maxRunningRequests}). Interactive: one streamed chat request (max_tokens ${opts.interactiveTokens}) every ${opts.intervalMs} ms while the job runs (${opts.idleRequests} on the idle fleet).`,
+    '',
+    '| target | interactive n | TTFT p50 | TTFT p99 | interactive errors | batch makespan s | batch errors |',
+    '|---|---|---|---|---|---|---|',
+    ...summaries.map(
+      (s) =>
+        `| ${s.target} | ${s.interactive} | ${fmt(s.ttftP50Ms)} | ${fmt(s.ttftP99Ms)} | ${s.interactiveErrors} | ${s.makespanSec?.toFixed(2) ?? '-'} | ${s.makespanSec === null ? '-' : s.batchErrors} |`,
+    ),
+    '',
+    '| issue #19 target | measured | met |',
+    '|---|---|---|',
+    ...checks.map((c) => `| ${c.target} | ${c.value} | ${c.met ? 'yes' : 'NO'} |`),
+    '',
+  ].join('\n');
+  process.stdout.write(report);
+  writeResults(opts.out, 'mixed', started, {
+    machine,
+    options: { ...opts, out: undefined, targets: opts.targets.map((t) => t.id) },
+    summaries,
+    targets: checks,
+    runs: records,
+  });
+  progress(`wrote ${opts.out}`);
+  return records.some((r) => r.error === null) ? 0 : 1;
+}
+
+function toRecord(
+  run: number,
+  spec: MixedTarget,
+  samples: InteractiveSample[],
+  makespanSec: number | null,
+  batchErrors: number | null,
+): MixedRecord {
+  const ttftMs = samples.flatMap((s) => (s.ttftMs === null ? [] : [s.ttftMs]));
+  return {
+    run,
+    target: spec.name,
+    ttftMs,
+    interactiveErrors: samples.length - ttftMs.length,
+    makespanSec,
+    batchErrors,
+    error: null,
+  };
+}
+
+runBench('bench:mixed', main);

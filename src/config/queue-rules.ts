@@ -1,0 +1,83 @@
+/**
+ * Schema rules for the priority classes of the central queue (`queue.classes`, `queue.default_class`):
+ * each class a name (or a mapping with its own limits and API keys), names unique, the default class
+ * one of them, an API key in one class at most.
+ */
+import * as defaults from './defaults.js';
+import { describeValue } from './errors.js';
+import {
+  duration,
+  fail,
+  integer,
+  isMapping,
+  list,
+  nullable,
+  type Rule,
+  section,
+  text,
+  textToStructure,
+} from './rules.js';
+import type { PriorityClassConfig } from './types.js';
+
+const CLASS_NAME = /^[A-Za-z0-9_.-]+$/;
+
+const className = text(undefined, (name, key) => {
+  if (!CLASS_NAME.test(name)) fail(key, `${describeValue(name)} may contain only letters, digits, "_", "." and "-"`);
+});
+
+const classMapping = section({
+  name: className,
+  max_waiting: nullable(integer({ min: 0 })),
+  timeout: nullable(duration(undefined)),
+  api_keys: list(text()),
+});
+
+/** A class is its name alone, or a mapping. */
+const classEntry: Rule<PriorityClassConfig> = {
+  fromText: textToStructure,
+  fields: classMapping.fields,
+  parse(value, key) {
+    if (typeof value === 'string')
+      return { name: className.parse(value, key), max_waiting: null, timeout: null, api_keys: [] };
+    if (!isMapping(value))
+      fail(
+        key,
+        `expected a class name or a mapping of name, max_waiting, timeout, api_keys, got ${describeValue(value)}`,
+      );
+    return classMapping.parse(value, key);
+  },
+};
+
+const classList = list(classEntry);
+
+export const priorityClasses: Rule<PriorityClassConfig[]> = {
+  fallback: () =>
+    defaults.DEFAULT_QUEUE_CLASSES.map((name) => ({ name, max_waiting: null, timeout: null, api_keys: [] })),
+  fromText: textToStructure,
+  parse(value, key) {
+    const classes = classList.parse(value, key);
+    if (classes.length === 0) fail(key, 'needs at least one class (highest first)');
+    const names = new Set<string>();
+    const keys = new Map<string, string>();
+    classes.forEach((cls, i) => {
+      if (names.has(cls.name)) fail(`${key}[${i}].name`, `class "${cls.name}" is defined twice`);
+      names.add(cls.name);
+      cls.api_keys.forEach((apiKey, j) => {
+        const other = keys.get(apiKey);
+        if (other !== undefined) fail(`${key}[${i}].api_keys[${j}]`, `this key is already in class "${other}"`);
+        keys.set(apiKey, cls.name);
+      });
+    });
+    return classes;
+  },
+};
+
+/** Checks what only the whole `queue` section can tell: the default class is a configured one. */
+export function checkDefaultClass(classes: readonly PriorityClassConfig[], defaultClass: string): void {
+  if (!classes.some((cls) => cls.name === defaultClass)) {
+    fail(
+      'queue.default_class',
+      `"${defaultClass}" is not one of the classes (${classes.map((c) => c.name).join(', ')})`,
+    );
+  }
+}
