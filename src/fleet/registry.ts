@@ -6,7 +6,6 @@
 import { EventEmitter } from 'node:events';
 import type { BackendConfig } from '../config/types.js';
 import { QUEUE_ALLOWANCE } from '../routing/adaptive-cap.js';
-import { sameNames, servesModel } from './model-names.js';
 import {
   type BackendEvent,
   BackendLifecycle,
@@ -15,6 +14,7 @@ import {
   type ProbeResult,
   type Transition,
 } from './backend-state.js';
+import { sameNames, servesModel } from './model-names.js';
 
 /** Load as the backend itself reports it (SGLang/vLLM `/metrics`). */
 export interface ReportedLoad {
@@ -229,7 +229,8 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
     if (this.#backends.get(backend.name) !== backend) return null;
     const before = backend.lifecycle.snapshot;
     const transition = backend.lifecycle.apply(event);
-    const modelsChanged = event.type === 'probe' && event.result.models !== undefined && backend.setModels(event.result.models);
+    const modelsChanged =
+      event.type === 'probe' && event.result.models !== undefined && backend.setModels(event.result.models);
     if (event.type === 'probe') this.emit('probe', backend, event.result);
     if (transition || modelsChanged) this.#rebuildReady();
     if (modelsChanged) this.emit('models', backend);

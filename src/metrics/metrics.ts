@@ -10,6 +10,10 @@ import { BACKEND_STATES, type BackendState, type ProbeResult } from '../fleet/ba
 import type { Backend, FleetRegistry, TransitionEvent } from '../fleet/registry.js';
 import type { ProxyEventBus, RequestRecord } from '../proxy/request-record.js';
 import type { AdmissionFailure, WaitQueue } from '../routing/wait-queue.js';
+
+/** What the metrics read of the wait queues. */
+export type QueueCounts = Pick<WaitQueue, 'waiting' | 'rejected'>;
+
 import { BackendSeries } from './backend-series.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
 import { MetricsServer } from './metrics-server.js';
@@ -22,14 +26,14 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #fleet: FleetRegistry;
   readonly #events: ProxyEventBus;
-  readonly #queue: WaitQueue;
+  readonly #queue: QueueCounts;
   readonly #families: MetricFamilies;
   readonly #backends = new Map<string, BackendSeries>();
   readonly #noBackend: RequestSeries;
   readonly #rejectedSeen: Record<string, number> = {};
   #server: MetricsServer | null = null;
 
-  constructor(fleet: FleetRegistry, events: ProxyEventBus, queue: WaitQueue) {
+  constructor(fleet: FleetRegistry, events: ProxyEventBus, queue: QueueCounts) {
     this.#fleet = fleet;
     this.#events = events;
     this.#queue = queue;

@@ -16,7 +16,11 @@ export class ModelQueues {
   readonly #byModel = new Map<string, WaitQueue>();
   readonly any: WaitQueue;
 
-  constructor(opts: { make: QueueFactory; ready: () => readonly Backend[]; serving: (model: string) => readonly Backend[] }) {
+  constructor(opts: {
+    make: QueueFactory;
+    ready: () => readonly Backend[];
+    serving: (model: string) => readonly Backend[];
+  }) {
     this.#make = opts.make;
     this.#serving = opts.serving;
     this.any = opts.make(opts.ready);
