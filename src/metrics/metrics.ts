@@ -12,11 +12,12 @@ import type { ProxyEventBus, RequestRecord } from '../proxy/request-record.js';
 import type { AdmissionFailure, WaitQueue } from '../routing/wait-queue.js';
 
 /** What the metrics read of the wait queues. */
-export type QueueCounts = Pick<WaitQueue, 'waiting' | 'rejected'>;
+export type QueueCounts = Pick<WaitQueue, 'waiting' | 'rejected'> & Partial<ModelQueueCounts>;
 
 import { BackendSeries } from './backend-series.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
 import { MetricsServer } from './metrics-server.js';
+import { ModelMetrics, type ModelQueueCounts } from './model-metrics.js';
 import { RequestSeries } from './request-series.js';
 
 /** `backend` label of requests that reached no backend (queue timeout, queue full, client gone). */
@@ -31,6 +32,7 @@ export class GatewayMetrics {
   readonly #backends = new Map<string, BackendSeries>();
   readonly #noBackend: RequestSeries;
   readonly #rejectedSeen: Record<string, number> = {};
+  readonly #models: ModelMetrics;
   #server: MetricsServer | null = null;
 
   constructor(fleet: FleetRegistry, events: ProxyEventBus, queue: QueueCounts) {
@@ -51,6 +53,7 @@ export class GatewayMetrics {
       },
     });
     this.#noBackend = new RequestSeries(this.#families, NO_BACKEND, { zeroed: false });
+    this.#models = new ModelMetrics(this.registry, fleet, queue.waitingByModel ? (queue as ModelQueueCounts) : null);
     this.#collectRejected();
 
     for (const backend of fleet.list()) this.#onAdded(backend);
@@ -93,6 +96,7 @@ export class GatewayMetrics {
     this.#events.off('request', this.#onRequest);
     this.#events.off('upstream_error', this.#onUpstreamError);
     this.#events.off('retry', this.#onRetry);
+    this.#models.close();
     const server = this.#server;
     this.#server = null;
     await server?.close();

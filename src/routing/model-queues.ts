@@ -37,9 +37,11 @@ export class ModelQueues {
     return queue;
   }
 
-  /** Waiting requests per model pool (the single-model queue is not listed). */
-  waitingByModel(): Map<string, number> {
-    return new Map([...this.#byModel].map(([model, queue]) => [model, queue.waiting]));
+  /** Waiting requests per model pool; those of the single-model queue (any backend) under null. */
+  waitingByModel(): Map<string | null, number> {
+    const waiting = new Map<string | null, number>([[null, this.any.waiting]]);
+    for (const [model, queue] of this.#byModel) waiting.set(model, queue.waiting);
+    return waiting;
   }
 
   get waiting(): number {

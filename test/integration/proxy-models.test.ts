@@ -5,6 +5,7 @@ import OpenAI, { NotFoundError } from 'openai';
 import type { SimServer } from '../../src/sim/index.js';
 import { SimServer as Sim } from '../../src/sim/index.js';
 import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
+import { sampleValue } from '../helpers/prometheus-text.js';
 import { waitFor } from '../helpers/wait.js';
 
 const MODEL_A = 'org/model-a';
@@ -119,7 +120,7 @@ test("a flood of model A held at the caps does not delay model B's requests", as
 });
 
 test("one model's backends all down: its requests wait, then 503, while the other model serves", async (t) => {
-  const { client, gateway, b } = await twoModelFleet(t, {
+  const { client, gateway, url, b } = await twoModelFleet(t, {
     queue: { timeout: '300ms' },
     health: { interval: '100ms', starting_interval: '50ms', fall: 1 },
   });
@@ -132,12 +133,18 @@ test("one model's backends all down: its requests wait, then 503, while the othe
   });
   assert.ok(performance.now() - started >= 280, 'held for the queue timeout first');
   await chat(client, MODEL_A);
-  const models = gateway.models.known;
-  assert.deepEqual(models, [MODEL_A, MODEL_B], 'B stays a known model while its backends are down');
+  assert.deepEqual(gateway.models.known, [MODEL_A, MODEL_B], 'B stays a known model while its backends are down');
+  const text = await (await fetch(`${url}/metrics`)).text();
+  assert.equal(sampleValue(text, 'fleetgate_model_ready_backends', { model: MODEL_A }), 3);
+  assert.equal(sampleValue(text, 'fleetgate_model_ready_backends', { model: MODEL_B }), 0);
+  assert.equal(sampleValue(text, 'fleetgate_backend_model_info', { backend: 'gpu3', model: MODEL_B }), 1);
+  assert.equal(sampleValue(text, 'fleetgate_model_queue_waiting_requests', { model: MODEL_B }), 0);
 });
 
 test("a backend restarted with another model moves to that model's pool", async (t) => {
-  const { client, gateway, a } = await twoModelFleet(t, { health: { interval: '100ms', starting_interval: '50ms', fall: 1 } });
+  const { client, gateway, a } = await twoModelFleet(t, {
+    health: { interval: '100ms', starting_interval: '50ms', fall: 1 },
+  });
   const moved = a[2];
   await moved.stop();
   const replacement = new Sim({ port: moved.port, name: moved.name, model: MODEL_B });

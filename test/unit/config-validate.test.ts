@@ -324,7 +324,11 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
   ],
   ['empty string', { ...ONE_BACKEND, expect_model: '' }, 'expect_model: must not be empty'],
   ['models not a mapping', { ...ONE_BACKEND, models: ['a'] }, 'models: expected a mapping, got a list'],
-  ['model alias to a number', { ...ONE_BACKEND, models: { fast: 7 } }, 'models.fast: expected a string, got 7 (quote it in YAML)'],
+  [
+    'model alias to a number',
+    { ...ONE_BACKEND, models: { fast: 7 } },
+    'models.fast: expected a string, got 7 (quote it in YAML)',
+  ],
   ['section not a mapping', { ...ONE_BACKEND, queue: 5 }, 'queue: expected a mapping of max_waiting, timeout, got 5'],
   ['list expected', { ...ONE_BACKEND, auth: { api_keys: 'k1' } }, 'auth.api_keys: expected a list, got "k1"'],
   ['bad listen', { ...ONE_BACKEND, listen: '8080' }, 'listen: "8080" is not host:port (e.g. 0.0.0.0:8080)'],
