@@ -112,6 +112,20 @@ export function renderTable(status: FleetStatus, opts: TableOptions): string {
       .trimEnd();
   const out = [line(HEADERS), ...rows.map((r, i) => line(r, status.backends[i]))];
   const low = status.ready < status.min_ready ? ` (below min_ready ${status.min_ready})` : '';
-  out.push('', `${summaryLine(status)}${low}`);
+  out.push('', `${summaryLine(status)}${low}`, ...modelLines(status.backends));
   return `${out.join('\n')}\n`;
+}
+
+/** With several models served: `org/model-a: 3/3 ready (gpu0, gpu1, gpu2)`, one line per model. */
+export function modelLines(backends: readonly BackendStatus[]): string[] {
+  const byModel = new Map<string, BackendStatus[]>();
+  for (const b of backends) {
+    const model = b.models?.[0];
+    if (model !== undefined) byModel.set(model, [...(byModel.get(model) ?? []), b]);
+  }
+  if (byModel.size < 2) return [];
+  return [...byModel].map(([model, group]) => {
+    const ready = group.filter((b) => b.state === 'ready').length;
+    return `${model}: ${ready}/${group.length} ready (${group.map((b) => b.name).join(', ')})`;
+  });
 }

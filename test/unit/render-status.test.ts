@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BackendStatus, FleetStatus } from '../../src/admin/fleet-summary.js';
 import { phaseText } from '../../src/admin/phase-words.js';
-import { colorEnabled, progressText, renderTable, shortDuration, summaryLine } from '../../src/cli/render-status.js';
+import {
+  colorEnabled,
+  modelLines,
+  progressText,
+  renderTable,
+  shortDuration,
+  summaryLine,
+} from '../../src/cli/render-status.js';
 import {
   changeKey,
   failedBackends,
@@ -24,6 +31,7 @@ function backend(name: string, fields: Partial<BackendStatus> = {}): BackendStat
     name,
     url: `http://127.0.0.1:3000${name.slice(-1)}`,
     kind: 'sglang',
+    models: ['meta-llama/Llama-3.1-8B-Instruct'],
     state: 'ready',
     phase: null,
     progress: null,
@@ -249,4 +257,22 @@ test('wait: the TTY frame has a bar per backend and never a line wider than the 
     error: 'cannot reach fleetgate at http://127.0.0.1:8080/: connection refused',
   });
   assert.deepEqual(connecting, ['waited 2s · cannot reach fleetgate at http://127.0.0.1:8080/: connection refused']);
+});
+
+test('with several models, one line per model: ready count and its backends; none with one model', () => {
+  const status = {
+    ready: 3,
+    total: 4,
+    min_ready: 1,
+    states: { ready: 3, failed: 1 },
+    backends: [
+      backend('gpu0', { models: ['org/a'] }),
+      backend('gpu1', { models: ['org/a'] }),
+      backend('gpu2', { models: ['org/b'] }),
+      backend('gpu3', { models: ['org/b'], state: 'failed', reason: 'Not enough memory' }),
+    ],
+  };
+  const lines = renderTable(status, { color: false }).trimEnd().split('\n').slice(-2);
+  assert.deepEqual(lines, ['org/a: 2/2 ready (gpu0, gpu1)', 'org/b: 1/2 ready (gpu2, gpu3)']);
+  assert.deepEqual(modelLines([backend('gpu0'), backend('gpu1')]), []);
 });
