@@ -24,6 +24,8 @@ export interface TargetSpec {
   maxInflight?: number | 'auto';
   /** fleetgate only: `routing.load_interval`, e.g. `250ms`. */
   loadInterval?: string;
+  /** fleetgate only: `models` aliases (turns on routing by each request's `model`). */
+  modelAliases?: Record<string, string>;
 }
 
 export interface RunningTarget {
@@ -133,6 +135,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         policy: spec.balance,
         maxInflight: spec.maxInflight,
         loadInterval: spec.loadInterval,
+        modelAliases: spec.modelAliases,
       }),
     );
     proc = spawnPinned(
