@@ -105,6 +105,7 @@ export function fleetgateConfig(
     loadInterval?: string;
     queueYaml?: string;
     logLevel?: string;
+    modelAliases?: Record<string, string>;
   },
 ): string {
   const backends = input.backends.map((b, i) => `  - url: ${b}\n    name: gpu${i}`).join('\n');
@@ -114,10 +115,13 @@ export function fleetgateConfig(
     input.maxInflight === undefined ? '' : `  max_inflight_per_backend: ${input.maxInflight}\n`,
     input.loadInterval === undefined ? '' : `  load_interval: ${input.loadInterval}\n`,
   ].join('');
+  const aliases = Object.entries(input.modelAliases ?? {});
+  const models =
+    aliases.length === 0 ? '' : `models:\n${aliases.map(([alias, name]) => `  ${alias}: ${name}\n`).join('')}`;
   return `listen: 127.0.0.1:${input.port}
 backends:
 ${backends}
-${routing ? `routing:\n${routing}` : ''}queue:
+${models}${routing ? `routing:\n${routing}` : ''}queue:
   max_waiting: 100000
   timeout: 30m
 ${input.queueYaml ?? ''}log:

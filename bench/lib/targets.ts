@@ -26,6 +26,8 @@ export interface TargetSpec {
   loadInterval?: string;
   /** fleetgate only: extra `queue:` keys, YAML lines indented by two spaces (e.g. priority classes). */
   queueYaml?: string;
+  /** fleetgate only: `models` aliases (turns on routing by each request's `model`). */
+  modelAliases?: Record<string, string>;
 }
 
 export interface RunningTarget {
@@ -136,6 +138,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         maxInflight: spec.maxInflight,
         loadInterval: spec.loadInterval,
         queueYaml: spec.queueYaml,
+        modelAliases: spec.modelAliases,
       }),
     );
     proc = spawnPinned(

@@ -29,7 +29,8 @@ const usage = `usage: npm run bench:overhead -- [options]
   --runs N              repetitions of each scenario (default 3; --quick: 1)
   --quick               tiny sizes, for a smoke run
   --targets LIST        direct,fleetgate,nginx,haproxy (default); also node-floor: a bare node:http +
-                        undici.dispatch proxy (bench/lib/node-floor-proxy.ts), what any Node proxy costs at least
+                        undici.dispatch proxy (bench/lib/node-floor-proxy.ts), what any Node proxy costs at least;
+                        fleetgate-models: fleetgate routing by model (each body parsed for its model)
   --scenarios LIST      a,a-cpu,b,b-cpu,c,d (default all); a-cpu and b-cpu run (a)'s and (b)'s load
                         on every proxy target at once (same core, requests in turn), for CPU ratios
                         that a machine drifting in speed moves alike
@@ -52,9 +53,21 @@ const usage = `usage: npm run bench:overhead -- [options]
   --keep                keep the work directory (configs, proxy logs)
 `;
 
-const TARGETS: Record<TargetKind, TargetSpec> = {
+/**
+ * `fleetgate-models`: fleetgate routing by model (a `models` alias declared, so each request's body
+ * is parsed for its `model`); against `fleetgate` it prices that parse. A single-model fleet
+ * without aliases does not parse at all.
+ */
+type TargetId = TargetKind | 'fleetgate-models';
+
+const TARGETS: Record<TargetId, TargetSpec> = {
   direct: { name: 'direct', kind: 'direct' },
   fleetgate: { name: 'fleetgate', kind: 'fleetgate' },
+  'fleetgate-models': {
+    name: 'fleetgate-models',
+    kind: 'fleetgate',
+    modelAliases: { bench: 'meta-llama/Llama-3.1-8B-Instruct' },
+  },
   nginx: { name: 'nginx', kind: 'nginx', balance: 'least_conn' },
   haproxy: { name: 'haproxy', kind: 'haproxy', balance: 'leastconn' },
   'node-floor': { name: 'node-floor', kind: 'node-floor' },
@@ -97,8 +110,7 @@ function parse(argv: string[]) {
   };
   const targets = (values.targets ?? 'direct,fleetgate,nginx,haproxy').split(',').map((t) => t.trim());
   for (const t of targets) {
-    if (!(t in TARGETS))
-      throw new Error(`--targets: unknown target '${t}' (direct, fleetgate, nginx, haproxy, node-floor)`);
+    if (!(t in TARGETS)) throw new Error(`--targets: unknown target '${t}' (${Object.keys(TARGETS).join(', ')})`);
   }
   const scenarios = (values.scenarios ?? SCENARIO_IDS.join(',')).split(',').map((s) => s.trim()) as ScenarioId[];
   for (const s of scenarios) {
@@ -107,14 +119,14 @@ function parse(argv: string[]) {
   return {
     ...commonSettings(values, 'overhead'),
     sizes,
-    targets: targets as TargetKind[],
+    targets: targets as TargetId[],
     scenarios,
     nodeArgs: values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] : [],
   };
 }
 
 async function main(argv: string[]): Promise<number> {
-  const start = startBench('overhead', usage, argv, parse, (o) => o.targets);
+  const start = startBench('overhead', usage, argv, parse, (o) => o.targets.map((t) => TARGETS[t].kind));
   if (typeof start === 'number') return start;
   const { opts, machine, work, progress } = start;
   const records: RunRecord[] = [];

@@ -7,6 +7,8 @@ export interface BackendStatus {
   name: string;
   url: string;
   kind: string;
+  /** The model names it served at its latest passed probe (first: the name it answers to); [] until read. */
+  models: readonly string[];
   state: BackendState;
   phase: string | null;
   progress: { done: number; total: number } | null;
@@ -62,6 +64,7 @@ export function backendStatus(backend: Backend): BackendStatus {
     name: backend.name,
     url: backend.url,
     kind: backend.config.kind,
+    models: backend.models,
     state: s.state,
     phase: s.phase,
     progress: s.progress,

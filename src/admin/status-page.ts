@@ -169,7 +169,7 @@ const SCRIPT = `
     c.root.setAttribute('data-state', b.state);
     c.name.title = b.name;
     c.badge.textContent = b.state === 'starting' && b.reason === 'stalled' ? 'stalled' : b.state;
-    c.url.textContent = b.url + (b.kind && b.kind !== 'sglang' ? ' \\u00b7 ' + b.kind : '');
+    c.url.textContent = b.url + (b.kind && b.kind !== 'sglang' ? ' \\u00b7 ' + b.kind : '') + (b.models && b.models.length ? ' \\u00b7 ' + b.models[0] : '');
     var phase = phaseWords(b);
     if (b.state === 'ready') phase = b.ready_seconds != null ? 'ready in ' + duration(b.ready_seconds) : 'ready';
     else if (phase && b.state === 'failed') phase = 'stopped at ' + phase;

@@ -116,9 +116,11 @@ export function renderTable(status: FleetStatus, opts: TableOptions): string {
   // The summary stays the last line (scripts read it with `tail -1`); the serving view comes before it.
   const serving = renderServing(status, opts);
   if (serving !== '') out.push('', serving.trimEnd());
-  out.push('', `${summaryLine(status)}${low}`);
+  const models = modelLines(status.backends);
+  if (models.length > 0) out.push('', ...models);
   const engines = renderEngines(status.backends);
   if (engines !== null) out.push('', engines);
+  out.push('', `${summaryLine(status)}${low}`);
   return `${out.join('\n')}\n`;
 }
 
@@ -146,4 +148,18 @@ export function renderEngines(backends: readonly BackendStatus[], now = Date.now
       .join('  ')
       .trimEnd();
   return ['engines started by fleetgate launch:', line(ENGINE_HEADERS), ...rows.map(line)].join('\n');
+}
+
+/** With several models served: `org/model-a: 3/3 ready (gpu0, gpu1, gpu2)`, one line per model. */
+export function modelLines(backends: readonly BackendStatus[]): string[] {
+  const byModel = new Map<string, BackendStatus[]>();
+  for (const b of backends) {
+    const model = b.models?.[0];
+    if (model !== undefined) byModel.set(model, [...(byModel.get(model) ?? []), b]);
+  }
+  if (byModel.size < 2) return [];
+  return [...byModel].map(([model, group]) => {
+    const ready = group.filter((b) => b.state === 'ready').length;
+    return `${model}: ${ready}/${group.length} ready (${group.map((b) => b.name).join(', ')})`;
+  });
 }

@@ -163,6 +163,19 @@ export function list<T>(item: Rule<T>): Rule<T[]> {
   };
 }
 
+/** A mapping of free keys to values of one rule; `null` counts as an empty mapping. */
+export function mapOf<T>(value: Rule<T>): Rule<Record<string, T>> {
+  return {
+    fallback: () => ({}),
+    fromText: textToStructure,
+    parse(input, key) {
+      if (input === null) return {};
+      if (!isMapping(input)) fail(key, `expected a mapping, got ${describeValue(input)}`);
+      return Object.fromEntries(Object.entries(input).map(([name, v]) => [name, value.parse(v, childKey(key, name))]));
+    },
+  };
+}
+
 /** A mapping with exactly these keys; `null` counts as an empty mapping, so `health:` alone means defaults. */
 export function section<T extends object>(fields: { [K in keyof T]: Rule<T[K]> }): Rule<T> {
   const rules: Readonly<Record<string, Rule<unknown>>> = fields;

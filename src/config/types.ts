@@ -44,6 +44,10 @@ export interface Config {
   metrics_listen: HostPort | null;
   backends: BackendConfig[];
   expect_model: string | null;
+  /** Names clients use → the served model name each stands for (routing by model). */
+  models: Record<string, string>;
+  /** Model for requests that name none, when the fleet serves several. */
+  default_model: string | null;
   min_ready: number;
   kind: BackendKind;
   health: {

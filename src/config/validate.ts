@@ -15,6 +15,7 @@ import {
   hostPort,
   integer,
   list,
+  mapOf,
   nullable,
   oneOf,
   type Rule,
@@ -53,6 +54,8 @@ const topLevel = section({
   backends: list(backendEntry),
   fleet: fleetRule,
   expect_model: nullable(text()),
+  models: mapOf(text()),
+  default_model: nullable(text()),
   min_ready: integer({ min: 0, fallback: defaults.DEFAULT_MIN_READY }),
   kind: oneOf(BACKEND_KINDS, defaults.DEFAULT_KIND),
   health: section({

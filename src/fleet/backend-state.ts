@@ -18,6 +18,8 @@ export interface ProbeResult {
   reason: string | null;
   /** The probe saw a server that is starting (e.g. SGLang's 503 during warm-up). */
   phase?: Phase | null;
+  /** When ok: the model names the backend serves (first: the name it answers to). */
+  models?: readonly string[];
 }
 
 /** Typed outcome of one proxied attempt, as Envoy's `putResult`. */

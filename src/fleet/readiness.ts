@@ -5,6 +5,7 @@
 import { type Client, errors } from 'undici';
 import type { BackendKind } from '../config/types.js';
 import type { ProbeResult } from './backend-state.js';
+import { servesModel } from './model-names.js';
 
 export interface ReadinessTarget {
   kind: BackendKind;
@@ -19,7 +20,10 @@ interface HttpAnswer {
   body: string;
 }
 
-const ok: ProbeResult = { ok: true, reachable: true, reason: null };
+/** Ready, serving `models` (the names a request's `model` may use). */
+function ok(models: string[]): ProbeResult {
+  return { ok: true, reachable: true, reason: null, models };
+}
 
 export async function checkReadiness(client: Client, target: ReadinessTarget): Promise<ProbeResult> {
   try {
@@ -47,11 +51,9 @@ async function checkSglang(client: Client, target: ReadinessTarget): Promise<Pro
   let info = await get(client, '/model_info', target);
   if (info.status === 404) info = await get(client, '/get_model_info', target);
   if (info.status !== 200) return notReady(`/model_info answered ${info.status}`);
-  if (target.expectModel === null) return ok;
-  const served = modelPathOf(info.body);
-  return servesModel([served], target.expectModel)
-    ? ok
-    : notReady(`serves model "${served ?? 'unknown'}", expected "${target.expectModel}"`);
+  const served = modelNamesOf(info.body);
+  if (target.expectModel === null || servesModel(served, target.expectModel)) return ok(served);
+  return notReady(`serves model "${served[0] ?? 'unknown'}", expected "${target.expectModel}"`);
 }
 
 /** vLLM opens its port only once the engine is built, so `/health` 200 is ready (reference 6). */
@@ -64,24 +66,19 @@ async function checkVllm(client: Client, target: ReadinessTarget): Promise<Probe
 async function checkModels(client: Client, target: ReadinessTarget): Promise<ProbeResult> {
   const models = await get(client, '/v1/models', target);
   if (models.status !== 200) return notReady(`/v1/models answered ${models.status}`);
-  if (target.expectModel === null) return ok;
   const ids = modelIdsOf(models.body);
-  return servesModel(ids, target.expectModel)
-    ? ok
-    : notReady(`serves model ${ids.map((id) => `"${id}"`).join(', ') || 'none'}, expected "${target.expectModel}"`);
+  if (target.expectModel === null || servesModel(ids, target.expectModel)) return ok(ids);
+  return notReady(`serves model ${ids.map((id) => `"${id}"`).join(', ') || 'none'}, expected "${target.expectModel}"`);
 }
 
-/** Exact match, or the expected name is the path's last segments (`Llama-3.1-8B` for `/models/Llama-3.1-8B`). */
-export function servesModel(served: ReadonlyArray<string | null>, expected: string): boolean {
-  return served.some((name) => name !== null && (name === expected || name.endsWith(`/${expected}`)));
-}
-
-function modelPathOf(body: string): string | null {
+/** SGLang's `/model_info`: `served_model_name` (where the server has one) first, then `model_path`. */
+function modelNamesOf(body: string): string[] {
   try {
-    const parsed = JSON.parse(body) as { model_path?: unknown };
-    return typeof parsed.model_path === 'string' ? parsed.model_path : null;
+    const parsed = JSON.parse(body) as { served_model_name?: unknown; model_path?: unknown };
+    const names = [parsed.served_model_name, parsed.model_path].filter((n): n is string => typeof n === 'string');
+    return [...new Set(names)];
   } catch {
-    return null;
+    return [];
   }
 }
 

@@ -14,6 +14,7 @@ import {
   type ProbeResult,
   type Transition,
 } from './backend-state.js';
+import { sameNames, servesModel } from './model-names.js';
 
 /** Load as the backend itself reports it (SGLang/vLLM `/metrics`). */
 export interface ReportedLoad {
@@ -58,6 +59,7 @@ export class Backend {
   removing = false;
   /** Set by `fleetgate launch` for the engines it started; null otherwise. */
   supervision: Supervision | null = null;
+  #models: readonly string[] = [];
 
   constructor(config: BackendConfig, lifecycle: BackendLifecycle) {
     this.config = config;
@@ -74,6 +76,23 @@ export class Backend {
 
   get state(): BackendState {
     return this.lifecycle.state;
+  }
+
+  /** The model names it served at its latest passed probe (first: the name it answers to); [] until read. */
+  get models(): readonly string[] {
+    return this.#models;
+  }
+
+  /** Its model pool's key: the name it answers to, or null until read. */
+  get model(): string | null {
+    return this.#models[0] ?? null;
+  }
+
+  /** Registry only: a probe read the names it serves. True when they changed. */
+  setModels(models: readonly string[]): boolean {
+    if (sameNames(models, this.#models)) return false;
+    this.#models = models;
+    return true;
   }
 
   /**
@@ -124,6 +143,8 @@ export interface RegistryEvents {
   capacity: [Backend];
   /** `fleetgate launch` is restarting the backend's engine. */
   restart: [Backend, RestartReason];
+  /** A backend's served models were read for the first time or changed (a restart with another model). */
+  models: [Backend];
 }
 
 export interface RegistryOptions {
@@ -140,6 +161,8 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
   readonly #backends = new Map<string, Backend>();
   /** Rebuilt on every transition, so routing reads a ready-made list per request. */
   #ready: Backend[] = [];
+  /** The same per model pool (keyed by `Backend.model`). */
+  #readyByModel = new Map<string, Backend[]>();
 
   constructor(opts: RegistryOptions) {
     super();
@@ -149,6 +172,29 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
 
   get ready(): readonly Backend[] {
     return this.#ready;
+  }
+
+  /** Ready backends serving `model` (a pool key, or a name matched as `expect_model` is). */
+  readyServing(model: string): readonly Backend[] {
+    let ready = this.#readyByModel.get(model);
+    if (ready === undefined) {
+      ready = this.#ready.filter((backend) => servesModel(backend.models, model));
+      this.#readyByModel.set(model, ready);
+    }
+    return ready;
+  }
+
+  /** Every model pool a registered backend was last seen serving, with the names it answers to. */
+  models(): Map<string, string[]> {
+    const pools = new Map<string, string[]>();
+    for (const backend of this.#backends.values()) {
+      const key = backend.model;
+      if (key === null) continue;
+      const names = pools.get(key) ?? [];
+      for (const name of backend.models) if (!names.includes(name)) names.push(name);
+      pools.set(key, names);
+    }
+    return pools;
   }
 
   list(): Backend[] {
@@ -216,12 +262,13 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
     if (this.#backends.get(backend.name) !== backend) return null;
     const before = backend.lifecycle.snapshot;
     const transition = backend.lifecycle.apply(event);
+    const modelsChanged =
+      event.type === 'probe' && event.result.models !== undefined && backend.setModels(event.result.models);
     if (event.type === 'probe') this.emit('probe', backend, event.result);
-    if (transition) {
-      this.#rebuildReady();
-      this.emit('transition', { ...transition, backend });
-    }
-    if (transition || visiblyChanged(before, backend.lifecycle.snapshot)) this.emit('change', backend);
+    if (transition || modelsChanged) this.#rebuildReady();
+    if (modelsChanged) this.emit('models', backend);
+    if (transition) this.emit('transition', { ...transition, backend });
+    if (transition || modelsChanged || visiblyChanged(before, backend.lifecycle.snapshot)) this.emit('change', backend);
     return transition;
   }
 
@@ -239,6 +286,14 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
 
   #rebuildReady(): void {
     this.#ready = [...this.#backends.values()].filter((b) => b.state === 'ready' && !b.removing);
+    const byModel = new Map<string, Backend[]>();
+    for (const backend of this.#ready) {
+      if (backend.model === null) continue;
+      const pool = byModel.get(backend.model);
+      if (pool) pool.push(backend);
+      else byModel.set(backend.model, [backend]);
+    }
+    this.#readyByModel = byModel;
   }
 }
 

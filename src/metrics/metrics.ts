@@ -10,9 +10,15 @@ import { BACKEND_STATES, type BackendState, type ProbeResult } from '../fleet/ba
 import type { Backend, FleetRegistry, RestartReason, TransitionEvent } from '../fleet/registry.js';
 import type { ProxyEventBus, RequestRecord } from '../proxy/request-record.js';
 import { ADMISSION_FAILURES, type AdmissionFailure, type WaitQueue } from '../routing/wait-queue.js';
+
+/** What the metrics read of the wait queues (one, or one per model). */
+export type QueueCounts = Pick<WaitQueue, 'waiting' | 'classNames' | 'waitingIn' | 'rejectedIn' | 'observeWaits'> &
+  Partial<ModelQueueCounts>;
+
 import { BackendSeries } from './backend-series.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
 import { MetricsServer } from './metrics-server.js';
+import { ModelMetrics, type ModelQueueCounts } from './model-metrics.js';
 import { RequestSeries } from './request-series.js';
 
 /** `backend` label of requests that reached no backend (queue timeout, queue full, client gone). */
@@ -22,15 +28,16 @@ export class GatewayMetrics {
   readonly registry = new Registry();
   readonly #fleet: FleetRegistry;
   readonly #events: ProxyEventBus;
-  readonly #queue: WaitQueue;
+  readonly #queue: QueueCounts;
   readonly #families: MetricFamilies;
   readonly #backends = new Map<string, BackendSeries>();
   readonly #noBackend: RequestSeries;
   /** Per class, rejections already added to the counter. */
   readonly #rejectedSeen = new Map<string, Record<AdmissionFailure, number>>();
+  readonly #models: ModelMetrics;
   #server: MetricsServer | null = null;
 
-  constructor(fleet: FleetRegistry, events: ProxyEventBus, queue: WaitQueue) {
+  constructor(fleet: FleetRegistry, events: ProxyEventBus, queue: QueueCounts) {
     this.#fleet = fleet;
     this.#events = events;
     this.#queue = queue;
@@ -51,6 +58,7 @@ export class GatewayMetrics {
       },
     });
     this.#noBackend = new RequestSeries(this.#families, NO_BACKEND, { zeroed: false });
+    this.#models = new ModelMetrics(this.registry, fleet, queue.waitingByModel ? (queue as ModelQueueCounts) : null);
     this.#collectRejected();
     const queueWait = this.#families.queueWait;
     // Every class's series from the start, so a dashboard's quantile has buckets before the first wait.
@@ -99,6 +107,7 @@ export class GatewayMetrics {
     this.#events.off('request', this.#onRequest);
     this.#events.off('upstream_error', this.#onUpstreamError);
     this.#events.off('retry', this.#onRetry);
+    this.#models.close();
     const server = this.#server;
     this.#server = null;
     await server?.close();

@@ -13,8 +13,8 @@ import type { Config } from '../config/types.js';
 import { hasValidKey, keyDigest } from './guards.js';
 import { errorBody } from './upstream-errors.js';
 
-/** fleetgate's own endpoints (probes, scrapes, status page, admin API): served by fastify. */
-export const OWN_PATHS = /^\/(livez|readyz|health|metrics|fleet)(\/|\?|$)/;
+/** fleetgate's own endpoints (probes, scrapes, status page, admin API, the fleet's model list): served by fastify. */
+export const OWN_PATHS = /^\/(livez|readyz|health|metrics|fleet)(\/|\?|$)|^\/v1\/models\/?(\?|$)/;
 
 export type Forward = (req: IncomingMessage, res: ServerResponse, body: Buffer | null) => void;
 

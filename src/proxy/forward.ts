@@ -6,10 +6,11 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { FleetRegistry } from '../fleet/registry.js';
-import { AdmissionError, type Lease, type WaitQueue } from '../routing/wait-queue.js';
+import { AdmissionError, type Lease } from '../routing/wait-queue.js';
 import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js';
 import { answerError, answerInternalError, type Forward } from './data-plane.js';
 import { upstreamRequestHeaders } from './headers.js';
+import type { Admission } from './model-admission.js';
 import type { ProxyEventBus, RequestOutcome } from './request-record.js';
 import type { TraitsReader } from './request-traits-from.js';
 import { completionTokensIn, type RelayResult, ResponseRelay } from './response-relay.js';
@@ -18,7 +19,8 @@ import type { UpstreamPools } from './upstream-pools.js';
 
 export interface ForwarderOptions {
   registry: FleetRegistry;
-  queue: WaitQueue;
+  /** The queue a request waits in (its model's), or why it is refused. */
+  admission: Admission;
   pools: UpstreamPools;
   events: ProxyEventBus;
   retries: number;
@@ -52,7 +54,7 @@ function isHtmlAnswerToApiCall(method: string, status: number, headers: Incoming
 
 export function createForwarder(opts: ForwarderOptions): Forward {
   const now = opts.now ?? performance.now.bind(performance);
-  const { registry, queue, pools, events } = opts;
+  const { registry, pools, events } = opts;
 
   // Not async: a request admitted at once goes upstream in the same tick, with no promise on the way.
   return function forward(request: IncomingMessage, raw: ServerResponse, body: Buffer | null): void {
@@ -64,6 +66,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
     const started = now();
     const method = request.method ?? 'GET';
     const path = request.url ?? '/';
+
     const clientGone = new ClientGone();
     const onClose = () => {
       if (!raw.writableFinished) clientGone.abort();
@@ -133,6 +136,12 @@ export function createForwarder(opts: ForwarderOptions): Forward {
         sendError(429, message, 'rate_limit_exceeded', null, outcome);
       }
     };
+
+    const queue = opts.admission(body);
+    if (!('acquire' in queue)) {
+      sendError(queue.status, queue.message, queue.type, null, 'model_refused');
+      return;
+    }
 
     const attempt = (): void => {
       const admitted = queue.acquire(clientGone, tried, traits);

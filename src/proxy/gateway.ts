@@ -12,6 +12,8 @@ import type { DnsResolver } from '../fleet/dns-discovery.js';
 import { Fleet } from '../fleet/fleet.js';
 import { Launcher } from '../launch/launcher.js';
 import { GatewayMetrics } from '../metrics/metrics.js';
+import { ModelQueues } from '../routing/model-queues.js';
+import { ModelRouter } from '../routing/model-route.js';
 import { createPolicy } from '../routing/policies.js';
 import { queueClassOptions } from '../routing/queue-classes.js';
 import { WaitQueue } from '../routing/wait-queue.js';
@@ -19,6 +21,8 @@ import { attachAccessLog } from './access-log.js';
 import { createDataPlane, OWN_PATHS } from './data-plane.js';
 import { createForwarder } from './forward.js';
 import { clientErrorHandler, registerServerGuards } from './guards.js';
+import { createModelAdmission } from './model-admission.js';
+import { registerModelsRoute } from './models-route.js';
 import { ProxyEventBus } from './request-record.js';
 import { createTraitsReader } from './request-traits-from.js';
 import { UpstreamPools } from './upstream-pools.js';
@@ -39,7 +43,9 @@ export interface GatewayOptions {
 export interface Gateway {
   readonly app: FastifyInstance;
   readonly fleet: Fleet;
-  readonly queue: WaitQueue;
+  /** The wait queues: one per model pool, and one for a single-model fleet. */
+  readonly queue: ModelQueues;
+  readonly models: ModelRouter;
   readonly events: ProxyEventBus;
   readonly metrics: GatewayMetrics;
   /** The engines' supervisor under `fleetgate launch`; null under `serve`. */
@@ -63,17 +69,33 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     opts.launch && config.launch !== null
       ? new Launcher({ config: config.launch, registry, logger: opts.logger, now: opts.now })
       : null;
-  const queue = new WaitQueue({
-    maxWaiting: config.queue.max_waiting,
-    ...queueClassOptions(config),
+  // One queue per model pool (and one for a single-model fleet). A freed slot may serve a waiter of
+  // any queue its backend belongs to, hence drain them all.
+  const queue: ModelQueues = new ModelQueues({
+    make: (ready) =>
+      new WaitQueue({
+        maxWaiting: config.queue.max_waiting,
+        ...queueClassOptions(config),
+        ready,
+        policy: createPolicy(config.routing.policy),
+        onRelease: (backend) => {
+          registry.released(backend);
+          queue.drain();
+        },
+      }),
     ready: () => registry.ready,
-    policy: createPolicy(config.routing.policy),
-    onRelease: (backend) => registry.released(backend),
+    serving: (model) => registry.readyServing(model),
   });
+  const models = new ModelRouter({ aliases: config.models, defaultModel: config.default_model });
   registry.on('transition', ({ to }) => {
     if (to === 'ready') queue.drain();
   });
   registry.on('capacity', () => queue.drain());
+  registry.on('models', () => {
+    models.setPools(registry.models());
+    queue.drain();
+  });
+  registry.on('removed', () => models.setPools(registry.models()));
   const events = new ProxyEventBus();
   const metrics = new GatewayMetrics(registry, events, queue);
   const pools = new UpstreamPools(registry, config.upstream);
@@ -85,7 +107,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     logger: opts.logger,
     forward: createForwarder({
       registry,
-      queue,
+      admission: createModelAdmission(models, queue),
       pools,
       events,
       retries: config.routing.retries,
@@ -129,6 +151,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     app,
     fleet,
     queue,
+    models,
     events,
     metrics,
     launcher,
@@ -155,6 +178,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
 
   registerServerGuards(app);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
+  registerModelsRoute(app, registry, () => gateway.config);
   await registerAdminRoutes(app, gateway, opts);
 
   return gateway;

@@ -7,7 +7,8 @@ export type RequestOutcome =
   | 'upstream_error'
   | 'queue_timeout'
   | 'queue_full'
-  | 'no_backend'
+  /** The request named a model nobody serves, or none where several are served. */
+  | 'model_refused'
   | 'shutdown';
 
 export interface RequestRecord {

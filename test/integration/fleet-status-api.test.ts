@@ -123,6 +123,7 @@ const BACKEND_KEYS = [
   'inflight_cap',
   'kind',
   'last_log_line',
+  'models',
   'name',
   'phase',
   'progress',

@@ -11,6 +11,8 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   metrics_listen: null,
   backends: [{ url: 'http://127.0.0.1:30000', name: '127.0.0.1:30000', kind: 'sglang', log: null }],
   expect_model: null,
+  models: {},
+  default_model: null,
   min_ready: 1,
   kind: 'sglang',
   health: {
@@ -72,6 +74,8 @@ test('every key is read and converted', () => {
       { url: 'http://[::1]:30002' },
     ],
     expect_model: 'Qwen/Qwen3-8B',
+    models: { 'gpt-4o-mini': 'Qwen/Qwen3-8B' },
+    default_model: 'Qwen/Qwen3-8B',
     min_ready: 2,
     kind: 'openai',
     health: {
@@ -108,6 +112,8 @@ test('every key is read and converted', () => {
       { url: 'http://[::1]:30002', name: '[::1]:30002', kind: 'openai', log: null },
     ],
     expect_model: 'Qwen/Qwen3-8B',
+    models: { 'gpt-4o-mini': 'Qwen/Qwen3-8B' },
+    default_model: 'Qwen/Qwen3-8B',
     min_ready: 2,
     kind: 'openai',
     health: {
@@ -343,6 +349,12 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
     'section not a mapping',
     { ...ONE_BACKEND, queue: 5 },
     'queue: expected a mapping of max_waiting, timeout, classes, default_class, max_starvation, reserve, got 5',
+  ],
+  ['models not a mapping', { ...ONE_BACKEND, models: ['a'] }, 'models: expected a mapping, got a list'],
+  [
+    'model alias to a number',
+    { ...ONE_BACKEND, models: { fast: 7 } },
+    'models.fast: expected a string, got 7 (quote it in YAML)',
   ],
   ['list expected', { ...ONE_BACKEND, auth: { api_keys: 'k1' } }, 'auth.api_keys: expected a list, got "k1"'],
   ['bad listen', { ...ONE_BACKEND, listen: '8080' }, 'listen: "8080" is not host:port (e.g. 0.0.0.0:8080)'],

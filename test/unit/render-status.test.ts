@@ -5,6 +5,7 @@ import type { BackendStatus, FleetStatus } from '../../src/admin/fleet-summary.j
 import { phaseText } from '../../src/admin/phase-words.js';
 import {
   colorEnabled,
+  modelLines,
   progressText,
   renderEngines,
   renderTable,
@@ -31,6 +32,7 @@ function backend(name: string, fields: Partial<BackendStatus> = {}): BackendStat
     name,
     url: `http://127.0.0.1:3000${name.slice(-1)}`,
     kind: 'sglang',
+    models: ['meta-llama/Llama-3.1-8B-Instruct'],
     state: 'ready',
     phase: null,
     progress: null,
@@ -385,4 +387,24 @@ test('engines table: pid, restarts, last exit, next restart and remedy, only whe
       'gpu3  -     2         SIGKILL    in 40s        --mem-fraction-static 0.88 -> 0.83',
     ].join('\n'),
   );
+});
+
+test('with several models, one line per model: ready count and its backends; none with one model', () => {
+  const status = {
+    ready: 3,
+    total: 4,
+    min_ready: 1,
+    states: { ready: 3, failed: 1 },
+    backends: [
+      backend('gpu0', { models: ['org/a'] }),
+      backend('gpu1', { models: ['org/a'] }),
+      backend('gpu2', { models: ['org/b'] }),
+      backend('gpu3', { models: ['org/b'], state: 'failed', reason: 'Not enough memory' }),
+    ],
+  };
+  const lines = renderTable(status, { color: false }).trimEnd().split('\n');
+  const at = lines.indexOf('org/a: 2/2 ready (gpu0, gpu1)');
+  assert.deepEqual(lines.slice(at, at + 2), ['org/a: 2/2 ready (gpu0, gpu1)', 'org/b: 1/2 ready (gpu2, gpu3)']);
+  assert.match(lines.at(-1) ?? '', /^3\/4 ready/, 'the summary stays last');
+  assert.deepEqual(modelLines([backend('gpu0'), backend('gpu1')]), []);
 });
