@@ -156,7 +156,7 @@ test("a backend restarted with another model moves to that model's pool", async 
       gateway.fleet.registry.readyServing(MODEL_B).length === 3,
     {
       what: 'the backend re-read as serving B',
-      timeoutMs: 10_000,
+      timeoutMs: 30_000,
     },
   );
   for (let i = 0; i < 6; i++) await chat(client, MODEL_B);
