@@ -86,6 +86,8 @@ export interface SimEngineOptions {
   prefillTokensPerMs: number;
   /** Output length when the request names none. */
   defaultMaxTokens: number;
+  /** Tokens per prefix-cache page (SGLang `--page-size`, vLLM's block size); only full pages are cached. */
+  pageSize: number;
 }
 
 export interface SimOptions {
