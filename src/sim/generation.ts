@@ -131,7 +131,11 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
       cachedTokens: 0,
       startedMs: performance.now(),
     },
-    prefixKeys: prefixKeys(prompt.rendered, host.engine.pageSize, Math.floor((prompt.tokens - 1) / host.engine.pageSize)),
+    prefixKeys: prefixKeys(
+      prompt.rendered,
+      host.engine.pageSize,
+      Math.floor((prompt.tokens - 1) / host.engine.pageSize),
+    ),
     maxTokens,
     target,
     stopReason: early !== null && early < maxTokens ? 'stop' : 'length',
