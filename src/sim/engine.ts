@@ -228,7 +228,7 @@ export class Engine {
     this.#cancelStep = null;
     if (this.#halted) return;
     this.#retractIfFull();
-    const { admitted, prefillTokens } = this.#admit();
+    const prefillTokens = this.#admit();
     if (this.#running.size === 0) return;
     const o = this.#opts;
     const decodeMs = o.tokenMs * (1 + o.batchPenalty * this.#running.size) * o.slowdown;
@@ -237,7 +237,8 @@ export class Engine {
     this.#cancelStep = this.#schedule(() => this.#endStep(), ms < 0.5 ? 0 : ms);
   }
 
-  #admit(): { admitted: EngineRequest[]; prefillTokens: number } {
+  /** Admits what fits; returns the tokens to prefill (the uncached ones). */
+  #admit(): number {
     const admitted: EngineRequest[] = [];
     const o = this.#opts;
     const page = o.pageSize;
@@ -286,7 +287,7 @@ export class Engine {
         inputThroughput: prefillTokens / seconds,
       });
     }
-    return { admitted, prefillTokens };
+    return prefillTokens;
   }
 
   /** Evicts unused cache pages until the pool has `room` tokens free besides what it holds. */
