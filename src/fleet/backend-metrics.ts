@@ -5,6 +5,10 @@ export interface BackendLoad {
   running: number;
   queued: number;
   tokenUsage: number | null;
+  /** KV pool in tokens, summed over ranks; null when not reported. */
+  kvTokens: number | null;
+  /** Prefix cache hit rate 0..1 (mean over ranks); null when not reported. */
+  cacheHitRate: number | null;
 }
 
 const NAMES = {
@@ -12,11 +16,15 @@ const NAMES = {
     running: 'sglang:num_running_reqs',
     queued: 'sglang:num_queue_reqs',
     usage: 'sglang:token_usage',
+    kv: 'sglang:max_total_num_tokens',
+    hitRate: 'sglang:cache_hit_rate',
   },
   vllm: {
     running: 'vllm:num_requests_running',
     queued: 'vllm:num_requests_waiting',
     usage: 'vllm:kv_cache_usage_perc',
+    kv: null,
+    hitRate: null,
   },
 } as const;
 
@@ -25,15 +33,24 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
   const names = kind === 'vllm' ? NAMES.vllm : NAMES.sglang;
   const sums = new Map<string, number>();
   const usage: number[] = [];
+  const hitRates: number[] = [];
   for (const line of text.split('\n')) {
     if (line.length === 0 || line.charCodeAt(0) === 35 /* # */) continue;
     const nameEnd = line.search(/[{ ]/);
     if (nameEnd <= 0) continue;
     const name = line.slice(0, nameEnd);
-    if (name !== names.running && name !== names.queued && name !== names.usage) continue;
+    if (
+      name !== names.running &&
+      name !== names.queued &&
+      name !== names.usage &&
+      name !== names.kv &&
+      name !== names.hitRate
+    )
+      continue;
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
     if (!Number.isFinite(value)) continue;
     if (name === names.usage) usage.push(value);
+    else if (name === names.hitRate) hitRates.push(value);
     else sums.set(name, (sums.get(name) ?? 0) + value);
   }
   const running = sums.get(names.running);
@@ -42,6 +59,8 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
     running,
     queued: sums.get(names.queued) ?? 0,
     tokenUsage: usage.length > 0 ? Math.max(...usage) : null,
+    kvTokens: names.kv === null ? null : (sums.get(names.kv) ?? null),
+    cacheHitRate: hitRates.length > 0 ? hitRates.reduce((a, b) => a + b, 0) / hitRates.length : null,
   };
 }
 

@@ -23,6 +23,10 @@ export interface ReportedLoad {
   tokenUsage: number | null;
   /** The backend's own concurrency limit, when reported. */
   maxRunning: number | null;
+  /** Its KV pool in tokens (`sglang:max_total_num_tokens`), when reported. */
+  kvTokens?: number | null;
+  /** Its prefix cache hit rate 0..1 (`sglang:cache_hit_rate`), when reported. */
+  cacheHitRate?: number | null;
   /** fleetgate's in-flight count when the report was taken. */
   inflightAtScrape: number;
 }
@@ -80,6 +84,11 @@ export class Backend {
       reported.queued < QUEUE_ALLOWANCE &&
       this.load < reported.maxRunning
     );
+  }
+
+  /** Its KV pool in tokens, when reported: how much of a prompt record it can still hold. */
+  get kvTokens(): number | null {
+    return this.reported?.kvTokens ?? null;
   }
 
   hasFreeSlot(): boolean {

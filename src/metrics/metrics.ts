@@ -9,6 +9,7 @@ import type { HostPort } from '../config/types.js';
 import { BACKEND_STATES, type BackendState, type ProbeResult } from '../fleet/backend-state.js';
 import type { Backend, FleetRegistry, TransitionEvent } from '../fleet/registry.js';
 import type { ProxyEventBus, RequestRecord } from '../proxy/request-record.js';
+import type { PrefixDecision, PrefixStats } from '../routing/prefix-aware.js';
 import type { AdmissionFailure, WaitQueue } from '../routing/wait-queue.js';
 import { BackendSeries } from './backend-series.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
@@ -27,12 +28,21 @@ export class GatewayMetrics {
   readonly #backends = new Map<string, BackendSeries>();
   readonly #noBackend: RequestSeries;
   readonly #rejectedSeen: Record<string, number> = {};
+  readonly #prefix: { readonly stats: PrefixStats } | null;
+  readonly #prefixSeen = { decisions: { session: 0, cache: 0, load: 0, none: 0 }, matchedChars: 0 };
   #server: MetricsServer | null = null;
 
-  constructor(fleet: FleetRegistry, events: ProxyEventBus, queue: WaitQueue) {
+  /** `prefix`: the prefix-aware policy, whose decisions are counted; null with another policy. */
+  constructor(
+    fleet: FleetRegistry,
+    events: ProxyEventBus,
+    queue: WaitQueue,
+    prefix: { readonly stats: PrefixStats } | null = null,
+  ) {
     this.#fleet = fleet;
     this.#events = events;
     this.#queue = queue;
+    this.#prefix = prefix;
     collectDefaultMetrics({ register: this.registry });
     this.#families = createMetricFamilies(this.registry, {
       backendCounts: () => this.#collectBackendCounts(),
@@ -41,6 +51,7 @@ export class GatewayMetrics {
       },
       queueWaiting: () => this.#families.queueWaiting.set(this.#queue.waiting),
       queueRejected: () => this.#collectRejected(),
+      prefixDecisions: () => this.#collectPrefixDecisions(),
       requestCounts: () => {
         this.#noBackend.flush();
         for (const series of this.#backends.values()) series.requests.flush();
@@ -144,6 +155,19 @@ export class GatewayMetrics {
     const counts = new Map<BackendState, number>(BACKEND_STATES.map((state) => [state, 0]));
     for (const series of this.#backends.values()) counts.set(series.state, (counts.get(series.state) ?? 0) + 1);
     for (const [state, count] of counts) this.#families.backends.set({ state }, count);
+  }
+
+  /** The policy counts its own decisions; the counters catch up with them at each scrape. */
+  #collectPrefixDecisions(): void {
+    if (this.#prefix === null) return;
+    const { decisions, matchedChars } = this.#prefix.stats;
+    const seen = this.#prefixSeen;
+    for (const decision of Object.keys(seen.decisions) as PrefixDecision[]) {
+      this.#families.prefixDecisions.inc({ decision }, decisions[decision] - seen.decisions[decision]);
+      seen.decisions[decision] = decisions[decision];
+    }
+    this.#families.prefixMatchedChars.inc(matchedChars - seen.matchedChars);
+    seen.matchedChars = matchedChars;
   }
 
   /** The queue counts its own rejections; the counter catches up with them at each scrape. */

@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { FleetRegistry } from '../fleet/registry.js';
+import type { RequestTraits } from '../routing/request-traits.js';
 import { AdmissionError, type Lease, type WaitQueue } from '../routing/wait-queue.js';
 import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js';
 import { answerError, answerInternalError, type Forward } from './data-plane.js';
@@ -28,6 +29,8 @@ export interface ForwarderOptions {
   clientStallTimeout: number;
   logger: Logger;
   now?: () => number;
+  /** What the policy routes on, read from the request; set only for a policy that uses it. */
+  traits?: (path: string, headers: IncomingHttpHeaders, body: Buffer | null) => RequestTraits | undefined;
 }
 
 /**
@@ -66,6 +69,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       peer: socket.remoteAddress ?? '',
       apiKey: opts.upstreamApiKey,
     });
+    const traits = opts.traits?.(path, request.headers, body);
     let tried: Set<Lease['backend']> | undefined;
     let retries = 0;
     let sse = false;
@@ -121,7 +125,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
     };
 
     const attempt = (): void => {
-      const admitted = queue.acquire(clientGone, tried);
+      const admitted = queue.acquire(clientGone, tried, traits);
       if (admitted instanceof Promise) admitted.then(send, refused).catch(internalError);
       else send(admitted);
     };

@@ -12,6 +12,8 @@ import type { DnsResolver } from '../fleet/dns-discovery.js';
 import { Fleet } from '../fleet/fleet.js';
 import { GatewayMetrics } from '../metrics/metrics.js';
 import { createPolicy } from '../routing/policies.js';
+import type { PrefixAware } from '../routing/prefix-aware.js';
+import { requestTraits } from '../routing/request-traits.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
 import { createDataPlane, OWN_PATHS } from './data-plane.js';
@@ -52,20 +54,36 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     logger: opts.logger,
   });
   const registry = fleet.registry;
+  const prefix = config.routing.prefix;
+  const prefixAware = config.routing.policy === 'prefix-aware';
+  const policy = createPolicy(config.routing.policy, {
+    random: Math.random,
+    prefix: {
+      maxBlocks: prefix.max_blocks,
+      ttlMs: prefix.ttl,
+      minMatch: prefix.min_match,
+      loadGap: prefix.load_gap,
+      loadRatio: prefix.load_ratio,
+    },
+  });
   const queue = new WaitQueue({
     maxWaiting: config.queue.max_waiting,
     timeoutMs: config.queue.timeout,
     timeoutOnlyWhenNoneReady: config.routing.max_inflight_per_backend === 'auto',
     ready: () => registry.ready,
-    policy: createPolicy(config.routing.policy),
+    policy,
     onRelease: (backend) => registry.released(backend),
+    preferWaitMs: prefix.queue_wait,
   });
-  registry.on('transition', ({ to }) => {
+  const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
+  registry.on('transition', ({ backend, to }) => {
     if (to === 'ready') queue.drain();
+    else policy.forget?.(backend.name);
   });
+  registry.on('removed', (backend) => policy.forget?.(backend.name));
   registry.on('capacity', () => queue.drain());
   const events = new ProxyEventBus();
-  const metrics = new GatewayMetrics(registry, events, queue);
+  const metrics = new GatewayMetrics(registry, events, queue, prefixAware ? (policy as PrefixAware) : null);
   const pools = new UpstreamPools(registry, config.upstream);
   attachAccessLog(opts.logger, registry, events, config.log.access);
   let closing = false;
@@ -83,6 +101,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       upstreamApiKey: config.upstream.api_key,
       clientStallTimeout: config.upstream.stream_idle_timeout,
       logger: opts.logger,
+      traits: prefixAware ? (path, headers, body) => requestTraits(path, headers, body, traitsOptions) : undefined,
     }),
   });
 

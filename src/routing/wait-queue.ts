@@ -6,7 +6,8 @@
  */
 import type { Backend } from '../fleet/registry.js';
 import type { AbortLike } from '../proxy/client-gone.js';
-import type { Policy } from './policies.js';
+import type { Policy } from './policy.js';
+import type { RequestTraits } from './request-traits.js';
 
 export interface Lease {
   readonly backend: Backend;
@@ -28,8 +29,14 @@ interface Waiter {
   resolve(lease: Lease): void;
   reject(error: AdmissionError): void;
   avoid: ReadonlySet<Backend> | undefined;
+  traits: RequestTraits | undefined;
+  /** When it may no longer wait for its preferred backend (policy.prefersToWait). */
+  preferUntil: number;
   cleanup(): void;
 }
+
+/** How many waiters a freed slot is offered to, from the head, when waiters may prefer a backend. */
+const PREFERENCE_WINDOW = 64;
 
 export interface WaitQueueOptions {
   maxWaiting: number;
@@ -44,6 +51,9 @@ export interface WaitQueueOptions {
   policy: Policy;
   /** A lease ended; e.g. lets the registry finish removing a drained backend. */
   onRelease?: (backend: Backend) => void;
+  /** ms a waiter may hold out for the backend its policy prefers while others have room; 0 = never. */
+  preferWaitMs?: number;
+  now?: () => number;
 }
 
 export class WaitQueue {
@@ -66,14 +76,18 @@ export class WaitQueue {
 
   /**
    * A lease now if a slot is free, else a place in the queue. `avoid`: backends that already failed
-   * this request; they are used only if nothing else is available.
+   * this request; they are used only if nothing else is available. `traits`: what the policy may
+   * route on (request-traits.ts).
    */
-  acquire(signal?: AbortLike, avoid?: ReadonlySet<Backend>): Lease | Promise<Lease> {
+  acquire(signal?: AbortLike, avoid?: ReadonlySet<Backend>, traits?: RequestTraits): Lease | Promise<Lease> {
     // A client already gone gets no slot, even a free one: nothing would release it in time.
     if (signal?.aborted) return Promise.reject(this.#reject('aborted', 'client went away'));
+    const preferWaitMs = this.#preferWaitMs(traits);
     if (this.#waiters.length === 0) {
-      const lease = this.#tryLease(avoid);
-      if (lease) return lease;
+      const lease = this.#tryLease(avoid, traits, preferWaitMs > 0);
+      if (lease !== null && lease !== 'prefers_to_wait') return lease;
+      // Offered to it again when its preferred backend frees a slot, or once it may wait no longer.
+      if (lease === 'prefers_to_wait') setTimeout(() => this.drain(), preferWaitMs).unref();
     }
     if (this.#waiters.length >= this.#opts.maxWaiting) {
       return Promise.reject(this.#reject('queue_full', `${this.#waiters.length} requests already waiting`));
@@ -99,6 +113,8 @@ export class WaitQueue {
         resolve,
         reject,
         avoid,
+        traits,
+        preferUntil: preferWaitMs > 0 ? this.#now() + preferWaitMs : 0,
         cleanup: () => {
           clearTimeout(timer);
           signal?.removeEventListener('abort', onAbort);
@@ -108,12 +124,22 @@ export class WaitQueue {
     });
   }
 
-  /** Call when capacity may have appeared (a backend turned ready, a cap was raised). */
+  /**
+   * Call when capacity may have appeared (a backend turned ready, a cap was raised). Waiters are
+   * served in order, except that one still holding out for its preferred backend lets the next
+   * ones within PREFERENCE_WINDOW go first.
+   */
   drain(): void {
-    while (this.#waiters.length > 0) {
-      const lease = this.#tryLease(this.#waiters[0].avoid);
-      if (!lease) return;
-      const waiter = this.#waiters.shift() as Waiter;
+    let index = 0;
+    while (index < this.#waiters.length && index < PREFERENCE_WINDOW) {
+      const waiter = this.#waiters[index];
+      const lease = this.#tryLease(waiter.avoid, waiter.traits, waiter.preferUntil > 0 && this.#now() < waiter.preferUntil);
+      if (lease === null) return;
+      if (lease === 'prefers_to_wait') {
+        index++;
+        continue;
+      }
+      this.#waiters.splice(index, 1);
       waiter.cleanup();
       waiter.resolve(lease);
     }
@@ -127,7 +153,20 @@ export class WaitQueue {
     }
   }
 
-  #tryLease(avoid: ReadonlySet<Backend> | undefined): Lease | null {
+  #preferWaitMs(traits: RequestTraits | undefined): number {
+    return traits !== undefined && this.#opts.policy.prefersToWait !== undefined ? (this.#opts.preferWaitMs ?? 0) : 0;
+  }
+
+  #now(): number {
+    return (this.#opts.now ?? performance.now.bind(performance))();
+  }
+
+  /** A lease, null when no backend has a free slot, or 'prefers_to_wait' (see Policy.prefersToWait). */
+  #tryLease(
+    avoid: ReadonlySet<Backend> | undefined,
+    traits: RequestTraits | undefined,
+    mayWait: boolean,
+  ): Lease | 'prefers_to_wait' | null {
     const free = this.#scratch;
     free.length = 0;
     for (const backend of this.#opts.ready()) {
@@ -137,8 +176,14 @@ export class WaitQueue {
       for (const backend of this.#opts.ready()) if (backend.hasFreeSlot()) free.push(backend);
     }
     if (free.length === 0) return null;
-    const backend = this.#opts.policy.pick(free);
+    const policy = this.#opts.policy;
+    if (mayWait && policy.prefersToWait?.(this.#opts.ready(), free, traits)) {
+      free.length = 0;
+      return 'prefers_to_wait';
+    }
+    const backend = policy.pick(free, traits);
     free.length = 0;
+    policy.onDispatch?.(backend, traits);
     return this.#lease(backend);
   }
 
