@@ -9,9 +9,10 @@
  *                     (added, state, phase, progress, reason...); at most one per backend per
  *                     COALESCE_MS, always carrying the latest values
  *   event: removed    data: {"name": "gpu3"}
- *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n}}, at most
- *                     once per SUMMARY_MS and only when something in it changed; in-flight counts
- *                     change per request, so they travel only here
+ *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n},
+ *                     "cache_hit_rate": {name: rate or null}}, at most once per SUMMARY_MS and only
+ *                     when something in it changed; in-flight counts change per request and hit
+ *                     rates per load scrape, so they travel only here
  *   : keepalive       a comment every HEARTBEAT_MS so idle proxies keep the stream open
  *
  * A reconnecting client (EventSource does so by itself) gets a fresh snapshot, so no event ids.
@@ -19,7 +20,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
-import { backendStatus, countStates, fleetStatus } from './fleet-summary.js';
+import { backendStatus, cacheHitRate, countStates, fleetStatus } from './fleet-summary.js';
 
 /** A loading bar redraws per shard; a page needs no more than ~10 frames a second per backend. */
 export const COALESCE_MS = 100;
@@ -145,13 +146,18 @@ export class FleetEventStream {
   #summaryKey(): string {
     const backends = this.#registry.list();
     const inflight: Record<string, number> = {};
-    for (const b of backends) inflight[b.name] = b.inflight;
+    const hitRates: Record<string, number | null> = {};
+    for (const b of backends) {
+      inflight[b.name] = b.inflight;
+      hitRates[b.name] = cacheHitRate(b);
+    }
     return JSON.stringify({
       ready: this.#registry.ready.length,
       total: backends.length,
       min_ready: this.#minReady(),
       states: countStates(backends),
       inflight,
+      cache_hit_rate: hitRates,
     });
   }
 

@@ -122,6 +122,7 @@ const SCRIPT = `
     };
     c.fill = el('div', 'fill', c.bar);
     c.inflight = el('span', 'inflight', c.meta);
+    c.hitRate = el('span', 'hit-rate', c.meta);
     c.since = el('span', 'since', c.meta);
     c.name.textContent = name;
     cards.set(name, c);
@@ -156,6 +157,8 @@ const SCRIPT = `
     c.log.title = b.last_log_line || '';
     c.log.hidden = !b.last_log_line || b.state === 'ready';
     c.inflight.textContent = b.inflight + ' in flight';
+    c.hitRate.textContent = b.cache_hit_rate != null ? 'cache hit ' + Math.round(b.cache_hit_rate * 100) + '%' : '';
+    c.hitRate.hidden = b.cache_hit_rate == null;
     tickCard(b, c);
   }
 
@@ -246,6 +249,10 @@ const SCRIPT = `
       Object.keys(s.inflight).forEach(function (name) {
         var b = backends.get(name);
         if (b && b.inflight !== s.inflight[name]) { b.inflight = s.inflight[name]; render(b); }
+      });
+      Object.keys(s.cache_hit_rate || {}).forEach(function (name) {
+        var b = backends.get(name);
+        if (b && b.cache_hit_rate !== s.cache_hit_rate[name]) { b.cache_hit_rate = s.cache_hit_rate[name]; render(b); }
       });
       renderSummary();
     });

@@ -80,7 +80,10 @@ const topLevel = section({
       load_gap: number({ min: 0, fallback: defaults.DEFAULT_PREFIX_LOAD_GAP }),
       load_ratio: number({ min: 1, fallback: defaults.DEFAULT_PREFIX_LOAD_RATIO }),
       // Null turns pinning off; absent, the default header pins only requests that carry it.
-      session_header: { ...nullable(text(undefined, headerName)), fallback: () => defaults.DEFAULT_PREFIX_SESSION_HEADER },
+      session_header: {
+        ...nullable(text(undefined, headerName)),
+        fallback: () => defaults.DEFAULT_PREFIX_SESSION_HEADER,
+      },
       queue_wait: duration(defaults.DEFAULT_PREFIX_QUEUE_WAIT),
     }),
   }),

@@ -98,7 +98,8 @@ export class PrefixAware implements Policy {
         this.#records.set(candidate.name, record);
       }
       const blockChars = traits.blockChars ?? 1;
-      const capacity = candidate.kvTokens == null ? null : Math.floor((candidate.kvTokens * CHARS_PER_TOKEN) / blockChars);
+      const capacity =
+        candidate.kvTokens == null ? null : Math.floor((candidate.kvTokens * CHARS_PER_TOKEN) / blockChars);
       record.add(traits.prefix, now, capacity);
     }
     if (traits.session !== undefined) {

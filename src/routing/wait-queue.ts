@@ -133,7 +133,11 @@ export class WaitQueue {
     let index = 0;
     while (index < this.#waiters.length && index < PREFERENCE_WINDOW) {
       const waiter = this.#waiters[index];
-      const lease = this.#tryLease(waiter.avoid, waiter.traits, waiter.preferUntil > 0 && this.#now() < waiter.preferUntil);
+      const lease = this.#tryLease(
+        waiter.avoid,
+        waiter.traits,
+        waiter.preferUntil > 0 && this.#now() < waiter.preferUntil,
+      );
       if (lease === null) return;
       if (lease === 'prefers_to_wait') {
         index++;
