@@ -193,7 +193,11 @@ export function runGeneration(
       job.cachedTokens = r.cachedTokens ?? 0;
       if (host.active.get(job.rid) === r) host.active.delete(job.rid);
       if (reason === 'abort') host.counters.aborted++;
-      else host.counters.completed++;
+      else {
+        host.counters.completed++;
+        host.counters.promptTokens += job.promptTokens;
+        host.counters.cachedTokens += job.cachedTokens;
+      }
       if (!writable()) return;
       if (job.stream) {
         res.end(
