@@ -111,8 +111,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
     );
   } else if (spec.kind === 'haproxy') {
     const conf = join(opts.dir, 'haproxy.cfg');
-    const balance =
-      spec.balance === 'roundrobin' || spec.balance === 'hdr(X-Session-Id)' ? spec.balance : 'leastconn';
+    const balance = spec.balance === 'roundrobin' || spec.balance === 'hdr(X-Session-Id)' ? spec.balance : 'leastconn';
     writeFileSync(conf, haproxyConfig({ port, backends: opts.backends, balance }));
     proc = spawnPinned('haproxy', HAPROXY, ['-db', '-f', conf], { cpu: opts.cpu, logFile: log });
   } else if (spec.kind === 'node-floor') {
