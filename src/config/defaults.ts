@@ -36,7 +36,7 @@ export const DEFAULT_PREFIX_MAX_BLOCKS = 65_536;
 export const DEFAULT_PREFIX_TTL = 10 * 60_000;
 /** Like SGLang Model Gateway's `cache_threshold`. */
 export const DEFAULT_PREFIX_MIN_MATCH = 0.3;
-export const DEFAULT_PREFIX_LOAD_GAP = 16;
+export const DEFAULT_PREFIX_LOAD_GAP = 4;
 export const DEFAULT_PREFIX_LOAD_RATIO = 1.5;
 export const DEFAULT_PREFIX_SESSION_HEADER = 'x-session-id';
 export const DEFAULT_PREFIX_QUEUE_WAIT = 1_000;
