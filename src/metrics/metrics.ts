@@ -159,8 +159,8 @@ export class GatewayMetrics {
 
   /** The policy counts its own decisions; the counters catch up with them at each scrape. */
   #collectPrefixDecisions(): void {
-    if (this.#prefix === null) return;
-    const { decisions, matchedChars } = this.#prefix.stats;
+    // With another policy the series stay at 0: they exist, so queries on them select something.
+    const { decisions, matchedChars } = this.#prefix?.stats ?? this.#prefixSeen;
     const seen = this.#prefixSeen;
     for (const decision of Object.keys(seen.decisions) as PrefixDecision[]) {
       this.#families.prefixDecisions.inc({ decision }, decisions[decision] - seen.decisions[decision]);
