@@ -44,6 +44,7 @@ export function engineOptions(s: JobSizes): SimEngineOptions {
     slowdown: 1,
     prefillTokensPerMs: 100,
     defaultMaxTokens: 16,
+    pageSize: 16,
   };
 }
 

@@ -44,8 +44,8 @@ export class LoadClient {
     );
   }
 
-  /** POSTs `body` (JSON) to `path` on the next URL in turn. */
-  post(path: string, body: Buffer, hooks: StreamHooks = {}): Promise<Outcome> {
+  /** POSTs `body` (JSON) to `path` on the next URL in turn, with `headers` besides the JSON ones. */
+  post(path: string, body: Buffer, hooks: StreamHooks = {}, headers: Record<string, string> = {}): Promise<Outcome> {
     const pool = this.#pools[this.#next];
     this.#next = (this.#next + 1) % this.#pools.length;
     const inflight = this.#inflight;
@@ -71,7 +71,7 @@ export class LoadClient {
         {
           path,
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'content-length': String(body.length) },
+          headers: { ...headers, 'content-type': 'application/json', 'content-length': String(body.length) },
           body,
         },
         {

@@ -62,7 +62,9 @@ ${input.balance === 'least_conn' ? '    least_conn;\n' : ''}${servers}
  * `option http-no-delay`, which HAProxy's manual recommends for interactive streams: without it,
  * SSE events reach the client in bursts about 200 ms apart (measured by scenario (c)).
  */
-export function haproxyConfig(input: ProxyConfigInput & { balance: 'leastconn' | 'roundrobin' }): string {
+export function haproxyConfig(
+  input: ProxyConfigInput & { balance: 'leastconn' | 'roundrobin' | 'hdr(X-Session-Id)' },
+): string {
   const servers = input.backends
     .map((b, i) => `  server gpu${i} ${hostPort(b)} check inter 2s fall 3 rise 2`)
     .join('\n');
@@ -92,7 +94,7 @@ frontend fe
 
 backend sims
   balance ${input.balance}
-  option httpchk GET /health
+${input.balance.startsWith('hdr(') ? '  hash-type consistent\n' : ''}  option httpchk GET /health
 ${servers}
 `;
 }

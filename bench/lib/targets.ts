@@ -18,7 +18,7 @@ export interface TargetSpec {
   /** Unique label in reports, e.g. `nginx least_conn`. */
   name: string;
   kind: TargetKind;
-  /** fleetgate: least-loaded | round-robin | power-of-two; nginx: least_conn | round-robin; haproxy: leastconn | roundrobin. */
+  /** fleetgate: a routing policy; nginx: least_conn | round-robin; haproxy: leastconn | roundrobin | hdr(X-Session-Id) (consistent hashing). */
   balance?: string;
   /** fleetgate only. */
   maxInflight?: number | 'auto';
@@ -115,7 +115,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
     );
   } else if (spec.kind === 'haproxy') {
     const conf = join(opts.dir, 'haproxy.cfg');
-    const balance = spec.balance === 'roundrobin' ? 'roundrobin' : 'leastconn';
+    const balance = spec.balance === 'roundrobin' || spec.balance === 'hdr(X-Session-Id)' ? spec.balance : 'leastconn';
     writeFileSync(conf, haproxyConfig({ port, backends: opts.backends, balance }));
     proc = spawnPinned('haproxy', HAPROXY, ['-db', '-f', conf], { cpu: opts.cpu, logFile: log });
   } else if (spec.kind === 'node-floor') {

@@ -9,7 +9,8 @@
  *                     (added, state, phase, progress, reason...); at most one per backend per
  *                     COALESCE_MS, always carrying the latest values
  *   event: removed    data: {"name": "gpu3"}
- *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n}, "waiting": {class: n}}, at most
+ *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n}, "waiting": {class: n},
+ *                     "cache_hit_rate": {name: rate or null}}, at most
  *                     once per SUMMARY_MS and only when something in it changed; in-flight counts
  *                     change per request, so they travel only here
  *   event: serving    data: the serving view, {"fleet": {...}, "backends": {name: {...}}} (the
@@ -23,7 +24,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
 import type { ServingView } from '../metrics/serving-stats.js';
-import { backendStatus, countStates, fleetStatus } from './fleet-summary.js';
+import { backendStatus, cacheHitRate, countStates, fleetStatus } from './fleet-summary.js';
 
 /** A loading bar redraws per shard; a page needs no more than ~10 frames a second per backend. */
 export const COALESCE_MS = 100;
@@ -162,7 +163,11 @@ export class FleetEventStream {
   #summaryKey(): string {
     const backends = this.#registry.list();
     const inflight: Record<string, number> = {};
-    for (const b of backends) inflight[b.name] = b.inflight;
+    const hitRates: Record<string, number | null> = {};
+    for (const b of backends) {
+      inflight[b.name] = b.inflight;
+      hitRates[b.name] = cacheHitRate(b);
+    }
     return JSON.stringify({
       ready: this.#registry.ready.length,
       total: backends.length,
@@ -170,6 +175,7 @@ export class FleetEventStream {
       states: countStates(backends),
       inflight,
       waiting: this.#waiting(),
+      cache_hit_rate: hitRates,
     });
   }
 

@@ -17,6 +17,8 @@ export interface BackendStatus {
   inflight: number;
   /** Requests fleetgate keeps on it at most before queueing (`max_inflight_per_backend`); null = no cap. */
   inflight_cap: number | null;
+  /** The prefix cache hit rate 0..1 the backend last reported (`sglang:cache_hit_rate`); null when unknown. */
+  cache_hit_rate: number | null;
   since: string;
   ready_seconds: number | null;
   last_log_line: string | null;
@@ -72,11 +74,17 @@ export function backendStatus(backend: Backend): BackendStatus {
     reason: s.reason,
     inflight: backend.inflight,
     inflight_cap: backend.cap === 0 ? null : backend.cap,
+    cache_hit_rate: cacheHitRate(backend),
     since: new Date(s.since).toISOString(),
     ready_seconds: s.readySeconds === null ? null : Math.round(s.readySeconds * 1000) / 1000,
     last_log_line: s.lastLogLine,
     supervision: supervisionStatus(backend),
   };
+}
+
+export function cacheHitRate(backend: Backend): number | null {
+  const rate = backend.reported?.cacheHitRate;
+  return rate == null ? null : Math.round(rate * 1000) / 1000;
 }
 
 export function countStates(backends: readonly Backend[]): Partial<Record<BackendState, number>> {

@@ -156,6 +156,7 @@ const SCRIPT = `
     top.insertBefore(c.mark, c.badge);
     c.serve = servingCard(root, c.reason);
     c.inflight = el('span', 'inflight', c.meta);
+    c.hitRate = el('span', 'hit-rate', c.meta);
     c.since = el('span', 'since', c.meta);
     c.name.textContent = name;
     cards.set(name, c);
@@ -192,6 +193,8 @@ const SCRIPT = `
     c.inflight.textContent = b.inflight + ' in flight';
     renderServe(b, c);
     renderProcess(b, c);
+    c.hitRate.textContent = b.cache_hit_rate != null ? 'cache hit ' + Math.round(b.cache_hit_rate * 100) + '%' : '';
+    c.hitRate.hidden = b.cache_hit_rate == null;
     tickCard(b, c);
   }
 
@@ -374,6 +377,10 @@ const SCRIPT = `
       Object.keys(s.inflight).forEach(function (name) {
         var b = backends.get(name);
         if (b && b.inflight !== s.inflight[name]) { b.inflight = s.inflight[name]; render(b); }
+      });
+      Object.keys(s.cache_hit_rate || {}).forEach(function (name) {
+        var b = backends.get(name);
+        if (b && b.cache_hit_rate !== s.cache_hit_rate[name]) { b.cache_hit_rate = s.cache_hit_rate[name]; render(b); }
       });
       renderSummary();
     });

@@ -27,6 +27,17 @@ export const DEFAULT_ROUTING_RETRIES = 2;
 /** Short enough for the adaptive cap to follow a backend's KV cache as answers grow. */
 export const DEFAULT_LOAD_INTERVAL = 250;
 
+/** prefix-aware (docs/decisions.md, "prefix-aware"): 128 characters are about 32 tokens, two SGLang pages of 16. */
+export const DEFAULT_PREFIX_BLOCK_CHARS = 128;
+/** 65,536 blocks of 128 characters: 8 MiB of prompt per backend, a few MiB of map entries. */
+export const DEFAULT_PREFIX_MAX_BLOCKS = 65_536;
+export const DEFAULT_PREFIX_TTL = 10 * 60_000;
+/** Like SGLang Model Gateway's `cache_threshold`. */
+export const DEFAULT_PREFIX_MIN_MATCH = 0.3;
+export const DEFAULT_PREFIX_LOAD_GAP = 4;
+export const DEFAULT_PREFIX_LOAD_RATIO = 1.5;
+export const DEFAULT_PREFIX_SESSION_HEADER = 'x-session-id';
+
 export const DEFAULT_QUEUE_MAX_WAITING = 10_000;
 export const DEFAULT_QUEUE_TIMEOUT = 120_000;
 /** Two classes, so that a client can ask for `interactive` with no configuration. */

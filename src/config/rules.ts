@@ -62,6 +62,20 @@ export function integer(options: { min: number; max?: number; fallback?: number 
   };
 }
 
+export function number(options: { min: number; max?: number; fallback: number }): Rule<number> {
+  const { min, max, fallback } = options;
+  const expected = max === undefined ? `a number >= ${min}` : `a number from ${min} to ${max}`;
+  return {
+    fallback: () => fallback,
+    fromText: (text) => (text.trim() !== '' && Number.isFinite(Number(text)) ? Number(text) : text),
+    parse(value, key) {
+      const valid =
+        typeof value === 'number' && Number.isFinite(value) && value >= min && (max === undefined || value <= max);
+      return valid ? value : fail(key, `expected ${expected}, got ${describeValue(value)}`);
+    },
+  };
+}
+
 export function duration(fallback: number | undefined, { mayBeZero = true } = {}): Rule<number> {
   return {
     fallback: fallback === undefined ? undefined : () => fallback,

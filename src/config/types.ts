@@ -3,8 +3,8 @@
 export type BackendKind = 'sglang' | 'vllm' | 'openai';
 export const BACKEND_KINDS: readonly BackendKind[] = ['sglang', 'vllm', 'openai'];
 
-export type PolicyName = 'least-loaded' | 'round-robin' | 'power-of-two';
-export const POLICY_NAMES: readonly PolicyName[] = ['least-loaded', 'round-robin', 'power-of-two'];
+export type PolicyName = 'least-loaded' | 'round-robin' | 'power-of-two' | 'prefix-aware';
+export const POLICY_NAMES: readonly PolicyName[] = ['least-loaded', 'round-robin', 'power-of-two', 'prefix-aware'];
 
 export interface BackendConfig {
   /** Origin only, e.g. `http://127.0.0.1:30000` (no trailing slash). */
@@ -66,6 +66,23 @@ export interface Config {
     retries: number;
     /** Interval for scraping backend-reported load (`/metrics`); 0 disables. */
     load_interval: number;
+    /** `prefix-aware` policy settings. */
+    prefix: {
+      /** Characters per hashed block of a prompt prefix. */
+      block_chars: number;
+      /** Memory bound: blocks remembered per backend. */
+      max_blocks: number;
+      /** ms after which a block not sent again is forgotten; 0 = only by capacity. */
+      ttl: number;
+      /** Share (0..1) of a request's blocks that must match for the cache to decide. */
+      min_match: number;
+      /** Load wins when the matched backend's load exceeds the least by more than this... */
+      load_gap: number;
+      /** ...and is more than this many times it. */
+      load_ratio: number;
+      /** Lower-case header whose value pins a conversation to a backend; null = none. */
+      session_header: string | null;
+    };
   };
   queue: {
     max_waiting: number;

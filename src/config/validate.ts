@@ -17,6 +17,7 @@ import {
   list,
   mapOf,
   nullable,
+  number,
   oneOf,
   type Rule,
   regexSource,
@@ -38,6 +39,10 @@ export const LOG_LEVELS: readonly Config['log']['level'][] = [
 ];
 
 // ---- the whole file ----
+
+function headerName(value: string, key: string): void {
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(value)) fail(key, `"${value}" is not an HTTP header name`);
+}
 
 const maxInflight: Rule<number | 'auto'> = {
   fallback: () => defaults.DEFAULT_MAX_INFLIGHT_PER_BACKEND,
@@ -72,6 +77,19 @@ const topLevel = section({
     max_inflight_per_backend: maxInflight,
     retries: integer({ min: 0, fallback: defaults.DEFAULT_ROUTING_RETRIES }),
     load_interval: duration(defaults.DEFAULT_LOAD_INTERVAL),
+    prefix: section({
+      block_chars: integer({ min: 16, max: 65_536, fallback: defaults.DEFAULT_PREFIX_BLOCK_CHARS }),
+      max_blocks: integer({ min: 1, fallback: defaults.DEFAULT_PREFIX_MAX_BLOCKS }),
+      ttl: duration(defaults.DEFAULT_PREFIX_TTL),
+      min_match: number({ min: 0, max: 1, fallback: defaults.DEFAULT_PREFIX_MIN_MATCH }),
+      load_gap: number({ min: 0, fallback: defaults.DEFAULT_PREFIX_LOAD_GAP }),
+      load_ratio: number({ min: 1, fallback: defaults.DEFAULT_PREFIX_LOAD_RATIO }),
+      // Null turns pinning off; absent, the default header pins only requests that carry it.
+      session_header: {
+        ...nullable(text(undefined, headerName)),
+        fallback: () => defaults.DEFAULT_PREFIX_SESSION_HEADER,
+      },
+    }),
   }),
   queue: section({
     max_waiting: integer({ min: 0, fallback: defaults.DEFAULT_QUEUE_MAX_WAITING }),

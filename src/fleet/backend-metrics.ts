@@ -7,6 +7,10 @@ export interface BackendLoad {
   tokenUsage: number | null;
   /** The generation-token counter, summed over ranks; null when not reported. */
   generationTokens: number | null;
+  /** KV pool in tokens, summed over ranks; null when not reported. */
+  kvTokens: number | null;
+  /** Prefix cache hit rate 0..1 (mean over ranks); null when not reported. */
+  cacheHitRate: number | null;
 }
 
 const NAMES = {
@@ -15,12 +19,16 @@ const NAMES = {
     queued: 'sglang:num_queue_reqs',
     usage: 'sglang:token_usage',
     generated: 'sglang:generation_tokens_total',
+    kv: 'sglang:max_total_num_tokens',
+    hitRate: 'sglang:cache_hit_rate',
   },
   vllm: {
     running: 'vllm:num_requests_running',
     queued: 'vllm:num_requests_waiting',
     usage: 'vllm:kv_cache_usage_perc',
     generated: 'vllm:generation_tokens_total',
+    kv: null,
+    hitRate: null,
   },
 } as const;
 
@@ -29,15 +37,25 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
   const names = kind === 'vllm' ? NAMES.vllm : NAMES.sglang;
   const sums = new Map<string, number>();
   const usage: number[] = [];
+  const hitRates: number[] = [];
   for (const line of text.split('\n')) {
     if (line.length === 0 || line.charCodeAt(0) === 35 /* # */) continue;
     const nameEnd = line.search(/[{ ]/);
     if (nameEnd <= 0) continue;
     const name = line.slice(0, nameEnd);
-    if (name !== names.running && name !== names.queued && name !== names.usage && name !== names.generated) continue;
+    if (
+      name !== names.running &&
+      name !== names.queued &&
+      name !== names.usage &&
+      name !== names.generated &&
+      name !== names.kv &&
+      name !== names.hitRate
+    )
+      continue;
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
     if (!Number.isFinite(value)) continue;
     if (name === names.usage) usage.push(value);
+    else if (name === names.hitRate) hitRates.push(value);
     else sums.set(name, (sums.get(name) ?? 0) + value);
   }
   const running = sums.get(names.running);
@@ -47,6 +65,8 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
     queued: sums.get(names.queued) ?? 0,
     tokenUsage: usage.length > 0 ? Math.max(...usage) : null,
     generationTokens: sums.get(names.generated) ?? null,
+    kvTokens: names.kv === null ? null : (sums.get(names.kv) ?? null),
+    cacheHitRate: hitRates.length > 0 ? hitRates.reduce((a, b) => a + b, 0) / hitRates.length : null,
   };
 }
 

@@ -26,6 +26,10 @@ export interface ReportedLoad {
   maxRunning: number | null;
   /** The backend's generation-token counter, when reported (the serving view's tokens/s). */
   generationTokens?: number | null;
+  /** Its KV pool in tokens (`sglang:max_total_num_tokens`), when reported. */
+  kvTokens?: number | null;
+  /** Its prefix cache hit rate 0..1 (`sglang:cache_hit_rate`), when reported. */
+  cacheHitRate?: number | null;
   /** fleetgate's in-flight count when the report was taken. */
   inflightAtScrape: number;
 }
@@ -120,6 +124,11 @@ export class Backend {
       reported.queued < QUEUE_ALLOWANCE &&
       this.load < reported.maxRunning
     );
+  }
+
+  /** Its KV pool in tokens, when reported: how much of a prompt record it can still hold. */
+  get kvTokens(): number | null {
+    return this.reported?.kvTokens ?? null;
   }
 
   hasFreeSlot(): boolean {

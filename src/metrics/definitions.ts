@@ -24,6 +24,7 @@ export interface ScrapeTimeSources {
   queueWaiting(): void;
   queueRejected(): void;
   requestCounts(): void;
+  prefixDecisions(): void;
 }
 
 export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSources) {
@@ -156,6 +157,19 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       labelNames: ['class'] as const,
       buckets: [...LLM_LATENCY_BUCKETS],
       registers,
+    }),
+    prefixDecisions: new Counter({
+      name: 'fleetgate_prefix_decisions_total',
+      help: 'prefix-aware routing decisions: cache (longest prefix match), load (the load guard overrode a match), session (the session key pinned it), none (no match: least-loaded).',
+      labelNames: ['decision'] as const,
+      registers,
+      collect: () => sources.prefixDecisions(),
+    }),
+    prefixMatchedChars: new Counter({
+      name: 'fleetgate_prefix_matched_chars_total',
+      help: 'Prompt prefix characters matched on the backend chosen by cache decisions (divide by the cache decisions for the mean match length).',
+      registers,
+      collect: () => sources.prefixDecisions(),
     }),
   };
 }

@@ -15,6 +15,7 @@ import { ADMISSION_FAILURES, type AdmissionFailure, type WaitQueue } from '../ro
 export type QueueCounts = Pick<WaitQueue, 'waiting' | 'classNames' | 'waitingIn' | 'rejectedIn' | 'observeWaits'> &
   Partial<ModelQueueCounts>;
 
+import type { PrefixDecision, PrefixStats } from '../routing/prefix-aware.js';
 import { BackendSeries } from './backend-series.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
 import { MetricsServer } from './metrics-server.js';
@@ -35,12 +36,21 @@ export class GatewayMetrics {
   /** Per class, rejections already added to the counter. */
   readonly #rejectedSeen = new Map<string, Record<AdmissionFailure, number>>();
   readonly #models: ModelMetrics;
+  readonly #prefix: { readonly stats: PrefixStats } | null;
+  readonly #prefixSeen = { decisions: { session: 0, cache: 0, load: 0, none: 0 }, matchedChars: 0 };
   #server: MetricsServer | null = null;
 
-  constructor(fleet: FleetRegistry, events: ProxyEventBus, queue: QueueCounts) {
+  /** `prefix`: the prefix-aware policy, whose decisions are counted; null with another policy. */
+  constructor(
+    fleet: FleetRegistry,
+    events: ProxyEventBus,
+    queue: QueueCounts,
+    prefix: { readonly stats: PrefixStats } | null = null,
+  ) {
     this.#fleet = fleet;
     this.#events = events;
     this.#queue = queue;
+    this.#prefix = prefix;
     collectDefaultMetrics({ register: this.registry });
     this.#families = createMetricFamilies(this.registry, {
       backendCounts: () => this.#collectBackendCounts(),
@@ -52,6 +62,7 @@ export class GatewayMetrics {
           this.#families.queueWaiting.set({ class: name }, this.#queue.waitingIn(name));
       },
       queueRejected: () => this.#collectRejected(),
+      prefixDecisions: () => this.#collectPrefixDecisions(),
       requestCounts: () => {
         this.#noBackend.flush();
         for (const series of this.#backends.values()) series.requests.flush();
@@ -169,6 +180,19 @@ export class GatewayMetrics {
     const counts = new Map<BackendState, number>(BACKEND_STATES.map((state) => [state, 0]));
     for (const series of this.#backends.values()) counts.set(series.state, (counts.get(series.state) ?? 0) + 1);
     for (const [state, count] of counts) this.#families.backends.set({ state }, count);
+  }
+
+  /** The policy counts its own decisions; the counters catch up with them at each scrape. */
+  #collectPrefixDecisions(): void {
+    // With another policy the series stay at 0: they exist, so queries on them select something.
+    const { decisions, matchedChars } = this.#prefix?.stats ?? this.#prefixSeen;
+    const seen = this.#prefixSeen;
+    for (const decision of Object.keys(seen.decisions) as PrefixDecision[]) {
+      this.#families.prefixDecisions.inc({ decision }, decisions[decision] - seen.decisions[decision]);
+      seen.decisions[decision] = decisions[decision];
+    }
+    this.#families.prefixMatchedChars.inc(matchedChars - seen.matchedChars);
+    seen.matchedChars = matchedChars;
   }
 
   /** The queue counts its own rejections; the counter catches up with them at each scrape. */

@@ -6,6 +6,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { FleetRegistry } from '../fleet/registry.js';
+import type { PromptTraits } from '../routing/request-traits.js';
 import { AdmissionError, type Lease } from '../routing/wait-queue.js';
 import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js';
 import { answerError, answerInternalError, type Forward } from './data-plane.js';
@@ -33,6 +34,8 @@ export interface ForwarderOptions {
   clientStallTimeout: number;
   logger: Logger;
   now?: () => number;
+  /** The prompt traits the policy routes on, read from the request; set only for a policy that uses them. */
+  promptTraits?: (path: string, headers: IncomingHttpHeaders, body: Buffer | null) => PromptTraits | undefined;
 }
 
 /**
@@ -58,7 +61,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
 
   // Not async: a request admitted at once goes upstream in the same tick, with no promise on the way.
   return function forward(request: IncomingMessage, raw: ServerResponse, body: Buffer | null): void {
-    const { traits, problem } = opts.traitsOf(request.headers);
+    const { traits: classTraits, problem } = opts.traitsOf(request.headers);
     if (problem !== null) {
       answerError(raw, 400, problem, 'invalid_request_error');
       return;
@@ -77,6 +80,8 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       peer: socket.remoteAddress ?? '',
       apiKey: opts.upstreamApiKey,
     });
+    const prompt = opts.promptTraits?.(path, request.headers, body);
+    const traits = prompt === undefined ? classTraits : { ...classTraits, ...prompt };
     let tried: Set<Lease['backend']> | undefined;
     let retries = 0;
     let sse = false;

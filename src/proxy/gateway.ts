@@ -15,7 +15,9 @@ import { GatewayMetrics } from '../metrics/metrics.js';
 import { ModelQueues } from '../routing/model-queues.js';
 import { ModelRouter } from '../routing/model-route.js';
 import { createPolicy } from '../routing/policies.js';
+import type { PrefixAware } from '../routing/prefix-aware.js';
 import { queueClassOptions } from '../routing/queue-classes.js';
+import { promptTraits } from '../routing/request-traits.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
 import { createDataPlane, OWN_PATHS } from './data-plane.js';
@@ -69,6 +71,22 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     opts.launch && config.launch !== null
       ? new Launcher({ config: config.launch, registry, logger: opts.logger, now: opts.now })
       : null;
+  const prefix = config.routing.prefix;
+  const prefixAware = config.routing.policy === 'prefix-aware';
+  const newPolicy = () =>
+    createPolicy(config.routing.policy, {
+      random: Math.random,
+      prefix: {
+        maxBlocks: prefix.max_blocks,
+        ttlMs: prefix.ttl,
+        minMatch: prefix.min_match,
+        loadGap: prefix.load_gap,
+        loadRatio: prefix.load_ratio,
+      },
+    });
+  // prefix-aware keeps one record of what each backend caches, shared by the model queues (a backend
+  // serves one model); the other policies get one instance per model (round-robin's cursor).
+  const sharedPolicy = prefixAware ? newPolicy() : null;
   // One queue per model pool (and one for a single-model fleet). A freed slot may serve a waiter of
   // any queue its backend belongs to, hence drain them all.
   const queue: ModelQueues = new ModelQueues({
@@ -77,7 +95,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
         maxWaiting: config.queue.max_waiting,
         ...queueClassOptions(config),
         ready,
-        policy: createPolicy(config.routing.policy),
+        policy: sharedPolicy ?? newPolicy(),
         onRelease: (backend) => {
           registry.released(backend);
           queue.drain();
@@ -87,9 +105,12 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     serving: (model) => registry.readyServing(model),
   });
   const models = new ModelRouter({ aliases: config.models, defaultModel: config.default_model });
-  registry.on('transition', ({ to }) => {
+  const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
+  registry.on('transition', ({ backend, to }) => {
     if (to === 'ready') queue.drain();
+    else sharedPolicy?.forget?.(backend.name);
   });
+  registry.on('removed', (backend) => sharedPolicy?.forget?.(backend.name));
   registry.on('capacity', () => queue.drain());
   registry.on('models', () => {
     models.setPools(registry.models());
@@ -97,7 +118,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   });
   registry.on('removed', () => models.setPools(registry.models()));
   const events = new ProxyEventBus();
-  const metrics = new GatewayMetrics(registry, events, queue);
+  const metrics = new GatewayMetrics(registry, events, queue, prefixAware ? (sharedPolicy as PrefixAware) : null);
   const pools = new UpstreamPools(registry, config.upstream);
   attachAccessLog(opts.logger, registry, events, config.log.access);
   let closing = false;
@@ -116,6 +137,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       traitsOf: createTraitsReader(config.queue),
       clientStallTimeout: config.upstream.stream_idle_timeout,
       logger: opts.logger,
+      promptTraits: prefixAware ? (path, headers, body) => promptTraits(path, headers, body, traitsOptions) : undefined,
     }),
   });
 

@@ -2,26 +2,18 @@
  * Picking policies. Each gets the ready candidates that have a free slot and only reads them;
  * none filters health itself. One map registers them all.
  */
+import * as defaults from '../config/defaults.js';
 import type { PolicyName } from '../config/types.js';
+import type { Candidate, Policy } from './policy.js';
+import { PrefixAware, type PrefixAwareOptions } from './prefix-aware.js';
 
-export interface Candidate {
-  readonly name: string;
-  /** Comparable load: in-flight at fleetgate, refined by the backend's reported queue. */
-  readonly load: number;
-  /**
-   * The backend reports idle batch slots: its load is below its `max_running_requests` and fewer than
-   * 2 requests wait in its queue (`Backend.idleSlot`).
-   */
-  readonly idleSlot?: boolean;
-}
-
-export interface Policy {
-  /** `candidates` is non-empty. */
-  pick<C extends Candidate>(candidates: readonly C[]): C;
-}
+export type { Candidate, Policy } from './policy.js';
 
 export interface PolicyDeps {
   random: () => number;
+  now?: () => number;
+  /** prefix-aware's settings (`routing.prefix`); defaults where absent. */
+  prefix?: Partial<Omit<PrefixAwareOptions, 'now'>>;
 }
 
 /**
@@ -34,7 +26,7 @@ export interface PolicyDeps {
  * weighting"). Ties go to the first tied backend after the previously picked one, so equal backends
  * share evenly instead of all requests landing on the first in the list.
  */
-class LeastLoaded implements Policy {
+export class LeastLoaded implements Policy {
   #cursor = 0;
 
   pick<C extends Candidate>(candidates: readonly C[]): C {
@@ -93,6 +85,19 @@ export const POLICIES: Record<PolicyName, (deps: PolicyDeps) => Policy> = {
   'least-loaded': () => new LeastLoaded(),
   'round-robin': () => new RoundRobin(),
   'power-of-two': (deps) => new PowerOfTwo(deps),
+  'prefix-aware': (deps) =>
+    new PrefixAware(
+      {
+        maxBlocks: defaults.DEFAULT_PREFIX_MAX_BLOCKS,
+        ttlMs: defaults.DEFAULT_PREFIX_TTL,
+        minMatch: defaults.DEFAULT_PREFIX_MIN_MATCH,
+        loadGap: defaults.DEFAULT_PREFIX_LOAD_GAP,
+        loadRatio: defaults.DEFAULT_PREFIX_LOAD_RATIO,
+        ...deps.prefix,
+        now: deps.now ?? (() => performance.now()),
+      },
+      new LeastLoaded(),
+    ),
 };
 
 export function createPolicy(name: PolicyName, deps: PolicyDeps = { random: Math.random }): Policy {

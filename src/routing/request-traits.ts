@@ -1,7 +1,120 @@
-/** What admission knows about a request besides its arrival: computed once from its headers. */
-export interface RequestTraits {
+/**
+ * What admission and routing may know about a request besides its arrival: its priority class and
+ * API key (from its headers), and for prefix-aware routing the hashed blocks of its prompt prefix
+ * and its session key (from the buffered body, computed only when the policy uses them, so that
+ * other policies pay nothing).
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+
+export interface RequestTraits extends PromptTraits {
   /** Its priority class (`queue.classes`), already checked to be a configured one. */
   priority: string;
   /** The client's API key (`Authorization: Bearer ...`), or null; requests of one key form one flow. */
   apiKey: string | null;
+}
+
+export interface PromptTraits {
+  /**
+   * Chained hashes of the prompt's leading blocks of `block_chars` characters: entry i names the
+   * whole prefix up to the end of block i, so a match of i + 1 blocks is a shared prefix.
+   */
+  readonly prefix?: readonly number[];
+  /** Characters per block of `prefix`. */
+  readonly blockChars?: number;
+  /** The session key header's value, when the client sent one. */
+  readonly session?: string;
+}
+
+export interface TraitsOptions {
+  blockChars: number;
+  /** Lower-case header name, or null for no session pinning. */
+  sessionHeader: string | null;
+}
+
+/** At most this many blocks per request are hashed: longer prompts are told apart by their start already. */
+export const MAX_REQUEST_BLOCKS = 1024;
+
+type Body = Record<string, unknown>;
+
+function textOf(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value)) return value.map(textOf).join('');
+  if (value !== null && typeof value === 'object') {
+    const part = value as Body;
+    if (typeof part.text === 'string') return part.text;
+    return JSON.stringify(value);
+  }
+  return value === undefined || value === null ? '' : String(value);
+}
+
+/**
+ * The text a server renders first for this request, as its chat template would order it: tool
+ * definitions, then every message with its role; or the prompt of `/v1/completions` and `/generate`.
+ * Null when the path or body carries no prompt.
+ */
+export function renderedPrefix(path: string, body: Body): string | null {
+  if (path.startsWith('/v1/chat/completions')) {
+    if (!Array.isArray(body.messages)) return null;
+    let out = body.tools === undefined ? '' : `${JSON.stringify(body.tools)}\n`;
+    for (const message of body.messages as Body[]) {
+      out += `<${textOf(message?.role)}>${textOf(message?.content)}\n`;
+      if (message?.tool_calls !== undefined) out += `${JSON.stringify(message.tool_calls)}\n`;
+    }
+    return out;
+  }
+  if (path.startsWith('/v1/completions')) return body.prompt === undefined ? null : textOf(body.prompt);
+  if (path.startsWith('/generate')) {
+    const prompt = body.text ?? body.input_ids;
+    return prompt === undefined ? null : textOf(prompt);
+  }
+  return null;
+}
+
+/**
+ * Two FNV-1a hashes run over the text and are read at each block end: their 53 bits make a
+ * collision between the prefixes one backend holds unlikely (an approximate record tolerates one).
+ */
+export function blockHashes(text: string, blockChars: number): number[] {
+  const count = Math.min(MAX_REQUEST_BLOCKS, Math.floor(text.length / blockChars));
+  const hashes: number[] = new Array(count);
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ 0x5bd1e995;
+  for (let block = 0; block < count; block++) {
+    const end = (block + 1) * blockChars;
+    for (let i = block * blockChars; i < end; i++) {
+      const c = text.charCodeAt(i);
+      a = Math.imul(a ^ c, 0x01000193);
+      b = Math.imul(b ^ c, 0x01000193) ^ (b >>> 15);
+    }
+    hashes[block] = (a >>> 0) * 0x200000 + (b >>> 11);
+  }
+  return hashes;
+}
+
+function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  const first = Array.isArray(value) ? value[0] : value;
+  return first === undefined || first === '' ? undefined : first;
+}
+
+/** The request's prompt traits; undefined when it has neither a prompt nor a session key. */
+export function promptTraits(
+  path: string,
+  headers: IncomingHttpHeaders,
+  body: Buffer | null,
+  opts: TraitsOptions,
+): PromptTraits | undefined {
+  const session = opts.sessionHeader === null ? undefined : headerValue(headers, opts.sessionHeader);
+  let prefix: number[] | undefined;
+  if (body !== null && body.length > 0) {
+    try {
+      const parsed = JSON.parse(body.toString('utf8')) as unknown;
+      const text = parsed !== null && typeof parsed === 'object' ? renderedPrefix(path, parsed as Body) : null;
+      if (text !== null) prefix = blockHashes(text, opts.blockChars);
+    } catch {
+      // Not JSON: the backend will answer 400; routing has nothing to match.
+    }
+  }
+  if (prefix === undefined && session === undefined) return undefined;
+  return { prefix, blockChars: opts.blockChars, session };
 }

@@ -10,7 +10,7 @@
 import type { Backend } from '../fleet/registry.js';
 import type { AbortLike } from '../proxy/client-gone.js';
 import { ClassQueue, type QueueClass, type Queued } from './class-queue.js';
-import type { Policy } from './policies.js';
+import type { Policy } from './policy.js';
 import type { RequestTraits } from './request-traits.js';
 
 export type { QueueClass } from './class-queue.js';
@@ -42,6 +42,8 @@ interface Waiter extends Queued {
   resolve(lease: Lease): void;
   reject(error: AdmissionError): void;
   avoid: ReadonlySet<Backend> | undefined;
+  /** What the policy may route on (its prompt prefix, session key). */
+  traits: RequestTraits | undefined;
   queue: ClassQueue<Waiter>;
   cleanup(): void;
 }
@@ -165,7 +167,7 @@ export class WaitQueue {
     // Waiters of this class or above were here first; lower ones yield (they would have taken a
     // slot free to them already, so one free now is a reserved slot or appeared this tick).
     if (!this.#anyWaitingFrom(queue.rank)) {
-      const lease = this.#tryLease(avoid, this.#mayUseReserve(queue));
+      const lease = this.#tryLease(avoid, traits, this.#mayUseReserve(queue));
       if (lease) return lease;
     }
     if (this.#waiting >= this.#opts.maxWaiting) {
@@ -198,6 +200,7 @@ export class WaitQueue {
         resolve,
         reject,
         avoid,
+        traits,
         queue,
         cleanup: () => {
           clearTimeout(timer);
@@ -214,13 +217,13 @@ export class WaitQueue {
     while (this.#waiting > 0) {
       const now = this.#now();
       let waiter = this.#nextWaiter(now);
-      let lease = this.#tryLease(waiter.avoid, this.#mayUseReserve(waiter.queue));
+      let lease = this.#tryLease(waiter.avoid, waiter.traits, this.#mayUseReserve(waiter.queue));
       if (!lease && this.#reserve > 0 && waiter.queue.rank > 0) {
         // A promoted or lower waiter cannot fill a reserved slot, but a top-class one may.
         const top = this.#classes[0].peek();
         if (top) {
           waiter = top;
-          lease = this.#tryLease(waiter.avoid, true);
+          lease = this.#tryLease(waiter.avoid, waiter.traits, true);
         }
       }
       if (!lease) return;
@@ -282,7 +285,11 @@ export class WaitQueue {
     return backend.inflight < backend.cap - this.#reserve;
   }
 
-  #tryLease(avoid: ReadonlySet<Backend> | undefined, mayUseReserve: boolean): Lease | null {
+  #tryLease(
+    avoid: ReadonlySet<Backend> | undefined,
+    traits: RequestTraits | undefined,
+    mayUseReserve: boolean,
+  ): Lease | null {
     const free = this.#scratch;
     free.length = 0;
     for (const backend of this.#opts.ready()) {
@@ -292,8 +299,10 @@ export class WaitQueue {
       for (const backend of this.#opts.ready()) if (this.#hasRoom(backend, mayUseReserve)) free.push(backend);
     }
     if (free.length === 0) return null;
-    const backend = this.#opts.policy.pick(free);
+    const policy = this.#opts.policy;
+    const backend = policy.pick(free, traits);
     free.length = 0;
+    policy.onDispatch?.(backend, traits);
     return this.#lease(backend);
   }
 

@@ -4,8 +4,12 @@
  * and a KV pool of `maxTotalNumTokens`. Admission reserves room for future tokens with SGLang's
  * optimistic `new_token_ratio` (0.7 decaying to 0.1), so the pool can overflow; then the request
  * with the fewest output tokens is retracted to the queue and the ratio jumps to 1.0
- * (`KV cache pool is full. Retract requests.`). Time comes in through `schedule` and `now`.
+ * (`KV cache pool is full. Retract requests.`). A prefix cache (prefix-cache.ts) keeps the full pages
+ * of prompts seen: a request whose leading pages are cached prefills only the rest, and cached pages
+ * no running request uses are evicted when the pool needs room. Time comes in through `schedule`
+ * and `now`.
  */
+import { PrefixCache } from './prefix-cache.js';
 import type { DecodeStats, PrefillStats } from './runtime-log.js';
 import type { SimEngineOptions } from './types.js';
 
@@ -19,6 +23,10 @@ export interface EngineRequest {
   /** Where the request really ends (<= maxTokens); `stopReason` then says why. */
   readonly targetTokens: number;
   readonly stopReason: 'length' | 'stop';
+  /** Keys of the prompt's full pages (prefix-cache.ts), fewer than `promptTokens / pageSize`. */
+  readonly prefixKeys?: readonly string[];
+  /** Prompt tokens found in the prefix cache when the request was first admitted. */
+  cachedTokens?: number;
   generated: number;
   retractions: number;
   onToken(request: EngineRequest): void;
@@ -42,9 +50,21 @@ export interface EngineStats {
   lastRetracted: number;
   retractionsTotal: number;
   promptTokensTotal: number;
+  /** Prompt tokens served from the prefix cache. */
+  cachedTokensTotal: number;
+  /** Cached share of the prompt tokens admitted since the latest decode log (sticky while idle, like SGLang's gauge). */
+  cacheHitRate: number;
+  /** Tokens held by cached pages, whether running requests use them or not. */
+  cachedPoolTokens: number;
   generationTokensTotal: number;
   requestsTotal: number;
   abortedTotal: number;
+}
+
+/** What a running request holds in the KV pool besides its locked cache pages. */
+interface Hold {
+  /** The prompt tokens after its last full page, plus what it generated. */
+  own: number;
 }
 
 export type Schedule = (fn: () => void, ms: number) => () => void;
@@ -63,7 +83,12 @@ export class Engine {
   #onRetract: (count: number) => void;
   #queue: EngineRequest[] = [];
   #running = new Set<EngineRequest>();
-  #used = 0;
+  /** Tokens owned by running requests outside the cache (see Hold). */
+  #own = 0;
+  readonly #holds = new Map<EngineRequest, Hold>();
+  readonly #cache: PrefixCache;
+  #windowPrompt = 0;
+  #windowCached = 0;
   #ratio = INIT_RATIO;
   #cancelStep: (() => void) | null = null;
   #halted = false;
@@ -71,7 +96,17 @@ export class Engine {
   #windowStart: number;
   #windowTokens = 0;
   #lastPrefillMs: number;
-  #stats = { genThroughput: 0, lastRetracted: 0, retractions: 0, prompt: 0, generation: 0, requests: 0, aborted: 0 };
+  #stats = {
+    genThroughput: 0,
+    lastRetracted: 0,
+    retractions: 0,
+    prompt: 0,
+    cached: 0,
+    cacheHitRate: 0,
+    generation: 0,
+    requests: 0,
+    aborted: 0,
+  };
 
   constructor(
     opts: SimEngineOptions,
@@ -83,12 +118,28 @@ export class Engine {
     this.#now = now;
     this.#log = log;
     this.#onRetract = onRetract;
+    this.#cache = new PrefixCache(opts.pageSize);
     this.#windowStart = now();
     this.#lastPrefillMs = now();
   }
 
   get maxTotalNumTokens(): number {
     return this.#opts.maxTotalNumTokens;
+  }
+
+  get pageSize(): number {
+    return this.#opts.pageSize;
+  }
+
+  /** Tokens running requests hold: their own plus the cache pages they use (SGLang's `num_used_tokens`). */
+  get #used(): number {
+    return this.#own + this.#cache.lockedTokens;
+  }
+
+  /** Whether this page key is cached, and whether a running request uses it (for tests). */
+  cachedPage(key: string): 'locked' | 'cached' | 'absent' {
+    if (!this.#cache.has(key)) return 'absent';
+    return this.#cache.isLocked(key) ? 'locked' : 'cached';
   }
 
   setSlowdown(factor: number): void {
@@ -110,7 +161,7 @@ export class Engine {
   /** Frees the request's slot and KV; its `onFinish` gets 'abort'. False if it already finished. */
   abort(request: EngineRequest): boolean {
     if (this.#running.delete(request)) {
-      this.#used -= request.promptTokens + request.generated;
+      this.#release(request);
     } else {
       const index = this.#queue.indexOf(request);
       if (index < 0) return false;
@@ -138,7 +189,9 @@ export class Engine {
     this.halt();
     this.#queue = [];
     this.#running.clear();
-    this.#used = 0;
+    this.#holds.clear();
+    this.#own = 0;
+    this.#cache.clear();
   }
 
   get stats(): EngineStats {
@@ -153,6 +206,9 @@ export class Engine {
       lastRetracted: s.lastRetracted,
       retractionsTotal: s.retractions,
       promptTokensTotal: s.prompt,
+      cachedTokensTotal: s.cached,
+      cacheHitRate: s.cacheHitRate,
+      cachedPoolTokens: this.#cache.tokens,
       generationTokensTotal: s.generation,
       requestsTotal: s.requests,
       abortedTotal: s.aborted,
@@ -172,55 +228,87 @@ export class Engine {
     this.#cancelStep = null;
     if (this.#halted) return;
     this.#retractIfFull();
-    const admitted = this.#admit();
+    const prefillTokens = this.#admit();
     if (this.#running.size === 0) return;
     const o = this.#opts;
-    let prefillTokens = 0;
-    for (const request of admitted) prefillTokens += request.promptTokens + request.generated;
     const decodeMs = o.tokenMs * (1 + o.batchPenalty * this.#running.size) * o.slowdown;
     const prefillMs = o.prefillTokensPerMs > 0 ? (prefillTokens / o.prefillTokensPerMs) * o.slowdown : 0;
     const ms = decodeMs + prefillMs;
     this.#cancelStep = this.#schedule(() => this.#endStep(), ms < 0.5 ? 0 : ms);
   }
 
-  #admit(): EngineRequest[] {
+  /** Admits what fits; returns the tokens to prefill (the uncached ones). */
+  #admit(): number {
     const admitted: EngineRequest[] = [];
     const o = this.#opts;
+    const page = o.pageSize;
     let reserved = 0;
+    let prefillTokens = 0;
+    let cachedTokens = 0;
     for (const request of this.#running) reserved += this.#reserve(request);
     const runningBefore = this.#running.size;
     while (this.#queue.length > 0 && this.#running.size < o.maxRunningRequests) {
       const head = this.#queue[0];
-      const occupies = head.promptTokens + head.generated;
+      const keys = head.prefixKeys ?? [];
+      const hit = this.#cache.match(keys);
+      // Cached pages another running request already holds cost nothing more; evictable ones become held.
+      const occupies = head.promptTokens + head.generated - hit.locked * page;
       const wants = occupies + Math.max(1, this.#reserve(head));
       if (this.#running.size > 0 && this.#used + reserved + wants > o.maxTotalNumTokens) break;
       this.#queue.shift();
+      this.#cache.lock(keys);
+      const own = head.promptTokens + head.generated - keys.length * page;
+      this.#holds.set(head, { own });
+      this.#own += own;
       this.#running.add(head);
-      this.#used += occupies;
       reserved += this.#reserve(head);
       admitted.push(head);
+      const cached = hit.blocks * page;
+      head.cachedTokens ??= cached;
+      prefillTokens += head.promptTokens + head.generated - cached;
+      cachedTokens += cached;
+      this.#windowPrompt += head.promptTokens;
+      this.#windowCached += Math.min(cached, head.promptTokens);
     }
+    this.#stats.cached += cachedTokens;
+    if (this.#windowPrompt > 0) this.#stats.cacheHitRate = this.#windowCached / this.#windowPrompt;
+    this.#evictBeyondPool(0);
     if (admitted.length > 0 && this.#log) {
       const now = this.#now();
-      let newTokens = 0;
-      for (const request of admitted) newTokens += request.promptTokens + request.generated;
       const seconds = Math.max(0.001, (now - this.#lastPrefillMs) / 1000);
       this.#lastPrefillMs = now;
       this.#log.prefill({
         newSeqs: admitted.length,
-        newTokens,
+        newTokens: prefillTokens,
+        cachedTokens,
         tokenUsage: this.#used / o.maxTotalNumTokens,
         running: runningBefore,
         queued: this.#queue.length,
-        inputThroughput: newTokens / seconds,
+        inputThroughput: prefillTokens / seconds,
       });
     }
-    return admitted;
+    return prefillTokens;
+  }
+
+  /** Evicts unused cache pages until the pool has `room` tokens free besides what it holds. */
+  #evictBeyondPool(room: number): void {
+    const excess = this.#own + this.#cache.tokens + room - this.#opts.maxTotalNumTokens;
+    if (excess > 0) this.#cache.evict(excess);
+  }
+
+  /** A running request leaves the batch: its own tokens are freed, its pages stay cached but unlocked. */
+  #release(request: EngineRequest): void {
+    const hold = this.#holds.get(request);
+    if (hold === undefined) return;
+    this.#holds.delete(request);
+    this.#own -= hold.own;
+    this.#cache.unlock(request.prefixKeys ?? []);
   }
 
   /** Before a decode step every running request needs one more slot. */
   #retractIfFull(): void {
     const max = this.#opts.maxTotalNumTokens;
+    this.#evictBeyondPool(this.#running.size);
     if (this.#used + this.#running.size <= max) return;
     // SGLang retracts the requests with the fewest output tokens (then the longest inputs) first.
     const victims = [...this.#running].sort((a, b) => b.generated - a.generated || a.promptTokens - b.promptTokens);
@@ -228,11 +316,12 @@ export class Engine {
     while (this.#used + this.#running.size > max && this.#running.size > 1) {
       const victim = victims.pop() as EngineRequest;
       this.#running.delete(victim);
-      this.#used -= victim.promptTokens + victim.generated;
+      this.#release(victim);
       victim.retractions++;
       this.#queue.unshift(victim);
       retracted++;
     }
+    this.#evictBeyondPool(this.#running.size);
     if (retracted > 0) {
       this.#stats.retractions += retracted;
       this.#stats.lastRetracted = retracted;
@@ -255,7 +344,9 @@ export class Engine {
       if (!this.#running.has(request)) continue;
       request.generated++;
       tokens++;
-      this.#used++;
+      this.#own++;
+      const hold = this.#holds.get(request);
+      if (hold) hold.own++;
       request.onToken(request);
       if (request.generated >= request.targetTokens) this.#finish(request, request.stopReason);
     }
@@ -274,6 +365,8 @@ export class Engine {
     this.#stats.genThroughput = this.#windowTokens / seconds;
     this.#windowStart = now;
     this.#windowTokens = 0;
+    this.#windowPrompt = 0;
+    this.#windowCached = 0;
     this.#log?.decode({
       running: this.#running.size,
       usedTokens: this.#used,
@@ -285,7 +378,7 @@ export class Engine {
 
   #finish(request: EngineRequest, reason: FinishReason): void {
     if (!this.#running.delete(request)) return;
-    this.#used -= request.promptTokens + request.generated;
+    this.#release(request);
     request.onFinish(request, reason);
   }
 }

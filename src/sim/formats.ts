@@ -18,6 +18,8 @@ export interface Job {
   stream: boolean;
   includeUsage: boolean;
   promptTokens: number;
+  /** Prompt tokens found in the server's prefix cache; known once the request is admitted. */
+  cachedTokens: number;
   startedMs: number;
 }
 
@@ -42,7 +44,7 @@ function generateMeta(job: Job, generated: number, reason: FinishReason | null, 
     weight_version: 'default',
     total_retractions: retractions,
     completion_tokens: generated,
-    cached_tokens: 0,
+    cached_tokens: job.cachedTokens,
     cached_tokens_details: null,
     dp_rank: null,
     e2e_latency: (performance.now() - job.startedMs) / 1000,
@@ -77,7 +79,7 @@ function usageJson(job: Job, generated: number): string {
     prompt_tokens: job.promptTokens,
     total_tokens: job.promptTokens + generated,
     completion_tokens: generated,
-    prompt_tokens_details: null,
+    prompt_tokens_details: { cached_tokens: job.cachedTokens },
     reasoning_tokens: 0,
   });
 }

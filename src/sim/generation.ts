@@ -16,6 +16,7 @@ import {
   OpenAiStream,
   openaiBody,
 } from './formats.js';
+import { prefixKeys } from './prefix-cache.js';
 import { countPromptTokens, stopAfter } from './text-gen.js';
 import type { SimCounters } from './types.js';
 
@@ -33,6 +34,8 @@ export interface GenerationHost {
 
 export interface GenerationSpec {
   job: Job;
+  /** Keys of the prompt's full cache pages; the last token is always computed, as in SGLang. */
+  prefixKeys: readonly string[];
   maxTokens: number;
   target: number;
   stopReason: 'length' | 'stop';
@@ -54,21 +57,38 @@ function textOf(value: unknown): string {
   return '';
 }
 
-function promptOf(api: Api, body: Body): { text: string; tokens: number } | string {
+interface Prompt {
+  text: string;
+  tokens: number;
+  /** What the chat template would render, in order: the prompt's identity for the prefix cache. */
+  rendered: string;
+}
+
+/** Tool definitions first, then each message's role and content, as a chat template renders them. */
+function renderChat(messages: readonly unknown[], tools: unknown): string {
+  let out = Array.isArray(tools) && tools.length > 0 ? `<tools>${JSON.stringify(tools)}</tools>\n` : '';
+  for (const m of messages) {
+    const message = (m ?? {}) as Body;
+    out += `<|${String(message.role)}|>${textOf(message.content)}\n`;
+  }
+  return out;
+}
+
+function promptOf(api: Api, body: Body): Prompt | string {
   if (api === 'chat') {
     const messages = body.messages;
     if (!Array.isArray(messages) || messages.length === 0) return 'messages: Field required (a non-empty list)';
     const text = messages.map((m) => textOf((m as Body | null)?.content)).join('\n');
-    return { text, tokens: countPromptTokens(text) + 4 * messages.length };
+    return { text, tokens: countPromptTokens(text) + 4 * messages.length, rendered: renderChat(messages, body.tools) };
   }
   const field = api === 'generate' ? (body.text ?? body.input_ids) : body.prompt;
   if (field === undefined || field === null) {
     return api === 'generate' ? 'Either text, input_ids or input_embeds should be provided.' : 'prompt: Field required';
   }
   if (Array.isArray(field) && field.every((x) => typeof x === 'number'))
-    return { text: '', tokens: Math.max(1, field.length) };
+    return { text: '', tokens: Math.max(1, field.length), rendered: field.join(',') };
   const text = textOf(field);
-  return { text, tokens: countPromptTokens(text) };
+  return { text, tokens: countPromptTokens(text), rendered: text };
 }
 
 function positiveInt(value: unknown, name: string): number | string | null {
@@ -108,8 +128,14 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
       stream: b.stream === true,
       includeUsage: streamOptions?.include_usage === true,
       promptTokens: prompt.tokens,
+      cachedTokens: 0,
       startedMs: performance.now(),
     },
+    prefixKeys: prefixKeys(
+      prompt.rendered,
+      host.engine.pageSize,
+      Math.floor((prompt.tokens - 1) / host.engine.pageSize),
+    ),
     maxTokens,
     target,
     stopReason: early !== null && early < maxTokens ? 'stop' : 'length',
@@ -147,10 +173,12 @@ export function runGeneration(
     maxTokens: spec.maxTokens,
     targetTokens: spec.target,
     stopReason: spec.stopReason,
+    prefixKeys: spec.prefixKeys,
     generated: 0,
     retractions: 0,
     onToken(r) {
       host.counters.generatedTokens++;
+      job.cachedTokens = r.cachedTokens ?? 0;
       if (!job.stream || !writable()) return;
       const last = r.generated >= r.targetTokens;
       if (openai) {
@@ -162,9 +190,14 @@ export function runGeneration(
     },
     onFinish(r, reason: FinishReason) {
       done = true;
+      job.cachedTokens = r.cachedTokens ?? 0;
       if (host.active.get(job.rid) === r) host.active.delete(job.rid);
       if (reason === 'abort') host.counters.aborted++;
-      else host.counters.completed++;
+      else {
+        host.counters.completed++;
+        host.counters.promptTokens += job.promptTokens;
+        host.counters.cachedTokens += job.cachedTokens;
+      }
       if (!writable()) return;
       if (job.stream) {
         res.end(

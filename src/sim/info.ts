@@ -162,7 +162,7 @@ export function metricsText(c: InfoContext, s: EngineStats): string {
     labels,
   );
   add('sglang:gen_throughput', 'gauge', 'The generation throughput (token/s).', round2(s.genThroughput), labels);
-  add('sglang:cache_hit_rate', 'gauge', 'The prefix cache hit rate.', 0, labels);
+  add('sglang:cache_hit_rate', 'gauge', 'The prefix cache hit rate.', round4(s.cacheHitRate), labels);
   add('sglang:num_retracted_reqs', 'gauge', 'The number of retracted requests.', s.lastRetracted, labels);
   add('sglang:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', s.promptTokensTotal, labels);
   add(
@@ -172,6 +172,7 @@ export function metricsText(c: InfoContext, s: EngineStats): string {
     s.generationTokensTotal,
     labels,
   );
+  add('sglang:cached_tokens_total', 'counter', 'Number of cached prompt tokens.', s.cachedTokensTotal, labels);
   add('sglang:num_requests_total', 'counter', 'Number of requests processed.', s.requestsTotal, labels);
   add('sglang:num_aborted_requests_total', 'counter', 'Number of requests aborted.', s.abortedTotal, labels);
   return `${out.join('\n')}\n`;

@@ -41,6 +41,7 @@ export function resolveOptions(opts: SimOptions): ResolvedSimOptions {
   check(engine.maxRunningRequests >= 1, 'engine.maxRunningRequests must be >= 1');
   check(engine.maxTotalNumTokens >= 2, 'engine.maxTotalNumTokens must be >= 2');
   check(engine.slowdown > 0, 'engine.slowdown must be > 0');
+  check(Number.isInteger(engine.pageSize) && engine.pageSize >= 1, 'engine.pageSize must be an integer >= 1');
   const failure = opts.failure ?? null;
   check(
     failure === null || FAILURE_MODES.includes(failure.mode),

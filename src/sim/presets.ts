@@ -78,6 +78,7 @@ export function engineFor(speed: SimSpeed, overrides: Partial<SimEngineOptions> 
     slowdown: 1,
     prefillTokensPerMs: 100,
     defaultMaxTokens: 16,
+    pageSize: 16,
     ...overrides,
   };
 }

@@ -4,6 +4,7 @@ import { STATUS_CODES } from 'node:http';
 export interface PrefillStats {
   newSeqs: number;
   newTokens: number;
+  cachedTokens: number;
   tokenUsage: number;
   running: number;
   queued: number;

@@ -192,10 +192,10 @@ export class SglangLog implements RuntimeLog {
 
   prefill(s: PrefillStats): void {
     const sep = this.#c.version === 'old' ? '.' : ',';
-    const head = `Prefill batch${sep} #new-seq: ${s.newSeqs}, #new-token: ${s.newTokens}, #cached-token: 0, `;
+    const head = `Prefill batch${sep} #new-seq: ${s.newSeqs}, #new-token: ${s.newTokens}, #cached-token: ${s.cachedTokens}, `;
     if (this.#c.version === 'old') {
       this.tp(
-        `${head}cache hit rate: 0.00%, token usage: ${s.tokenUsage.toFixed(2)}, #running-req: ${s.running}, #queue-req: ${s.queued}`,
+        `${head}cache hit rate: ${((100 * s.cachedTokens) / Math.max(1, s.newTokens + s.cachedTokens)).toFixed(2)}%, token usage: ${s.tokenUsage.toFixed(2)}, #running-req: ${s.running}, #queue-req: ${s.queued}`,
       );
     } else {
       this.tp(

@@ -55,10 +55,14 @@ export function countPromptTokens(text: string): number {
   return Math.max(1, Math.ceil(text.length / 4));
 }
 
-const LEN_MARKER = /<sim:len=(\d+)>/;
+const LEN_MARKER = /<sim:len=(\d+)>/g;
 
-/** `<sim:len=N>` in a prompt makes the answer end after N tokens, like a model emitting its end token. */
+/**
+ * `<sim:len=N>` in a prompt makes the answer end after N tokens, like a model emitting its end token.
+ * The last marker counts: in a conversation, the latest user message's.
+ */
 export function stopAfter(text: string): number | null {
-  const match = LEN_MARKER.exec(text);
-  return match ? Number(match[1]) : null;
+  let last: string | null = null;
+  for (const match of text.matchAll(LEN_MARKER)) last = match[1];
+  return last === null ? null : Number(last);
 }

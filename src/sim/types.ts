@@ -86,6 +86,8 @@ export interface SimEngineOptions {
   prefillTokensPerMs: number;
   /** Output length when the request names none. */
   defaultMaxTokens: number;
+  /** Tokens per prefix-cache page (SGLang `--page-size`, vLLM's block size); only full pages are cached. */
+  pageSize: number;
 }
 
 export interface SimOptions {
@@ -130,6 +132,9 @@ export interface SimCounters {
   retractions: number;
   /** Tokens generated for clients (the server's own warm-up excluded). */
   generatedTokens: number;
+  /** Prompt tokens of the requests answered completely, and how many of them came from the prefix cache. */
+  promptTokens: number;
+  cachedTokens: number;
 }
 
 /** Paths that do not count in `SimCounters.requests`. */
@@ -155,5 +160,7 @@ export function newCounters(): SimCounters {
     completed: 0,
     retractions: 0,
     generatedTokens: 0,
+    promptTokens: 0,
+    cachedTokens: 0,
   };
 }

@@ -118,6 +118,7 @@ async function getStatus(url: string): Promise<FleetStatus> {
 }
 
 const BACKEND_KEYS = [
+  'cache_hit_rate',
   'eta_seconds',
   'inflight',
   'inflight_cap',

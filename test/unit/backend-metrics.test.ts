@@ -13,6 +13,10 @@ sglang:num_queue_reqs{model_name="m",tp_rank="0"} 5.0
 sglang:num_queue_reqs{model_name="m",tp_rank="1"} 0.0
 sglang:token_usage{model_name="m",tp_rank="0"} 0.42
 sglang:token_usage{model_name="m",tp_rank="1"} 0.17
+sglang:max_total_num_tokens{model_name="m",tp_rank="0"} 400000.0
+sglang:max_total_num_tokens{model_name="m",tp_rank="1"} 400000.0
+sglang:cache_hit_rate{model_name="m",tp_rank="0"} 0.5
+sglang:cache_hit_rate{model_name="m",tp_rank="1"} 0.25
 sglang:num_running_reqs_total_fake 99
 `;
 
@@ -21,17 +25,26 @@ vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
 vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
 `;
 
-test('SGLang gauges are summed over ranks; KV usage is the fullest rank', () => {
+test('SGLang gauges are summed over ranks; KV usage is the fullest rank; cache hit rate the mean', () => {
   assert.deepEqual(parseBackendLoad(SGLANG, 'sglang'), {
     running: 15,
     queued: 5,
     tokenUsage: 0.42,
     generationTokens: null,
+    kvTokens: 800_000,
+    cacheHitRate: 0.375,
   });
 });
 
 test('vLLM names', () => {
-  assert.deepEqual(parseBackendLoad(VLLM, 'vllm'), { running: 7, queued: 2, tokenUsage: 0.5, generationTokens: null });
+  assert.deepEqual(parseBackendLoad(VLLM, 'vllm'), {
+    running: 7,
+    queued: 2,
+    tokenUsage: 0.5,
+    generationTokens: null,
+    kvTokens: null,
+    cacheHitRate: null,
+  });
 });
 
 test('the generation-token counter is summed over ranks (SGLang and vLLM names)', () => {

@@ -24,7 +24,21 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     stall_after: 600_000,
     fatal_patterns: [],
   },
-  routing: { policy: 'least-loaded', max_inflight_per_backend: 'auto', retries: 2, load_interval: 250 },
+  routing: {
+    policy: 'least-loaded',
+    max_inflight_per_backend: 'auto',
+    retries: 2,
+    load_interval: 250,
+    prefix: {
+      block_chars: 128,
+      max_blocks: 65_536,
+      ttl: 600_000,
+      min_match: 0.3,
+      load_gap: 4,
+      load_ratio: 1.5,
+      session_header: 'x-session-id',
+    },
+  },
   queue: {
     max_waiting: 10_000,
     timeout: 120_000,
@@ -125,7 +139,21 @@ test('every key is read and converted', () => {
       stall_after: 900_000,
       fatal_patterns: ['NCCL error', 'Segmentation fault \\(core dumped\\)'],
     },
-    routing: { policy: 'power-of-two', max_inflight_per_backend: 'auto', retries: 0, load_interval: 0 },
+    routing: {
+      policy: 'power-of-two',
+      max_inflight_per_backend: 'auto',
+      retries: 0,
+      load_interval: 0,
+      prefix: {
+        block_chars: 128,
+        max_blocks: 65_536,
+        ttl: 600_000,
+        min_match: 0.3,
+        load_gap: 4,
+        load_ratio: 1.5,
+        session_header: 'x-session-id',
+      },
+    },
     queue: {
       max_waiting: 0,
       timeout: 60_000,
@@ -325,7 +353,7 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
   [
     'enum',
     { ...ONE_BACKEND, routing: { policy: 'fastest' } },
-    'routing.policy: "fastest" is not one of least-loaded, round-robin, power-of-two',
+    'routing.policy: "fastest" is not one of least-loaded, round-robin, power-of-two, prefix-aware',
   ],
   ['kind enum', { ...ONE_BACKEND, kind: 'tgi' }, 'kind: "tgi" is not one of sglang, vllm, openai'],
   [

@@ -40,6 +40,7 @@ function backend(name: string, fields: Partial<BackendStatus> = {}): BackendStat
     reason: null,
     inflight: 0,
     inflight_cap: null,
+    cache_hit_rate: null,
     since: '2026-11-29T12:01:05.120Z',
     ready_seconds: null,
     last_log_line: null,

@@ -1,0 +1,125 @@
+/**
+ * One run of a prefix workload through one balancer, on a fresh set of simulated servers: makespan,
+ * time to first token (the first streamed byte), the fleet's cached share of prompt tokens and each
+ * server's share of the requests.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SimEngineOptions } from '../../src/sim/index.js';
+import { closedLoop, LoadClient, type Outcome } from '../lib/load.js';
+import { SimHost } from '../lib/sim-control.js';
+import { percentileSorted, Samples } from '../lib/stats.js';
+import { startTarget, type TargetSpec } from '../lib/targets.js';
+import type { PrefixRequest, PrefixWorkload } from './prefix-workloads.js';
+
+export interface PrefixJobOptions {
+  servers: number;
+  engine: (i: number) => SimEngineOptions;
+  workload: PrefixWorkload;
+  /** Requests in flight (batch) or conversations under way at once. */
+  concurrency: number;
+  proxyCpu: number | null;
+  clientCpu: number | null;
+  dir: string;
+  deadlineMs: number;
+}
+
+export interface PrefixJobMetrics {
+  makespanSec: number;
+  ttftP50Ms: number;
+  ttftP99Ms: number;
+  ok: number;
+  errors: number;
+  /** Cached prompt tokens over prompt tokens, over the fleet's completed requests. */
+  cachedRatio: number;
+  /** Completed requests per server, in server order. */
+  completed: number[];
+  cut: boolean;
+}
+
+const PATH = '/v1/chat/completions';
+
+export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Promise<PrefixJobMetrics> {
+  mkdirSync(opts.dir, { recursive: true });
+  const sims = await SimHost.start({ count: opts.servers, engine: opts.engine, cpu: opts.clientCpu, logDir: opts.dir });
+  try {
+    const target = await startTarget(spec, { backends: sims.urls, cpu: opts.proxyCpu, dir: join(opts.dir, 'proxy') });
+    const client = new LoadClient(target.urls, opts.concurrency);
+    try {
+      const ttft = new Samples(4096);
+      let ok = 0;
+      let errors = 0;
+      const send = async (request: PrefixRequest): Promise<Outcome> => {
+        const outcome = await client.post(PATH, request.body, {}, { 'x-session-id': request.session });
+        if (outcome.error === null && outcome.status === 200) {
+          ok++;
+          ttft.push(outcome.firstMs - outcome.startMs);
+        } else errors++;
+        return outcome;
+      };
+      const started = performance.now();
+      let cut = false;
+      const w = opts.workload;
+      if (w.kind === 'batch') {
+        const result = await closedLoop(client, {
+          concurrency: opts.concurrency,
+          total: w.requests.length,
+          deadlineMs: opts.deadlineMs,
+          graceMs: 5_000,
+          send: (i) => send(w.requests[i]),
+        });
+        cut = result.cut;
+      } else {
+        // Each worker holds one conversation at a time and sends its turns one after another.
+        cut = await conversationLoop(w.conversations, opts.concurrency, opts.deadlineMs, send);
+      }
+      const makespanSec = (performance.now() - started) / 1000;
+      const stats = await sims.stats();
+      const prompt = stats.reduce((sum, s) => sum + s.counters.promptTokens, 0);
+      const cached = stats.reduce((sum, s) => sum + s.counters.cachedTokens, 0);
+      const sorted = ttft.sorted();
+      return {
+        makespanSec,
+        ttftP50Ms: percentileSorted(sorted, 50),
+        ttftP99Ms: percentileSorted(sorted, 99),
+        ok,
+        errors,
+        cachedRatio: prompt > 0 ? cached / prompt : 0,
+        completed: stats.map((s) => s.counters.completed),
+        cut,
+      };
+    } finally {
+      await client.close();
+      await target.stop();
+    }
+  } finally {
+    await sims.stop();
+  }
+}
+
+/** Bounded by the conversations' turns and by `deadlineMs` (after which no new turn starts). */
+async function conversationLoop(
+  conversations: PrefixRequest[][],
+  workers: number,
+  deadlineMs: number,
+  send: (request: PrefixRequest) => Promise<Outcome>,
+): Promise<boolean> {
+  const deadline = performance.now() + deadlineMs;
+  let next = 0;
+  let cut = false;
+  const worker = async () => {
+    while (next < conversations.length) {
+      const turns = conversations[next++];
+      for (const turn of turns) {
+        if (performance.now() > deadline) {
+          cut = true;
+          return;
+        }
+        const outcome = await send(turn);
+        if (outcome.error !== null || outcome.status !== 200) break;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(workers, conversations.length) }, worker));
+  return cut;
+}

@@ -1,0 +1,286 @@
+/**
+ * `npm run bench:prefix`: what prefix-aware routing gains, and costs, on the usual 7-server fleet
+ * (bench:balance's, one server 1.3x slower) for three workloads: group sampling, multi-turn chat
+ * and the unique-prompt batch job; against least-loaded, NGINX least_conn, HAProxy leastconn and
+ * HAProxy hashing X-Session-Id consistently (the affinity peer). Markdown on stdout, JSON in
+ * bench/results/, progress on stderr.
+ */
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import {
+  COMMON_OPTIONS,
+  commonSettings,
+  inRunOrder,
+  numberFlag,
+  runBench,
+  settle,
+  startBench,
+  writeResults,
+} from '../lib/cli.js';
+import { machineLine } from '../lib/machine.js';
+import { median } from '../lib/stats.js';
+import type { TargetSpec } from '../lib/targets.js';
+import {
+  engineFor,
+  engineOptions,
+  SCRIPT_CONCURRENCY_PER_SLOT,
+  SERVERS,
+  SLOW_INDEX,
+  workloadSpec,
+} from './fleet-spec.js';
+import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
+import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './prefix-workloads.js';
+
+const usage = `usage: npm run bench:prefix -- [options]
+
+  --runs N          repetitions (default 3; --quick: 1)
+  --quick           small sizes, for a smoke run
+  --scale X         multiply every workload's request count (default 1)
+  --workloads LIST  group,multi-turn,unique (default all)
+  --proxy-cpu N / --client-cpu N / --no-pin   core pinning (default 0 / 1)
+  --out FILE        JSON results (default bench/results/prefix-<date>.json)
+  --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
+  --keep            keep the work directory
+`;
+
+export const PREFIX_TARGETS: readonly TargetSpec[] = [
+  { name: 'fleetgate prefix-aware', kind: 'fleetgate', balance: 'prefix-aware' },
+  { name: 'fleetgate least-loaded', kind: 'fleetgate', balance: 'least-loaded' },
+  { name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn' },
+  { name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn' },
+  { name: 'haproxy hdr(X-Session-Id) consistent', kind: 'haproxy', balance: 'hdr(X-Session-Id)' },
+];
+const PREFIX = PREFIX_TARGETS[0].name;
+const BASELINE = PREFIX_TARGETS[1].name;
+const AFFINITY = PREFIX_TARGETS[4].name;
+
+interface WorkloadPlan {
+  id: 'group' | 'multi-turn' | 'unique';
+  workload: PrefixWorkload;
+  /** Requests in flight, or conversations under way. */
+  concurrency: number;
+  kvTokens: number;
+  /** The figure its target is judged on, and the target's ratio against least-loaded. */
+  headline: 'makespanSec' | 'ttftP50Ms';
+  limit: number;
+}
+
+function plans(quick: boolean, scale: number, seed: number): WorkloadPlan[] {
+  const n = (full: number, small: number) => Math.max(1, Math.round((quick ? small : full) * scale));
+  const slots = engineOptions({ quick: false }).maxRunningRequests * SERVERS;
+  return [
+    {
+      id: 'group',
+      workload: groupSampling({
+        prompts: n(64, 12),
+        n: 8,
+        seed,
+        promptChars: [3000, 6000],
+        outputMedian: 60,
+        maxTokens: 600,
+      }),
+      concurrency: SCRIPT_CONCURRENCY_PER_SLOT * slots,
+      kvTokens: 100_000,
+      headline: 'makespanSec',
+      limit: 0.8,
+    },
+    {
+      id: 'multi-turn',
+      workload: multiTurn({
+        conversations: n(96, 20),
+        minTurns: 5,
+        maxTurns: 10,
+        seed,
+        systemChars: 1200,
+        userChars: [200, 800],
+        replyMedian: 60,
+        maxTokens: 600,
+      }),
+      concurrency: Math.round(slots / 2),
+      kvTokens: 100_000,
+      headline: 'ttftP50Ms',
+      limit: 0.6,
+    },
+    {
+      id: 'unique',
+      workload: uniquePrompts({ ...workloadSpec({ quick }), count: n(1500, 150), seed }),
+      concurrency: SCRIPT_CONCURRENCY_PER_SLOT * slots,
+      kvTokens: engineOptions({ quick: false }).maxTotalNumTokens,
+      headline: 'makespanSec',
+      limit: 1.02,
+    },
+  ];
+}
+
+function parse(argv: string[]) {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      ...COMMON_OPTIONS,
+      scale: { type: 'string' },
+      workloads: { type: 'string' },
+      seed: { type: 'string' },
+    },
+  });
+  if (values.help) return null;
+  const common = commonSettings(values, 'prefix');
+  const scale = numberFlag(values.scale, 'scale', 1, 0.01, true);
+  const wanted = (values.workloads ?? 'group,multi-turn,unique').split(',').map((s) => s.trim());
+  const all = plans(common.quick, scale, numberFlag(values.seed, 'seed', 7, 0));
+  for (const w of wanted) if (!all.some((p) => p.id === w)) throw new Error(`--workloads: unknown workload '${w}'`);
+  return { ...common, workloads: all.filter((p) => wanted.includes(p.id)) };
+}
+
+interface Record_ {
+  run: number;
+  workload: string;
+  target: string;
+  metrics: PrefixJobMetrics | null;
+  error: string | null;
+}
+
+function requestCount(w: PrefixWorkload): number {
+  return w.kind === 'batch' ? w.requests.length : w.conversations.reduce((sum, c) => sum + c.length, 0);
+}
+
+/** Median over the runs of `target`'s figure divided by `against`'s in the same run. */
+function ratio(records: Record_[], workload: string, target: string, against: string, figure: keyof PrefixJobMetrics) {
+  const ratios: number[] = [];
+  for (const run of new Set(records.map((r) => r.run))) {
+    const a = records.find((r) => r.run === run && r.workload === workload && r.target === target)?.metrics;
+    const b = records.find((r) => r.run === run && r.workload === workload && r.target === against)?.metrics;
+    if (a && b) ratios.push((a[figure] as number) / (b[figure] as number));
+  }
+  return { median: ratios.length > 0 ? median(ratios) : Number.NaN, ratios };
+}
+
+function table(records: Record_[], plan: WorkloadPlan): string {
+  const rows = [
+    '| balancer | makespan s | TTFT p50 ms | TTFT p99 ms | cached tokens | share per server (gpu0..gpu6, *slow) | errors |',
+    '|---|---|---|---|---|---|---|',
+  ];
+  for (const t of PREFIX_TARGETS) {
+    const runs = records.filter((r) => r.workload === plan.id && r.target === t.name && r.metrics !== null);
+    if (runs.length === 0) continue;
+    const m = (f: (x: PrefixJobMetrics) => number) => median(runs.map((r) => f(r.metrics as PrefixJobMetrics)));
+    const shares = Array.from({ length: SERVERS }, (_, i) =>
+      m(
+        (x) =>
+          (100 * x.completed[i]) /
+          Math.max(
+            1,
+            x.completed.reduce((a, b) => a + b, 0),
+          ),
+      ),
+    );
+    const share = shares.map((s, i) => `${s.toFixed(0)}${i === SLOW_INDEX ? '*' : ''}`).join(' / ');
+    rows.push(
+      `| ${t.name} | ${m((x) => x.makespanSec).toFixed(2)} | ${m((x) => x.ttftP50Ms).toFixed(1)} | ${m((x) => x.ttftP99Ms).toFixed(1)} | ${(100 * m((x) => x.cachedRatio)).toFixed(1)} % | ${share} | ${m((x) => x.errors)} |`,
+    );
+  }
+  return rows.join('\n');
+}
+
+function checks(records: Record_[], plans: WorkloadPlan[]): { lines: string[]; allMet: boolean } {
+  const lines = ['| target | measure | median of within-run ratios | runs | met? |', '|---|---|---|---|---|'];
+  let allMet = true;
+  for (const plan of plans) {
+    const figure = plan.headline === 'makespanSec' ? 'makespan' : 'TTFT p50';
+    const base = ratio(records, plan.id, PREFIX, BASELINE, plan.headline);
+    const peer = ratio(records, plan.id, PREFIX, AFFINITY, plan.headline);
+    const metBase = base.ratios.length >= 3 ? base.median <= plan.limit : null;
+    const metPeer = peer.ratios.length >= 3 ? peer.median < 1 : null;
+    if (metBase !== true || metPeer !== true) allMet = false;
+    const word = (met: boolean | null) => (met === null ? 'fewer than 3 runs' : met ? 'yes' : '**no**');
+    const list = (r: number[]) => r.map((x) => x.toFixed(3)).join(' / ');
+    lines.push(
+      `| ${plan.workload.name}: ${figure} ≤ ${plan.limit}x least-loaded | ${figure} | ${base.median.toFixed(3)}x (${list(base.ratios)}) | ${base.ratios.length} | ${word(metBase)} |`,
+      `| ${plan.workload.name}: beats the affinity peer | ${figure} | ${peer.median.toFixed(3)}x (${list(peer.ratios)}) | ${peer.ratios.length} | ${word(metPeer)} |`,
+    );
+  }
+  return { lines, allMet };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const start = startBench('prefix', usage, argv, parse, () => PREFIX_TARGETS.map((t) => t.kind));
+  if (typeof start === 'number') return start;
+  const { opts, machine, work, progress } = start;
+  const records: Record_[] = [];
+  const started = Date.now();
+  try {
+    for (let run = 1; run <= opts.runs; run++) {
+      for (const plan of opts.workloads) {
+        const engine = engineOptions({ quick: false, kvTokens: plan.kvTokens });
+        for (const spec of inRunOrder(PREFIX_TARGETS, run)) {
+          const label = `run ${run}/${opts.runs} ${plan.id} ${spec.name}`;
+          try {
+            await settle(opts.quietWaitMs, progress);
+            const metrics = await runPrefixJob(spec, {
+              servers: SERVERS,
+              engine: (i) => engineFor(engine, i),
+              workload: plan.workload,
+              concurrency: plan.concurrency,
+              proxyCpu: opts.proxyCpu,
+              clientCpu: opts.clientCpu,
+              dir: join(work, `${run}-${plan.id}-${spec.kind}-${spec.balance}`),
+              deadlineMs: 300_000,
+            });
+            records.push({ run, workload: plan.id, target: spec.name, metrics, error: null });
+            progress(
+              `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, TTFT p50 ${metrics.ttftP50Ms.toFixed(1)} ms p99 ${metrics.ttftP99Ms.toFixed(1)} ms, cached ${(100 * metrics.cachedRatio).toFixed(1)} %, errors ${metrics.errors}, completed ${metrics.completed.join('/')}`,
+            );
+          } catch (error) {
+            records.push({ run, workload: plan.id, target: spec.name, metrics: null, error: (error as Error).message });
+            progress(`${label}: FAILED: ${(error as Error).message}`);
+          }
+        }
+      }
+    }
+  } finally {
+    if (!opts.keep) rmSync(work, { recursive: true, force: true });
+  }
+  const e = engineOptions({ quick: false });
+  const verdict = checks(records, opts.workloads);
+  const sections = opts.workloads.flatMap((plan) => [
+    `### ${plan.workload.name}: ${requestCount(plan.workload)} requests, ${plan.workload.kind === 'batch' ? `${plan.concurrency} in flight` : `${plan.workload.conversations.length} conversations, ${plan.concurrency} at once`}, KV pool ${plan.kvTokens} tokens per server`,
+    '',
+    table(records, plan),
+    '',
+  ]);
+  const report = [
+    `## fleetgate prefix bench (medians of ${opts.runs} run${opts.runs === 1 ? '' : 's'})`,
+    '',
+    `Machine: ${machineLine(machine)}. Balancer pinned to core ${opts.proxyCpu ?? '-'}, servers and client to core ${opts.clientCpu ?? '-'}.`,
+    `Servers: ${SERVERS} simulated SGLang with a prefix cache in pages of ${e.pageSize} tokens, tokenMs ${e.tokenMs}, max_running_requests ${e.maxRunningRequests}, prefill ${e.prefillTokensPerMs} tokens/ms; gpu${SLOW_INDEX} (*) is 1.3x slower. A fresh set of servers for every target and run. Every request streams and carries X-Session-Id.`,
+    '',
+    ...sections,
+    '### issue #20 targets',
+    '',
+    ...verdict.lines,
+    '',
+    `All met: ${verdict.allMet ? 'yes' : 'no'}.`,
+    '',
+  ].join('\n');
+  process.stdout.write(report);
+  writeResults(opts.out, 'prefix', started, {
+    machine,
+    options: {
+      runs: opts.runs,
+      quick: opts.quick,
+      workloads: opts.workloads.map((p) => ({
+        id: p.id,
+        requests: requestCount(p.workload),
+        concurrency: p.concurrency,
+        kvTokens: p.kvTokens,
+      })),
+    },
+    targets: verdict,
+    runs: records,
+  });
+  progress(`wrote ${opts.out}`);
+  return records.some((r) => r.metrics !== null) ? 0 : 1;
+}
+
+runBench('bench:prefix', main);

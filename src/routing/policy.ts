@@ -1,0 +1,21 @@
+/** What a picking policy sees and answers. Policies only read candidates; none filters health itself. */
+import type { PromptTraits } from './request-traits.js';
+
+export interface Candidate {
+  readonly name: string;
+  /** Comparable load: in-flight at fleetgate, refined by the backend's reported queue. */
+  readonly load: number;
+  /** The backend reports idle batch slots: it runs fewer than its `max_running_requests` and queues nothing. */
+  readonly idleSlot?: boolean;
+  /** The backend's KV pool in tokens (`max_total_num_tokens`), when reported. */
+  readonly kvTokens?: number | null;
+}
+
+export interface Policy {
+  /** `candidates` is non-empty; `traits` are the request's, where the policy uses them. */
+  pick<C extends Candidate>(candidates: readonly C[], traits?: PromptTraits): C;
+  /** The request was sent to `candidate`. */
+  onDispatch?(candidate: Candidate, traits?: PromptTraits): void;
+  /** The backend left rotation. */
+  forget?(name: string): void;
+}

@@ -1,0 +1,143 @@
+/**
+ * `prefix-aware`: send a request where its prompt prefix is most likely cached, unless that backend
+ * is overloaded next to the least-loaded one; then load wins. Cache affinity alone piles requests
+ * onto one busy server (the hot spots of SGLang PRs #14305 and #14532), so the guard matters as much
+ * as the match. Load is `Candidate.load`, which counts a request from its dispatch on.
+ *
+ * Decisions: `session` (the session key's backend), `cache` (longest match), `load` (the guard
+ * overrode a match), `none` (nothing matched enough: least-loaded).
+ */
+import type { Candidate, Policy } from './policy.js';
+import { PrefixRecord } from './prefix-record.js';
+import type { PromptTraits } from './request-traits.js';
+
+export interface PrefixAwareOptions {
+  /** Memory bound per backend, in blocks. */
+  maxBlocks: number;
+  /** A block not sent to a backend for this long is forgotten; 0 = never by age. */
+  ttlMs: number;
+  /** Least share (0..1) of the request's blocks that must match for the cache to decide. */
+  minMatch: number;
+  /** The matched backend is overloaded when its load exceeds the least load by more than `loadGap`... */
+  loadGap: number;
+  /** ...and is more than `loadRatio` times it. */
+  loadRatio: number;
+  now: () => number;
+}
+
+export type PrefixDecision = 'session' | 'cache' | 'load' | 'none';
+
+export interface PrefixStats {
+  readonly decisions: Readonly<Record<PrefixDecision, number>>;
+  /** Characters of prefix matched on the chosen backend, summed over decisions. */
+  readonly matchedChars: number;
+}
+
+/** The simulator's and a rough tokenizer's figure, to turn a KV pool in tokens into characters. */
+const CHARS_PER_TOKEN = 4;
+/** Sessions remembered; the least recently used are forgotten beyond this. */
+const MAX_SESSIONS = 100_000;
+
+interface Choice<C> {
+  candidate: C;
+  matched: number;
+}
+
+export class PrefixAware implements Policy {
+  readonly #opts: PrefixAwareOptions;
+  readonly #records = new Map<string, PrefixRecord>();
+  /** Session key -> backend name, least recently used first. */
+  readonly #sessions = new Map<string, string>();
+  /** least-loaded: the guard's fallback and the tie-breaker among equal matches. */
+  readonly #leastLoaded: Policy;
+  readonly #decisions: Record<PrefixDecision, number> = { session: 0, cache: 0, load: 0, none: 0 };
+  #matchedChars = 0;
+
+  constructor(opts: PrefixAwareOptions, leastLoaded: Policy) {
+    this.#opts = opts;
+    this.#leastLoaded = leastLoaded;
+  }
+
+  get stats(): PrefixStats {
+    return { decisions: this.#decisions, matchedChars: this.#matchedChars };
+  }
+
+  pick<C extends Candidate>(candidates: readonly C[], traits?: PromptTraits): C {
+    const least = this.#leastLoaded.pick(candidates);
+    if (traits === undefined) return this.#decide('none', least, 0);
+    const pinned = this.#pinned(candidates, traits);
+    if (pinned !== null && !this.#overloaded(pinned, least)) return this.#decide('session', pinned, 0);
+    const best = this.#longestMatch(candidates, traits);
+    if (best === null) return this.#decide('none', least, 0);
+    const chars = best.matched * (traits.blockChars ?? 0);
+    if (this.#overloaded(best.candidate, least)) return this.#decide('load', least, 0);
+    return this.#decide('cache', best.candidate, chars);
+  }
+
+  onDispatch(candidate: Candidate, traits?: PromptTraits): void {
+    if (traits === undefined) return;
+    const now = this.#opts.now();
+    if (traits.prefix !== undefined && traits.prefix.length > 0) {
+      let record = this.#records.get(candidate.name);
+      if (record === undefined) {
+        record = new PrefixRecord({ maxBlocks: this.#opts.maxBlocks, ttlMs: this.#opts.ttlMs });
+        this.#records.set(candidate.name, record);
+      }
+      const blockChars = traits.blockChars ?? 1;
+      const capacity =
+        candidate.kvTokens == null ? null : Math.floor((candidate.kvTokens * CHARS_PER_TOKEN) / blockChars);
+      record.add(traits.prefix, now, capacity);
+    }
+    if (traits.session !== undefined) {
+      this.#sessions.delete(traits.session);
+      this.#sessions.set(traits.session, candidate.name);
+      if (this.#sessions.size > MAX_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value as string);
+    }
+  }
+
+  /** The backend left rotation: whatever it cached is gone (a restart empties its cache). */
+  forget(name: string): void {
+    this.#records.delete(name);
+    for (const [session, backend] of this.#sessions) if (backend === name) this.#sessions.delete(session);
+  }
+
+  /** Blocks recorded for a backend (tests, status). */
+  recordSize(name: string): number {
+    return this.#records.get(name)?.size ?? 0;
+  }
+
+  #pinned<C extends Candidate>(candidates: readonly C[], traits: PromptTraits): C | null {
+    if (traits.session === undefined) return null;
+    const name = this.#sessions.get(traits.session);
+    return name === undefined ? null : (candidates.find((c) => c.name === name) ?? null);
+  }
+
+  /** The candidate with the most leading blocks recorded (ties: least-loaded among them), if enough match. */
+  #longestMatch<C extends Candidate>(candidates: readonly C[], traits: PromptTraits): Choice<C> | null {
+    const prefix = traits.prefix;
+    if (prefix === undefined || prefix.length === 0) return null;
+    const now = this.#opts.now();
+    let matched = 0;
+    const tied: C[] = [];
+    for (const candidate of candidates) {
+      const m = this.#records.get(candidate.name)?.match(prefix, now) ?? 0;
+      if (m === 0 || m < matched) continue;
+      if (m > matched) tied.length = 0;
+      matched = m;
+      tied.push(candidate);
+    }
+    if (matched === 0 || matched < this.#opts.minMatch * prefix.length) return null;
+    return { candidate: tied.length === 1 ? tied[0] : this.#leastLoaded.pick(tied), matched };
+  }
+
+  #overloaded(candidate: Candidate, least: Candidate): boolean {
+    const gap = candidate.load - least.load;
+    return gap > this.#opts.loadGap && candidate.load > least.load * this.#opts.loadRatio;
+  }
+
+  #decide<C extends Candidate>(decision: PrefixDecision, candidate: C, matchedChars: number): C {
+    this.#decisions[decision]++;
+    this.#matchedChars += matchedChars;
+    return candidate;
+  }
+}
