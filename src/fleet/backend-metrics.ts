@@ -5,6 +5,9 @@ export interface BackendLoad {
   running: number;
   queued: number;
   tokenUsage: number | null;
+  /** Counters of work done, for the progress watchdog; null when not reported. */
+  generationTokens: number | null;
+  promptTokens: number | null;
 }
 
 const NAMES = {
@@ -12,11 +15,15 @@ const NAMES = {
     running: 'sglang:num_running_reqs',
     queued: 'sglang:num_queue_reqs',
     usage: 'sglang:token_usage',
+    generation: 'sglang:generation_tokens_total',
+    prompt: 'sglang:prompt_tokens_total',
   },
   vllm: {
     running: 'vllm:num_requests_running',
     queued: 'vllm:num_requests_waiting',
     usage: 'vllm:kv_cache_usage_perc',
+    generation: 'vllm:generation_tokens_total',
+    prompt: 'vllm:prompt_tokens_total',
   },
 } as const;
 
@@ -30,7 +37,14 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
     const nameEnd = line.search(/[{ ]/);
     if (nameEnd <= 0) continue;
     const name = line.slice(0, nameEnd);
-    if (name !== names.running && name !== names.queued && name !== names.usage) continue;
+    if (
+      name !== names.running &&
+      name !== names.queued &&
+      name !== names.usage &&
+      name !== names.generation &&
+      name !== names.prompt
+    )
+      continue;
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
     if (!Number.isFinite(value)) continue;
     if (name === names.usage) usage.push(value);
@@ -42,6 +56,8 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
     running,
     queued: sums.get(names.queued) ?? 0,
     tokenUsage: usage.length > 0 ? Math.max(...usage) : null,
+    generationTokens: sums.get(names.generation) ?? null,
+    promptTokens: sums.get(names.prompt) ?? null,
   };
 }
 

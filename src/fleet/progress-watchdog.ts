@@ -142,7 +142,7 @@ export class ProgressWatchdog<B> {
         `no progress for ${seconds(silentMs)} with ${live.length} request${live.length === 1 ? '' : 's'} in flight ` +
         '(no response byte, no completion, no rise in its token counters)';
       this.#opts.eject(backend, reason);
-      this.#end(live, `backend made no progress for ${seconds(silentMs)}`);
+      this.#end(live, `the backend made no progress for ${seconds(silentMs)}`);
       return;
     }
     if (this.#opts.hasOwnQueue(backend)) return;
@@ -155,13 +155,16 @@ export class ProgressWatchdog<B> {
     );
     if (stuck.length === 0) return;
     watch.stuckStreams += stuck.length;
-    const what = `stream got no first byte in ${seconds(timeout)} while streams sent later to the backend did`;
+    const what = `no first byte in ${seconds(timeout)} while streams sent later to the backend got theirs`;
     this.#end(stuck, what);
     if (watch.stuckStreams < 2) return;
-    this.#opts.eject(backend, `${watch.stuckStreams} streams got no first byte in ${seconds(timeout)} while streams sent later did (a dead DP rank?)`);
+    this.#opts.eject(
+      backend,
+      `${watch.stuckStreams} streams got no first byte in ${seconds(timeout)} while streams sent later did (a dead DP rank?)`,
+    );
     // Out of rotation: its silent requests (on the dead rank, for all we know) go elsewhere.
     const silent = live.filter((r) => !r.ended && r.firstByteAt === null && now - r.dispatchedAt >= timeout);
-    this.#end(silent, `backend ejected: no first byte in ${seconds(timeout)}`);
+    this.#end(silent, `the backend was ejected and this request had no byte in ${seconds(timeout)}`);
   }
 
   #end(requests: Request[], reason: string): void {

@@ -82,6 +82,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
       upstreamApiKey: config.upstream.api_key,
       clientStallTimeout: config.upstream.stream_idle_timeout,
+      watchdog: fleet.watchdog,
       logger: opts.logger,
     }),
   });

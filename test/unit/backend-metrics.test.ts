@@ -14,19 +14,35 @@ sglang:num_queue_reqs{model_name="m",tp_rank="1"} 0.0
 sglang:token_usage{model_name="m",tp_rank="0"} 0.42
 sglang:token_usage{model_name="m",tp_rank="1"} 0.17
 sglang:num_running_reqs_total_fake 99
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="m"} 7.557572e+06
 `;
 
 const VLLM = `vllm:num_requests_running{engine="0",model_name="m"} 7.0
 vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
 vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
+vllm:generation_tokens_total{engine="0",model_name="m"} 1200.0
+vllm:prompt_tokens_total{engine="0",model_name="m"} 3400.0
 `;
 
 test('SGLang gauges are summed over ranks; KV usage is the fullest rank', () => {
-  assert.deepEqual(parseBackendLoad(SGLANG, 'sglang'), { running: 15, queued: 5, tokenUsage: 0.42 });
+  assert.deepEqual(parseBackendLoad(SGLANG, 'sglang'), {
+    running: 15,
+    queued: 5,
+    tokenUsage: 0.42,
+    generationTokens: 7_557_572,
+    promptTokens: null,
+  });
 });
 
 test('vLLM names', () => {
-  assert.deepEqual(parseBackendLoad(VLLM, 'vllm'), { running: 7, queued: 2, tokenUsage: 0.5 });
+  assert.deepEqual(parseBackendLoad(VLLM, 'vllm'), {
+    running: 7,
+    queued: 2,
+    tokenUsage: 0.5,
+    generationTokens: 1200,
+    promptTokens: 3400,
+  });
 });
 
 test('no running gauge means no report (fall back to in-flight counts)', () => {
