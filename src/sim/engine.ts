@@ -63,6 +63,8 @@ export class Engine {
   #onRetract: (count: number) => void;
   #queue: EngineRequest[] = [];
   #running = new Set<EngineRequest>();
+  /** Running requests whose prompt is still being prefilled in chunks: tokens left. */
+  #prefilling = new Map<EngineRequest, number>();
   #used = 0;
   #ratio = INIT_RATIO;
   #cancelStep: (() => void) | null = null;
@@ -102,15 +104,14 @@ export class Engine {
 
   submit(request: EngineRequest): void {
     this.#stats.requests++;
-    this.#stats.prompt += request.promptTokens;
     this.#queue.push(request);
     this.#kick();
   }
 
   /** Frees the request's slot and KV; its `onFinish` gets 'abort'. False if it already finished. */
   abort(request: EngineRequest): boolean {
-    if (this.#running.delete(request)) {
-      this.#used -= request.promptTokens + request.generated;
+    if (this.#running.has(request)) {
+      this.#release(request);
     } else {
       const index = this.#queue.indexOf(request);
       if (index < 0) return false;
@@ -138,6 +139,7 @@ export class Engine {
     this.halt();
     this.#queue = [];
     this.#running.clear();
+    this.#prefilling.clear();
     this.#used = 0;
   }
 
@@ -175,8 +177,10 @@ export class Engine {
     const admitted = this.#admit();
     if (this.#running.size === 0) return;
     const o = this.#opts;
-    let prefillTokens = 0;
-    for (const request of admitted) prefillTokens += request.promptTokens + request.generated;
+    let prefillTokens = this.#prefillChunk();
+    for (const request of admitted) {
+      if (!this.#prefilling.has(request)) prefillTokens += request.promptTokens + request.generated;
+    }
     const decodeMs = o.tokenMs * (1 + o.batchPenalty * this.#running.size) * o.slowdown;
     const prefillMs = o.prefillTokensPerMs > 0 ? (prefillTokens / o.prefillTokensPerMs) * o.slowdown : 0;
     const ms = decodeMs + prefillMs;
@@ -196,7 +200,12 @@ export class Engine {
       if (this.#running.size > 0 && this.#used + reserved + wants > o.maxTotalNumTokens) break;
       this.#queue.shift();
       this.#running.add(head);
-      this.#used += occupies;
+      if (o.chunkedPrefillTokens > 0 && occupies > o.chunkedPrefillTokens) {
+        this.#prefilling.set(head, occupies);
+      } else {
+        this.#used += occupies;
+        this.#stats.prompt += occupies;
+      }
       reserved += this.#reserve(head);
       admitted.push(head);
     }
@@ -218,6 +227,35 @@ export class Engine {
     return admitted;
   }
 
+  /** Prefills up to one chunk of the prompts waiting for it, oldest first; returns the tokens done. */
+  #prefillChunk(): number {
+    let budget = this.#opts.chunkedPrefillTokens;
+    let done = 0;
+    for (const [request, left] of this.#prefilling) {
+      if (budget <= 0) break;
+      const take = Math.min(left, budget);
+      budget -= take;
+      done += take;
+      this.#used += take;
+      if (take === left) this.#prefilling.delete(request);
+      else this.#prefilling.set(request, left - take);
+    }
+    this.#stats.prompt += done;
+    return done;
+  }
+
+  /** KV slots the request holds now (less than its length while its prompt is still prefilling). */
+  #allocated(request: EngineRequest): number {
+    return request.promptTokens + request.generated - (this.#prefilling.get(request) ?? 0);
+  }
+
+  /** Takes a running request out of the batch and frees its KV. */
+  #release(request: EngineRequest): void {
+    this.#used -= this.#allocated(request);
+    this.#prefilling.delete(request);
+    this.#running.delete(request);
+  }
+
   /** Before a decode step every running request needs one more slot. */
   #retractIfFull(): void {
     const max = this.#opts.maxTotalNumTokens;
@@ -227,8 +265,7 @@ export class Engine {
     let retracted = 0;
     while (this.#used + this.#running.size > max && this.#running.size > 1) {
       const victim = victims.pop() as EngineRequest;
-      this.#running.delete(victim);
-      this.#used -= victim.promptTokens + victim.generated;
+      this.#release(victim);
       victim.retractions++;
       this.#queue.unshift(victim);
       retracted++;
@@ -252,7 +289,7 @@ export class Engine {
     let tokens = 0;
     for (const request of batch) {
       // A callback may have aborted another member of the batch (its client went away).
-      if (!this.#running.has(request)) continue;
+      if (!this.#running.has(request) || this.#prefilling.has(request)) continue;
       request.generated++;
       tokens++;
       this.#used++;
@@ -284,8 +321,8 @@ export class Engine {
   }
 
   #finish(request: EngineRequest, reason: FinishReason): void {
-    if (!this.#running.delete(request)) return;
-    this.#used -= request.promptTokens + request.generated;
+    if (!this.#running.has(request)) return;
+    this.#release(request);
     request.onFinish(request, reason);
   }
 }

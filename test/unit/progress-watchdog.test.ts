@@ -81,7 +81,10 @@ describe('progress watchdog: no progress at all', () => {
     const h = harness();
     const request = h.send('a', false);
     let tokens = 0;
-    h.run(10 * 60_000, () => h.watchdog.reported('a', report((tokens += 40))));
+    h.run(10 * 60_000, () => {
+      tokens += 40;
+      h.watchdog.reported('a', report(tokens));
+    });
     assert.deepEqual(h.ejections, []);
     assert.equal(request.ended, null);
   });
@@ -90,7 +93,10 @@ describe('progress watchdog: no progress at all', () => {
     const h = harness();
     const request = h.send('a', false);
     let kv = 0;
-    h.run(3 * TIMEOUT, () => h.watchdog.reported('a', report(0, (kv += 0.001))));
+    h.run(3 * TIMEOUT, () => {
+      kv += 0.001;
+      h.watchdog.reported('a', report(0, kv));
+    });
     assert.deepEqual(h.ejections, []);
     assert.equal(request.ended, null);
   });
@@ -194,7 +200,10 @@ describe('progress watchdog: stuck streams (one dead DP rank)', () => {
     const first = h.send('a', true);
     const other = h.send('a', false);
     let tokens = 0;
-    h.run(3 * TIMEOUT, () => h.watchdog.reported('a', report((tokens += 1))));
+    h.run(3 * TIMEOUT, () => {
+      tokens += 1;
+      h.watchdog.reported('a', report(tokens));
+    });
     assert.equal(first.ended, null);
     assert.equal(other.ended, null);
     assert.deepEqual(h.ejections, []);
