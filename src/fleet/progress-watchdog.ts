@@ -9,9 +9,9 @@
  *   response byte or completed, and its reported token counters and KV use did not move. It is
  *   ejected and every request on it is ended.
  * - **Stuck streams (one dead DP rank).** A stream with no first byte after `timeoutMs`, while a
- *   stream dispatched later to the same backend got its first byte, is stuck and ended. The second
- *   stuck stream ejects the backend; then every request on it that waited `timeoutMs` with no byte
- *   is ended too. Not judged while the backend reports a queue of its own: there a stream may wait
+ *   request dispatched later to the same backend got its first byte, is stuck and ended. The second
+ *   stuck stream ejects the backend; then every request on it with no byte yet is ended too (it may
+ *   sit on the dead rank). Not judged while the backend reports a queue of its own: there a stream may wait
  *   its turn behind others on another rank.
  *
  * Bytes are polled at each tick (`bytes()`), so the data path pays nothing per chunk.
@@ -63,8 +63,8 @@ interface Watch {
   requests: Set<Request>;
   /** Start of the current silence: the latest progress, or when the backend began to hold requests. */
   silentSince: number;
-  /** Dispatch time of the latest-dispatched stream that got its first byte. */
-  latestAnsweredStream: number;
+  /** Dispatch time of the latest-dispatched request that got its first byte (a stream's first chunk, a whole plain answer). */
+  latestAnswered: number;
   stuckStreams: number;
   wasReady: boolean;
   reported: ReportedProgress | null;
@@ -151,20 +151,20 @@ export class ProgressWatchdog<B> {
         r.streamed &&
         r.firstByteAt === null &&
         now - r.dispatchedAt >= timeout &&
-        r.dispatchedAt < watch.latestAnsweredStream,
+        r.dispatchedAt < watch.latestAnswered,
     );
     if (stuck.length === 0) return;
     watch.stuckStreams += stuck.length;
-    const what = `no first byte in ${seconds(timeout)} while streams sent later to the backend got theirs`;
+    const what = `no first byte in ${seconds(timeout)} while requests sent later to the backend got theirs`;
     this.#end(stuck, what);
     if (watch.stuckStreams < 2) return;
     this.#opts.eject(
       backend,
-      `${watch.stuckStreams} streams got no first byte in ${seconds(timeout)} while streams sent later did (a dead DP rank?)`,
+      `${watch.stuckStreams} streams got no first byte in ${seconds(timeout)} while requests sent later did (a dead DP rank?)`,
     );
-    // Out of rotation: its silent requests (on the dead rank, for all we know) go elsewhere.
-    const silent = live.filter((r) => !r.ended && r.firstByteAt === null && now - r.dispatchedAt >= timeout);
-    this.#end(silent, `the backend was ejected and this request had no byte in ${seconds(timeout)}`);
+    // Out of rotation: any of its requests with no byte yet may sit on the dead rank; they go elsewhere.
+    const silent = live.filter((r) => !r.ended && r.firstByteAt === null);
+    this.#end(silent, 'the backend was ejected (a dead DP rank?) before this request got a byte');
   }
 
   #end(requests: Request[], reason: string): void {
@@ -180,7 +180,7 @@ export class ProgressWatchdog<B> {
     watch.silentSince = now;
     if (request.firstByteAt !== null) return;
     request.firstByteAt = now;
-    if (request.streamed) watch.latestAnsweredStream = Math.max(watch.latestAnsweredStream, request.dispatchedAt);
+    watch.latestAnswered = Math.max(watch.latestAnswered, request.dispatchedAt);
   }
 
   #watch(backend: B): Watch {
@@ -189,7 +189,7 @@ export class ProgressWatchdog<B> {
       watch = {
         requests: new Set(),
         silentSince: this.#opts.now(),
-        latestAnsweredStream: Number.NEGATIVE_INFINITY,
+        latestAnswered: Number.NEGATIVE_INFINITY,
         stuckStreams: 0,
         wasReady: this.#opts.isReady(backend),
         reported: null,

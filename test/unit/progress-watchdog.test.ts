@@ -182,11 +182,11 @@ describe('progress watchdog: stuck streams (one dead DP rank)', () => {
     const fleet = deadRank(h);
     h.run(TIMEOUT + 10_000, fleet.each);
     assert.ok(fleet.dead[0].ended, 'the first dead-rank stream is ended');
-    assert.match(fleet.dead[0].ended ?? '', /no first byte in 60s while streams sent later to the backend got theirs/);
+    assert.match(fleet.dead[0].ended ?? '', /no first byte in 60s while requests sent later to the backend got theirs/);
     assert.deepEqual(h.ejections, [], 'one stuck stream does not eject');
     h.run(30_000, fleet.each);
     assert.equal(h.ejections.length, 1);
-    assert.match(h.ejections[0][1], /2 streams got no first byte in 60s while streams sent later did/);
+    assert.match(h.ejections[0][1], /2 streams got no first byte in 60s while requests sent later did/);
     assert.match(
       fleet.nonStreamedOnDeadRank.ended ?? '',
       /was ejected/,
