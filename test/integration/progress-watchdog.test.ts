@@ -2,79 +2,15 @@
  * The progress watchdog with no `log:` configured, against simulated backends under load: a backend
  * whose scheduler died (HTTP alive), one that hangs, and one with a dead DP rank each leave rotation
  * within `health.progress_timeout` + 5 s, and every request in flight on them ends as it should
- * (non-streamed ones re-sent and answered, streams ended with the error event and no [DONE]). Three
- * healthy slow cases are never ejected.
+ * (non-streamed ones re-sent and answered, streams ended with the error event and no [DONE]).
+ * progress-watchdog-healthy.test.ts has the healthy slow cases.
  */
 import assert from 'node:assert/strict';
 import { type TestContext, test } from 'node:test';
-import type { Gateway } from '../../src/proxy/gateway.js';
 import type { SimServer } from '../../src/sim/index.js';
 import { startReadyFleet } from '../helpers/fleet.js';
+import { CONFIG, load, PROGRESS_TIMEOUT_MS, transitions } from '../helpers/progress-load.js';
 import { waitFor } from '../helpers/wait.js';
-
-const PROGRESS_TIMEOUT_MS = 1_500;
-const CONFIG = {
-  health: { progress_timeout: `${PROGRESS_TIMEOUT_MS}ms`, interval: '10s', starting_interval: '3s' },
-  routing: { load_interval: '100ms' },
-};
-
-interface Outcome {
-  streamed: boolean;
-  status: number;
-  /** Streams: ended with `data: [DONE]`. Plain: a JSON body with a completion. */
-  complete: boolean;
-  /** Streams: the SSE error event fleetgate writes when the upstream fails mid-stream. */
-  errorEvent: boolean;
-  error: string | null;
-}
-
-async function call(url: string, streamed: boolean, maxTokens: number): Promise<Outcome> {
-  const outcome: Outcome = { streamed, status: 0, complete: false, errorEvent: false, error: null };
-  try {
-    const res = await fetch(`${url}/v1/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'm', prompt: 'hello', max_tokens: maxTokens, stream: streamed }),
-      signal: AbortSignal.timeout(20_000),
-    });
-    outcome.status = res.status;
-    const text = await res.text();
-    if (streamed) {
-      outcome.complete = text.includes('data: [DONE]');
-      outcome.errorEvent = /data: \{"error":\{"message":"[^"]*","type":"upstream_error","code":502\}\}\n\n$/.test(text);
-    } else {
-      outcome.complete = res.status === 200 && Array.isArray(JSON.parse(text).choices);
-    }
-  } catch (error) {
-    outcome.error = (error as Error).message;
-  }
-  return outcome;
-}
-
-/** `clients` loops until `stop()`, bounded in count; `streamed(client, n)` picks each request's kind. */
-function load(url: string, clients: number, maxTokens: number, streamed: (i: number, n: number) => boolean) {
-  let stopped = false;
-  const outcomes: Outcome[] = [];
-  const loops = Array.from({ length: clients }, async (_, i) => {
-    for (let n = 0; n < 200 && !stopped; n++) outcomes.push(await call(url, streamed(i, n), maxTokens));
-  });
-  return {
-    outcomes,
-    stop: async () => {
-      stopped = true;
-      await Promise.all(loops);
-      return outcomes;
-    },
-  };
-}
-
-function transitions(gateway: Gateway) {
-  const seen: Array<{ backend: string; to: string; reason: string | null; at: number }> = [];
-  gateway.fleet.registry.on('transition', (e) =>
-    seen.push({ backend: e.backend.name, to: e.to, reason: e.reason, at: performance.now() }),
-  );
-  return seen;
-}
 
 async function faultUnderLoad(
   t: TestContext,
@@ -137,64 +73,5 @@ test('dp_rank_dead: two streams with no first byte while later ones got theirs e
     },
   );
   // The dead rank sends no byte at all, so every stuck request could be re-sent whole.
-  assert.ok(outcomes.every((o) => o.complete));
-});
-
-async function neverEjected(gateway: Gateway, work: Promise<unknown>) {
-  const seen = transitions(gateway);
-  await work;
-  assert.deepEqual(seen, [], 'no backend left rotation');
-}
-
-test('healthy: a non-streamed generation silent for several timeouts is kept while its backend reports tokens', async (t) => {
-  const { gateway, url } = await startReadyFleet(t, [{ engine: { tokenMs: 10 } }], CONFIG);
-  const started = performance.now();
-  const answer = call(url, false, 400);
-  await neverEjected(gateway, answer);
-  const outcome = await answer;
-  assert.ok(outcome.complete, 'answered whole');
-  assert.ok(performance.now() - started > 2 * PROGRESS_TIMEOUT_MS, 'it really was silent for over 2 timeouts');
-});
-
-test('healthy: a long prefill (chunked, KV use growing) is kept though its stream has no first byte for seconds', async (t) => {
-  const { gateway, url } = await startReadyFleet(
-    t,
-    [{ engine: { tokenMs: 2, prefillTokensPerMs: 10, chunkedPrefillTokens: 2_000 } }],
-    CONFIG,
-  );
-  const started = performance.now();
-  let firstByteMs = 0;
-  const answer = fetch(`${url}/generate`, {
-    method: 'POST',
-    body: JSON.stringify({
-      input_ids: Array.from({ length: 40_000 }, (_, i) => i % 1000),
-      stream: true,
-      sampling_params: { max_new_tokens: 20 },
-    }),
-    signal: AbortSignal.timeout(30_000),
-  }).then(async (res) => {
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    let text = '';
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return text;
-      if (firstByteMs === 0) firstByteMs = performance.now() - started;
-      text += Buffer.from(value).toString();
-    }
-  });
-  await neverEjected(gateway, answer);
-  assert.ok((await answer).includes('[DONE]'), 'the stream completed');
-  assert.ok(firstByteMs > 2 * PROGRESS_TIMEOUT_MS, `prefill took ${Math.round(firstByteMs)} ms, over 2 timeouts`);
-});
-
-test('healthy: a backend whose own queue holds streams for several timeouts under a flood is kept', async (t) => {
-  const { gateway, url, sims } = await startReadyFleet(t, [{ engine: { tokenMs: 5, maxRunningRequests: 2 } }], {
-    ...CONFIG,
-    routing: { ...CONFIG.routing, max_inflight_per_backend: 0 },
-  });
-  const flood = Promise.all(Array.from({ length: 24 }, (_, i) => call(url, i % 3 !== 0, 60)));
-  await waitFor(() => sims[0].counters.requests >= 24, { what: 'the flood at the backend' });
-  await neverEjected(gateway, flood);
-  const outcomes = await flood;
   assert.ok(outcomes.every((o) => o.complete));
 });
