@@ -218,6 +218,7 @@ export class Launch implements LaunchHost, HttpHost {
     this.#deadRankDebt += this.#deadRankShare;
     if (this.#deadRankDebt < 1) return false;
     this.#deadRankDebt -= 1;
+    this.counters.deadRank++;
     return true;
   }
 

@@ -143,6 +143,8 @@ export interface SimCounters {
   retractions: number;
   /** Tokens generated for clients (the server's own warm-up excluded). */
   generatedTokens: number;
+  /** `dp_rank_dead`: generation requests that landed on the dead rank (held forever, no byte). */
+  deadRank: number;
 }
 
 /** Paths that do not count in `SimCounters.requests`. */
@@ -168,5 +170,6 @@ export function newCounters(): SimCounters {
     completed: 0,
     retractions: 0,
     generatedTokens: 0,
+    deadRank: 0,
   };
 }
