@@ -23,7 +23,7 @@ export interface HttpHost extends GenerationHost {
   /** Requests the hung server holds forever (until stop). */
   readonly held: Set<ServerResponse>;
   /** `dp_rank_dead`: this generation request goes to the dead rank and gets nothing back. */
-  landsOnDeadRank(): boolean;
+  landsOnDeadRank(streamed: boolean): boolean;
 }
 
 type Handler = (host: HttpHost, req: IncomingMessage, res: ServerResponse, path: string) => void;
@@ -114,7 +114,7 @@ function generation(api: 'generate' | 'chat' | 'completion'): Handler {
         host.log.access(client(req), req.method ?? 'POST', req.url ?? '/', 400);
         return sendError(res, spec);
       }
-      if (host.landsOnDeadRank()) return hold(host, res);
+      if (host.landsOnDeadRank(spec.job.stream)) return hold(host, res);
       runGeneration(host, res, spec, () => host.log.access(client(req), req.method ?? 'POST', req.url ?? '/', 200));
     });
   };

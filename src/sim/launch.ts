@@ -213,12 +213,13 @@ export class Launch implements LaunchHost, HttpHost {
    * Whether this new request lands on the dead DP rank: spread evenly (every other one at 0.5), as
    * DP round-robin would send them.
    */
-  landsOnDeadRank(): boolean {
+  landsOnDeadRank(streamed: boolean): boolean {
     if (this.#deadRankShare === 0) return false;
     this.#deadRankDebt += this.#deadRankShare;
     if (this.#deadRankDebt < 1) return false;
     this.#deadRankDebt -= 1;
     this.counters.deadRank++;
+    if (streamed) this.counters.deadRankStreams++;
     return true;
   }
 

@@ -145,6 +145,8 @@ export interface SimCounters {
   generatedTokens: number;
   /** `dp_rank_dead`: generation requests that landed on the dead rank (held forever, no byte). */
   deadRank: number;
+  /** Of those, the streamed ones. */
+  deadRankStreams: number;
 }
 
 /** Paths that do not count in `SimCounters.requests`. */
@@ -171,5 +173,6 @@ export function newCounters(): SimCounters {
     retractions: 0,
     generatedTokens: 0,
     deadRank: 0,
+    deadRankStreams: 0,
   };
 }

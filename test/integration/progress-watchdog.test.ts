@@ -97,8 +97,9 @@ test('dp_rank_dead: two streams with no first byte while later ones got theirs e
       clients: 12,
       maxTokens: 60,
       streamed: (i, n) => (i + n) % 4 !== 0,
-      // Requests already running when the rank dies finish; the fault shows with the first one on it.
-      visible: (sim) => sim.counters.deadRank >= 1,
+      // The rule judges streams that land on the dead rank (running ones finish, a plain one there
+      // waits for the ejection): the deadline counts from the second such stream.
+      visible: (sim) => sim.counters.deadRankStreams >= 2,
     },
   );
   // The dead rank sends no byte at all, so every stuck request could be re-sent whole.
