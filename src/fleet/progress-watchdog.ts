@@ -15,6 +15,13 @@
  *   its turn behind others on another rank.
  *
  * Bytes are polled at each tick (`bytes()`), so the data path pays nothing per chunk.
+ *
+ * Wiring (the whole interface; fleet.ts owns the instance, the ticks and `reported`/`forget`):
+ * per upstream attempt, once the backend is chosen, the data path calls
+ * `track(backend, { streamed, bytes, end })` and keeps the handle; `streamed` is the body's
+ * `"stream": true`, `bytes()` the 2xx body bytes relayed so far, `end(reason)` abandons the attempt
+ * through the same path as an upstream failure (re-sent if nothing reached the client, else the SSE
+ * error event or a cut). When the attempt ends for any reason it calls `handle.done(completed)`.
  */
 
 /** What the backend's `/metrics` says about work done; any rise or change is progress. */
