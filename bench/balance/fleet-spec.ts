@@ -43,6 +43,7 @@ export function engineOptions(s: JobSizes): SimEngineOptions {
     batchPenalty: 0.002,
     slowdown: 1,
     prefillTokensPerMs: 100,
+    chunkedPrefillTokens: 0,
     defaultMaxTokens: 16,
     pageSize: 16,
   };

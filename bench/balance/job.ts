@@ -7,7 +7,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SimEngineOptions } from '../../src/sim/index.js';
-import { closedLoop, LoadClient } from '../lib/load.js';
+import { BENCH_DEADLINE, closedLoop, LoadClient, REQUEST_TIME_LIMIT } from '../lib/load.js';
 import { SimHost } from '../lib/sim-control.js';
 import { percentileSorted, Samples } from '../lib/stats.js';
 import { startTarget, type TargetSpec } from '../lib/targets.js';
@@ -23,12 +23,26 @@ export interface FaultPlan {
   restartAfterMs: number;
 }
 
+/**
+ * One server's scheduler dies once this share of the job is done; its HTTP server stays up and its
+ * `/health` keeps answering 200 (SGLang v0.4 with no log to read): only traffic can tell.
+ */
+export interface SchedulerDeadPlan {
+  index: number;
+  atShare: number;
+}
+
 export interface JobOptions {
   servers: number;
   engine: (i: number) => SimEngineOptions;
   jobs: Job[];
   concurrency: number;
   fault: FaultPlan | null;
+  schedulerDead?: SchedulerDeadPlan | null;
+  /** The client aborts a request still running after this long (0 = never). */
+  requestTimeoutMs?: number;
+  /** After `deadlineMs` no request starts; after this much more the ones in flight are aborted. */
+  graceMs?: number;
   proxyCpu: number | null;
   clientCpu: number | null;
   dir: string;
@@ -52,12 +66,15 @@ export interface JobMetrics {
   generatedTokens: number;
   /** Whether the deadline cut the job short. */
   cut: boolean;
+  /** Requests that never completed: cut by the per-request or the run's time limit, or never sent. */
+  neverCompleted: number;
 }
 
 const PATH = '/v1/chat/completions';
 
 export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMetrics> {
   const fault = opts.fault;
+  const dead = opts.schedulerDead ?? null;
   mkdirSync(opts.dir, { recursive: true });
   const sims = await SimHost.start({
     count: opts.servers,
@@ -66,6 +83,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
     logDir: opts.dir,
     lateMs: (i) => (fault && i === fault.lateIndex ? fault.lateMs : undefined),
     restartAfterMs: fault ? fault.restartAfterMs : null,
+    version: dead ? 'old' : undefined,
   });
   try {
     const target = await startTarget(spec, {
@@ -74,23 +92,27 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
       dir: join(opts.dir, 'proxy'),
       readyBackends: fault ? opts.servers - 1 : opts.servers,
     });
-    const client = new LoadClient(target.urls, opts.concurrency);
+    const client = new LoadClient(target.urls, opts.concurrency, { requestTimeoutMs: opts.requestTimeoutMs });
     try {
       const latencies = new Samples(opts.jobs.length);
       let done = 0;
       let crashed = false;
+      let timedOut = 0;
       const crashAt = fault ? Math.floor(opts.jobs.length * fault.crashAtShare) : Number.POSITIVE_INFINITY;
+      const deadAt = dead ? Math.floor(opts.jobs.length * dead.atShare) : Number.POSITIVE_INFINITY;
       if (fault) await sims.go();
       const side = opts.alongside?.(target.urls);
       const result = await closedLoop(client, {
         concurrency: opts.concurrency,
         total: opts.jobs.length,
         deadlineMs: opts.deadlineMs,
-        graceMs: 5_000,
+        graceMs: opts.graceMs ?? 5_000,
         send: (i) => client.post(PATH, opts.jobs[i].body),
         onOutcome: (o) => {
           latencies.push(o.endMs - o.startMs);
           done++;
+          if (o.error === REQUEST_TIME_LIMIT || o.error === BENCH_DEADLINE) timedOut++;
+          if (dead && done === deadAt) void sims.schedulerDead(dead.index);
           if (fault && !crashed && done >= crashAt) {
             crashed = true;
             void sims.crash(fault.crashIndex);
@@ -112,6 +134,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
         received: stats.map((s) => s.counters.requests),
         generatedTokens: stats.reduce((sum, s) => sum + s.counters.generatedTokens, 0),
         cut: result.cut,
+        neverCompleted: timedOut + (opts.jobs.length - result.sent),
       };
     } finally {
       await client.close();

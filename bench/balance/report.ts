@@ -181,3 +181,39 @@ export function renderChecks(checks: BalanceCheck[]): string {
     checks.map((c) => [c.target, c.value, c.met === null ? '—' : c.met ? 'yes' : 'NO']),
   );
 }
+
+/**
+ * The scheduler-dead variant: what the client saw per balancer, every run listed (the medians hide
+ * a run that hung). Errors exclude the requests the time limits cut, counted as never completed.
+ */
+export function renderSchedulerDeadTable(records: BalanceRecord[], targets: string[]): string {
+  const rows = targets.map((target) => {
+    const runs = records.filter((r) => r.target === target);
+    const ok = runs.filter((r) => r.metrics !== null).map((r) => r.metrics as JobMetrics);
+    const each = (f: (x: JobMetrics) => number, digits = 0) => ok.map((x) => f(x).toFixed(digits)).join(' / ');
+    const errors = (x: JobMetrics) => x.errors - x.neverCompleted;
+    return [
+      target,
+      ok.length === 0 ? '-' : median(ok.map((x) => x.makespanSec)).toFixed(1),
+      each((x) => x.makespanSec, 1),
+      ok.length === 0 ? '-' : String(median(ok.map(errors))),
+      each(errors),
+      ok.length === 0 ? '-' : String(median(ok.map((x) => x.neverCompleted))),
+      each((x) => x.neverCompleted),
+      String(runs.length - ok.length),
+    ];
+  });
+  return markdownTable(
+    [
+      'target',
+      'makespan s (median)',
+      'makespan s (each run)',
+      'client-visible errors (median)',
+      'errors (each run)',
+      'never completed (median)',
+      'never completed (each run)',
+      'failed runs',
+    ],
+    rows,
+  );
+}

@@ -3,6 +3,7 @@
  * SGLang servers with continuous batching and a KV-cache pool (one 30% slower), a job with
  * heavy-tailed answer lengths sent at fixed concurrency through one URL, and every balancer on a
  * fresh set of servers. `--fault`: one server starts late, one crashes mid-run and comes back.
+ * `--fault-kind scheduler-dead`: one server's scheduler dies mid-run with HTTP up and `/health` 200.
  * Markdown table on stdout, JSON in bench/results/, progress on stderr.
  */
 import { rmSync } from 'node:fs';
@@ -29,12 +30,13 @@ import {
   SLOWDOWN,
   workloadSpec,
 } from './fleet-spec.js';
-import { type FaultPlan, runJob } from './job.js';
+import { type FaultPlan, runJob, type SchedulerDeadPlan } from './job.js';
 import {
   type BalanceRecord,
   checkTargets,
   eachAgainstTheOthers,
   renderChecks,
+  renderSchedulerDeadTable,
   renderTable,
   summarize,
   type TargetSummary,
@@ -47,6 +49,12 @@ const usage = `usage: npm run bench:balance -- [options]
   --runs N              repetitions (default 3; --quick: 1)
   --quick               tiny sizes, for a smoke run
   --fault               one server starts late, one crashes mid-run and is relaunched
+  --fault-kind KIND     crash (= --fault) or scheduler-dead: gpu2's scheduler dies when 35% of the
+                        job is done; its HTTP stays up and /health answers 200 (SGLang v0.4), no log
+                        configured; the client has a per-request and a run time limit
+  --request-timeout SEC scheduler-dead: the client aborts a request after SEC (default 120)
+  --run-timeout SEC     scheduler-dead: no request starts after SEC, in-flight ones are aborted
+                        then (default 300)
   --targets LIST        ids or prefixes: ${BALANCE_TARGETS.map((t) => t.id).join(', ')} (default all)
   --requests N          requests in the job (default 3000)
   --concurrency N       requests in flight (default 4x the fleet's batch slots: 896 = 128 per
@@ -72,6 +80,9 @@ function parse(argv: string[]) {
     options: {
       ...COMMON_OPTIONS,
       fault: { type: 'boolean' },
+      'fault-kind': { type: 'string' },
+      'request-timeout': { type: 'string' },
+      'run-timeout': { type: 'string' },
       requests: { type: 'string' },
       concurrency: { type: 'string' },
       'token-ms': { type: 'string' },
@@ -100,17 +111,28 @@ function parse(argv: string[]) {
   const workload = workloadSpec(sizes);
   const engine = engineOptions(sizes);
   const maxRunning = engine.maxRunningRequests;
-  const fault: FaultPlan | null = values.fault
-    ? {
-        lateIndex: 5,
-        lateMs: quick ? 300 : 2000,
-        crashIndex: 2,
-        crashAtShare: 0.35,
-        restartAfterMs: quick ? 300 : 1000,
-      }
-    : null;
+  const kind = values['fault-kind'] ?? (values.fault ? 'crash' : undefined);
+  if (kind !== undefined && kind !== 'crash' && kind !== 'scheduler-dead') {
+    throw new Error(`--fault-kind: expected crash or scheduler-dead, got '${kind}'`);
+  }
+  const schedulerDead: SchedulerDeadPlan | null = kind === 'scheduler-dead' ? { index: 2, atShare: 0.35 } : null;
+  const fault: FaultPlan | null =
+    kind === 'crash'
+      ? {
+          lateIndex: 5,
+          lateMs: quick ? 300 : 2000,
+          crashIndex: 2,
+          crashAtShare: 0.35,
+          restartAfterMs: quick ? 300 : 1000,
+        }
+      : null;
+  const resultName = kind === 'scheduler-dead' ? 'balance-scheduler-dead' : `balance${fault ? '-fault' : ''}`;
   return {
-    ...commonSettings(values, `balance${values.fault ? '-fault' : ''}`),
+    ...commonSettings(values, resultName),
+    resultName,
+    schedulerDead,
+    requestTimeoutMs: num(values['request-timeout'], 'request-timeout', 120) * 1000,
+    runTimeoutMs: num(values['run-timeout'], 'run-timeout', 300) * 1000,
     targets: selectTargets(values.targets ?? BALANCE_TARGETS.map((t) => t.id).join(',')),
     concurrency: num(values.concurrency, 'concurrency', SCRIPT_CONCURRENCY_PER_SLOT * maxRunning * SERVERS),
     workload,
@@ -146,14 +168,19 @@ async function main(argv: string[]): Promise<number> {
             jobs,
             concurrency: opts.concurrency,
             fault: opts.fault,
+            ...(opts.schedulerDead && {
+              schedulerDead: opts.schedulerDead,
+              requestTimeoutMs: opts.requestTimeoutMs,
+              graceMs: 0,
+            }),
             proxyCpu: opts.proxyCpu,
             clientCpu: opts.clientCpu,
             dir: join(work, `${run}-${spec.id}`),
-            deadlineMs: Math.max(60_000, lb.seconds * 1000 * 10),
+            deadlineMs: opts.schedulerDead ? opts.runTimeoutMs : Math.max(60_000, lb.seconds * 1000 * 10),
           });
           records.push({ run, target: spec.name, metrics, error: null });
           progress(
-            `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, p99 ${metrics.p99Sec.toFixed(2)} s, retractions ${metrics.retractions}, errors ${metrics.errors} ${JSON.stringify(metrics.errorKinds)}, completed ${metrics.completed.join('/')}`,
+            `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, p99 ${metrics.p99Sec.toFixed(2)} s, retractions ${metrics.retractions}, errors ${metrics.errors} ${JSON.stringify(metrics.errorKinds)}, never completed ${metrics.neverCompleted}, completed ${metrics.completed.join('/')}`,
           );
         } catch (error) {
           const message = (error as Error).message;
@@ -170,13 +197,17 @@ async function main(argv: string[]): Promise<number> {
     .filter((s): s is TargetSummary => s !== null);
   const fleetgateNames = opts.targets.filter((t) => t.kind === 'fleetgate').map((t) => t.name);
   const checks = checkTargets(records, opts.fault !== null, fleetgateNames, lb.kvPressure);
-  const symmetric = opts.fault ? null : eachAgainstTheOthers(records);
+  const dead = opts.schedulerDead;
+  const symmetric = opts.fault || dead ? null : eachAgainstTheOthers(records);
   const e = opts.engine;
   const faultLine = opts.fault
     ? `Faults: gpu${opts.fault.lateIndex} starts ${opts.fault.lateMs} ms after the job; gpu${opts.fault.crashIndex} crashes (port closed, connections dropped) when ${Math.round(opts.fault.crashAtShare * 100)}% of the requests are done and is relaunched ${opts.fault.restartAfterMs} ms later. Errors are what the client saw (no client retries).`
-    : '';
+    : dead
+      ? `Fault: gpu${dead.index}'s scheduler dies when ${Math.round(dead.atShare * 100)}% of the requests are done; its HTTP server stays up, \`/health\` answers 200 (SGLang v0.4 servers), no log configured. The client aborts a request after ${opts.requestTimeoutMs / 1000} s and the run after ${opts.runTimeoutMs / 1000} s (no client retries). fleetgate runs with its defaults (\`health.progress_timeout\` 60 s).`
+      : '';
+  const variant = opts.fault ? ' (fault variant)' : dead ? ' (scheduler-dead variant)' : '';
   const report = [
-    `## fleetgate balance bench${opts.fault ? ' (fault variant)' : ''} (medians of ${opts.runs} run${opts.runs === 1 ? '' : 's'})`,
+    `## fleetgate balance bench${variant} (medians of ${opts.runs} run${opts.runs === 1 ? '' : 's'})`,
     '',
     `Machine: ${machineLine(machine)}. Balancer pinned to core ${opts.proxyCpu ?? '-'}, servers and client to core ${opts.clientCpu ?? '-'}.`,
     `Servers: ${SERVERS} simulated SGLang, tokenMs ${e.tokenMs}, max_running_requests ${e.maxRunningRequests}, max_total_num_tokens ${e.maxTotalNumTokens}, batchPenalty ${e.batchPenalty}, prefill ${e.prefillTokensPerMs} tokens/ms; gpu${SLOW_INDEX} (*) is ${SLOWDOWN}x slower. A fresh set of servers for every target and run.`,
@@ -187,10 +218,15 @@ async function main(argv: string[]): Promise<number> {
     '',
     renderTable(summaries, records, SLOW_INDEX),
     '',
-    '### issue #7 targets',
-    '',
-    renderChecks(checks),
-    '',
+    ...(dead
+      ? [
+          renderSchedulerDeadTable(
+            records,
+            opts.targets.map((t) => t.name),
+          ),
+          '',
+        ]
+      : ['### issue #7 targets', '', renderChecks(checks), '']),
     ...(symmetric === null
       ? []
       : [
@@ -203,7 +239,7 @@ async function main(argv: string[]): Promise<number> {
     .filter((line, i, all) => line !== '' || all[i - 1] !== '')
     .join('\n');
   process.stdout.write(report);
-  writeResults(opts.out, opts.fault ? 'balance-fault' : 'balance', started, {
+  writeResults(opts.out, opts.resultName, started, {
     machine,
     options: { ...opts, out: undefined, targets: opts.targets.map((t) => t.id) },
     lowerBound: lb,

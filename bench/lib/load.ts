@@ -8,6 +8,11 @@ import { Pool } from 'undici';
 const LFLF = Buffer.from('\n\n');
 const LF = 0x0a;
 
+/** The error of a request aborted by the client's per-request time limit. */
+export const REQUEST_TIME_LIMIT = 'request time limit';
+/** The error of a request aborted by the run's hard deadline (`LoadClient.abortAll`). */
+export const BENCH_DEADLINE = 'bench deadline';
+
 export interface Outcome {
   status: number;
   /** performance.now() at send, first body byte, end. */
@@ -29,8 +34,11 @@ export class LoadClient {
   readonly #pools: Pool[];
   #next = 0;
   readonly #inflight = new Set<(error: Error) => void>();
+  readonly #requestTimeoutMs: number;
 
-  constructor(urls: string[], connectionsPerUrl: number) {
+  /** `requestTimeoutMs`: a request still running after this long is aborted (`request time limit`); 0 = none. */
+  constructor(urls: string[], connectionsPerUrl: number, { requestTimeoutMs = 0 } = {}) {
+    this.#requestTimeoutMs = requestTimeoutMs;
     this.#pools = urls.map(
       (url) =>
         new Pool(url, {
@@ -61,7 +69,16 @@ export class LoadClient {
       };
       let lastLf = false;
       let abort: ((error: Error) => void) | null = null;
+      let timedOut = false;
+      const limit =
+        this.#requestTimeoutMs > 0
+          ? setTimeout(() => {
+              timedOut = true;
+              abort?.(new Error(REQUEST_TIME_LIMIT));
+            }, this.#requestTimeoutMs)
+          : null;
       const finish = (error: string | null) => {
+        if (limit) clearTimeout(limit);
         if (abort) inflight.delete(abort);
         out.endMs = performance.now();
         out.error = error;
@@ -78,6 +95,7 @@ export class LoadClient {
           onConnect(fn: (error?: Error) => void) {
             abort = fn;
             inflight.add(fn);
+            if (timedOut) fn(new Error(REQUEST_TIME_LIMIT));
           },
           onHeaders(statusCode: number) {
             out.status = statusCode;
@@ -114,7 +132,7 @@ export class LoadClient {
   /** Aborts every request still in flight (a bench's hard deadline). */
   abortAll(): number {
     const n = this.#inflight.size;
-    for (const abort of [...this.#inflight]) abort(new Error('bench deadline'));
+    for (const abort of [...this.#inflight]) abort(new Error(BENCH_DEADLINE));
     return n;
   }
 

@@ -13,6 +13,8 @@ export interface SimServerSpec {
   /** Not started with the others: `go()` starts it this many ms later. */
   lateMs?: number;
   restartAfterMs?: number | null;
+  /** SGLang version; 'old' (v0.4): `/health` answers 200 whatever the scheduler does. */
+  version?: 'new' | 'old';
 }
 
 export interface SimHostSpec {
@@ -51,6 +53,7 @@ export class SimHost {
     logDir: string;
     lateMs?: (i: number) => number | undefined;
     restartAfterMs?: number | null;
+    version?: 'new' | 'old';
   }): Promise<SimHost> {
     const ports = await freePorts(opts.count + 1);
     const controlPort = ports.pop() as number;
@@ -62,6 +65,7 @@ export class SimHost {
         engine: opts.engine(i),
         lateMs: opts.lateMs?.(i),
         restartAfterMs: opts.restartAfterMs ?? null,
+        version: opts.version,
       })),
     };
     const proc = spawnPinned('sims', process.execPath, ['--import', 'tsx', HOST_SCRIPT, JSON.stringify(spec)], {
@@ -104,6 +108,11 @@ export class SimHost {
 
   crash(index: number): Promise<void> {
     return this.#post(`/crash?i=${index}`);
+  }
+
+  /** Server `index`'s scheduler dies; its HTTP server stays up. */
+  schedulerDead(index: number): Promise<void> {
+    return this.#post(`/scheduler-dead?i=${index}`);
   }
 
   get serverCount(): number {

@@ -3,6 +3,7 @@
  *   GET /stats            [{name, port, status, counters}] per server
  *   POST /go              starts the servers marked `lateMs` that much later
  *   POST /crash?i=N       server N crashes now (port closed, connections dropped; relaunch per restartAfterMs)
+ *   POST /scheduler-dead?i=N  server N's scheduler dies now; HTTP stays up, requests hang
  *   POST /quit            stops every server and exits
  * Run as `node --import tsx bench/lib/sim-host.ts '<SimHostSpec JSON>'`; started by sim-control.ts.
  */
@@ -20,6 +21,7 @@ const servers = spec.servers.map(
       engine: s.engine,
       timing: s.timing,
       restartAfterMs: s.restartAfterMs ?? null,
+      version: s.version,
     }),
 );
 servers.forEach((server, i) => {
@@ -55,6 +57,12 @@ const control = createServer((req, res) => {
     const server = servers[Number(url.searchParams.get('i'))];
     if (!server) return reply(404, { error: 'no such server' });
     void server.crash();
+    return reply(200, { ok: true });
+  }
+  if (req.method === 'POST' && url.pathname === '/scheduler-dead') {
+    const server = servers[Number(url.searchParams.get('i'))];
+    if (!server) return reply(404, { error: 'no such server' });
+    server.killScheduler();
     return reply(200, { ok: true });
   }
   if (req.method === 'POST' && url.pathname === '/quit') {

@@ -32,7 +32,9 @@ const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
   --stagger DUR            server i starts i*DUR later (e.g. 2s)
   --fail IDX:MODE[:ARG]    scripted failure of server IDX (repeatable); MODE one of
                            ${FAILURE_MODES.join(', ')};
-                           ARG: delay after ready (e.g. 30s) or the capture batch index
+                           ARG: delay after ready (e.g. 30s) or the capture batch index;
+                           dp_rank_dead takes :AFTER[:FRACTION] (share of new requests
+                           that hang with no byte, default 0.5)
   --restart-after DUR      relaunch a server this long after it exits on a fatal error
   --token-ms MS            decode step time (0 = as fast as possible)
   --max-running N          max running requests (continuous batch cap)
@@ -97,11 +99,12 @@ function number(text: string | undefined, flag: string, min: number): number | u
   return value;
 }
 
-/** `IDX:MODE[:ARG]` */
+/** `IDX:MODE[:ARG]`, and `IDX:dp_rank_dead[:AFTER[:FRACTION]]` */
 export function parseFailure(text: string, servers: number): [number, SimFailure] {
   const [idxText, mode, arg, ...rest] = text.split(':');
   const index = Number(idxText);
-  if (mode === undefined || rest.length > 0 || !Number.isInteger(index)) {
+  const extra = mode === 'dp_rank_dead' ? rest.slice(1) : rest;
+  if (mode === undefined || extra.length > 0 || !Number.isInteger(index)) {
     throw new UsageError(`--fail: '${text}' is not IDX:MODE[:ARG]`);
   }
   if (index < 0 || index >= servers)
@@ -114,6 +117,12 @@ export function parseFailure(text: string, servers: number): [number, SimFailure
     case 'scheduler_dead_http_alive':
     case 'hang_after_ready':
       return [index, { mode, afterMs: arg === undefined ? 30_000 : parseDurationFlag(arg, '--fail') } as SimFailure];
+    case 'dp_rank_dead': {
+      const afterMs = arg === undefined ? 30_000 : parseDurationFlag(arg, '--fail');
+      const fraction = number(rest[0], '--fail', 0);
+      if (fraction !== undefined && fraction > 1) throw new UsageError(`--fail: fraction '${rest[0]}' must be 0-1`);
+      return [index, { mode: 'dp_rank_dead', afterMs, fraction }];
+    }
     case 'cuda_oom_capture':
     case 'hang_capture': {
       const atBatch = arg === undefined ? undefined : number(arg, '--fail', 0);

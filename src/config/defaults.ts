@@ -19,6 +19,7 @@ export const DEFAULT_HEALTH_RISE = 1;
 export const DEFAULT_HEALTH_FALL = 3;
 /** A hang during CUDA graph capture prints nothing more; loading 54 GB from a slow disk still logs every shard. */
 export const DEFAULT_HEALTH_STALL_AFTER = 10 * 60_000;
+export const DEFAULT_HEALTH_PROGRESS_TIMEOUT = 60_000;
 
 export const DEFAULT_ROUTING_POLICY: PolicyName = 'least-loaded';
 /** `auto`: the adaptive cap (src/routing/adaptive-cap.ts); it finished bench:balance's job first. */

@@ -57,6 +57,8 @@ export interface Config {
     rise: number;
     fall: number;
     stall_after: number;
+    /** ms a ready backend holding requests may show no progress before it is ejected; 0 = off. */
+    progress_timeout: number;
     fatal_patterns: string[];
   };
   routing: {

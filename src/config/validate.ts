@@ -70,6 +70,7 @@ const topLevel = section({
     rise: integer({ min: 1, fallback: defaults.DEFAULT_HEALTH_RISE }),
     fall: integer({ min: 1, fallback: defaults.DEFAULT_HEALTH_FALL }),
     stall_after: duration(defaults.DEFAULT_HEALTH_STALL_AFTER, { mayBeZero: false }),
+    progress_timeout: duration(defaults.DEFAULT_HEALTH_PROGRESS_TIMEOUT),
     fatal_patterns: list(regexSource()),
   }),
   routing: section({

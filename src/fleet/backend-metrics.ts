@@ -5,8 +5,9 @@ export interface BackendLoad {
   running: number;
   queued: number;
   tokenUsage: number | null;
-  /** The generation-token counter, summed over ranks; null when not reported. */
+  /** Counters of work done (the serving view's tokens/s, the progress watchdog); null when not reported. */
   generationTokens: number | null;
+  promptTokens: number | null;
   /** KV pool in tokens, summed over ranks; null when not reported. */
   kvTokens: number | null;
   /** Prefix cache hit rate 0..1 (mean over ranks); null when not reported. */
@@ -19,6 +20,7 @@ const NAMES = {
     queued: 'sglang:num_queue_reqs',
     usage: 'sglang:token_usage',
     generated: 'sglang:generation_tokens_total',
+    prompt: 'sglang:prompt_tokens_total',
     kv: 'sglang:max_total_num_tokens',
     hitRate: 'sglang:cache_hit_rate',
   },
@@ -27,6 +29,7 @@ const NAMES = {
     queued: 'vllm:num_requests_waiting',
     usage: 'vllm:kv_cache_usage_perc',
     generated: 'vllm:generation_tokens_total',
+    prompt: 'vllm:prompt_tokens_total',
     kv: null,
     hitRate: null,
   },
@@ -48,6 +51,7 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
       name !== names.queued &&
       name !== names.usage &&
       name !== names.generated &&
+      name !== names.prompt &&
       name !== names.kv &&
       name !== names.hitRate
     )
@@ -65,6 +69,7 @@ export function parseBackendLoad(text: string, kind: BackendKind): BackendLoad |
     queued: sums.get(names.queued) ?? 0,
     tokenUsage: usage.length > 0 ? Math.max(...usage) : null,
     generationTokens: sums.get(names.generated) ?? null,
+    promptTokens: sums.get(names.prompt) ?? null,
     kvTokens: names.kv === null ? null : (sums.get(names.kv) ?? null),
     cacheHitRate: hitRates.length > 0 ? hitRates.reduce((a, b) => a + b, 0) / hitRates.length : null,
   };

@@ -28,6 +28,8 @@ export type TrafficOutcome = 'ok' | 'connect_refused' | 'reset' | 'timeout' | 'h
 export type BackendEvent =
   | { type: 'probe'; result: ProbeResult }
   | { type: 'traffic'; outcome: TrafficOutcome; detail?: string }
+  /** The progress watchdog saw requests go in and nothing come out (progress-watchdog.ts). */
+  | { type: 'no_progress'; reason: string }
   | { type: 'log'; event: LogEvent }
   | { type: 'log_line'; line: string }
   | { type: 'drain' }
@@ -146,6 +148,9 @@ export class BackendLifecycle {
       case 'traffic':
         this.#onTraffic(event.outcome, event.detail);
         break;
+      case 'no_progress':
+        this.#eject(event.reason);
+        break;
       case 'log':
         this.#onLog(event.event);
         break;
@@ -226,10 +231,14 @@ export class BackendLifecycle {
     passive.consecutiveFailures++;
     const immediate = outcome === 'connect_refused' || outcome === 'reset';
     if (immediate || passive.consecutiveFailures >= this.#opts.fall) {
-      passive.ejected = `${outcome.replace('_', ' ')}${detail ? `: ${detail}` : ''} on live traffic`;
-      // Re-admission needs `rise` fresh passing probes after the ejection.
-      this.#probe.passes = 0;
+      this.#eject(`${outcome.replace('_', ' ')}${detail ? `: ${detail}` : ''} on live traffic`);
     }
+  }
+
+  /** Out of rotation on what live traffic showed; re-admission needs `rise` fresh passing probes. */
+  #eject(reason: string): void {
+    this.#passive.ejected = reason;
+    this.#probe.passes = 0;
   }
 
   #onLog(event: LogEvent): void {

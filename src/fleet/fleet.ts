@@ -4,14 +4,21 @@
  */
 import type { Logger } from 'pino';
 import type { BackendConfig, Config, DnsDiscoveryConfig } from '../config/types.js';
+import { QUEUE_ALLOWANCE } from '../routing/adaptive-cap.js';
 import { BackendSync } from './backend-sync.js';
 import { DnsDiscovery, type DnsResolver } from './dns-discovery.js';
 import { LoadScraper } from './load-scraper.js';
 import { LogFollowers } from './log-follower.js';
 import { Prober } from './prober.js';
-import { FleetRegistry } from './registry.js';
+import { ProgressWatchdog } from './progress-watchdog.js';
+import { type Backend, FleetRegistry } from './registry.js';
 
 const TICK_MS = 1_000;
+
+/** Often enough that a backend is judged within a quarter of `progress_timeout` of its deadline. */
+function watchdogTickMs(timeoutMs: number): number {
+  return Math.min(TICK_MS, Math.max(50, Math.floor(timeoutMs / 4)));
+}
 
 export interface FleetOptions {
   now?: () => number;
@@ -25,6 +32,8 @@ export class Fleet {
   readonly registry: FleetRegistry;
   /** Backends from the config file and the admin API (DNS discovery owns its own). */
   readonly configured: BackendSync;
+  /** The proxy reports each attempt to it (`health.progress_timeout`). */
+  readonly watchdog: ProgressWatchdog<Backend>;
   readonly #opts: FleetOptions;
   #discovery: DnsDiscovery | null = null;
   #started = false;
@@ -32,6 +41,8 @@ export class Fleet {
   readonly #logs: LogFollowers;
   readonly #load: LoadScraper;
   #ticker: NodeJS.Timeout | null = null;
+  #watchdogTicker: NodeJS.Timeout | null = null;
+  #progressTimeout: number;
 
   constructor(config: Config, opts: FleetOptions = {}) {
     const cap =
@@ -55,14 +66,30 @@ export class Fleet {
       onReadyLine: (backend) => this.#prober.probeNow(backend),
       pollMs: opts.logPollMs,
     });
+    const registry = this.registry;
+    this.watchdog = new ProgressWatchdog<Backend>({
+      timeoutMs: config.health.progress_timeout,
+      now: opts.now ?? Date.now,
+      isReady: (backend) => backend.state === 'ready',
+      hasOwnQueue: (backend) => (backend.reported?.queued ?? 0) >= QUEUE_ALLOWANCE,
+      eject: (backend, reason) => registry.apply(backend, { type: 'no_progress', reason }),
+    });
+    registry.on('removed', (backend) => this.watchdog.forget(backend));
     this.#load = new LoadScraper({
       registry: this.registry,
       intervalMs: config.routing.load_interval,
       autoCap: config.routing.max_inflight_per_backend === 'auto',
       timeoutMs: config.health.timeout,
       apiKey: config.upstream.api_key,
+      onReport: (backend, load) =>
+        this.watchdog.reported(backend, {
+          generationTokens: load.generationTokens,
+          promptTokens: load.promptTokens,
+          kvUsage: load.tokenUsage,
+        }),
     });
     this.#opts = opts;
+    this.#progressTimeout = config.health.progress_timeout;
     this.configured = new BackendSync(this.registry);
     this.configured.apply(config.backends);
     this.setDiscovery(config.discovery);
@@ -101,6 +128,10 @@ export class Fleet {
     this.#load.start();
     this.#ticker = setInterval(() => this.registry.tick(), TICK_MS);
     this.#ticker.unref();
+    if (this.watchdog.enabled) {
+      this.#watchdogTicker = setInterval(() => this.watchdog.tick(), watchdogTickMs(this.#progressTimeout));
+      this.#watchdogTicker.unref();
+    }
     this.#started = true;
     this.#discovery?.start();
   }
@@ -113,6 +144,7 @@ export class Fleet {
     this.#started = false;
     this.#discovery?.stop();
     if (this.#ticker) clearInterval(this.#ticker);
+    if (this.#watchdogTicker) clearInterval(this.#watchdogTicker);
     this.#logs.stop();
     this.#load.stop();
     await this.#prober.stop();

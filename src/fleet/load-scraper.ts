@@ -16,6 +16,8 @@ export interface LoadScraperOptions {
   autoCap: boolean;
   timeoutMs: number;
   apiKey: string | null;
+  /** Each successful read, for the progress watchdog. */
+  onReport?: (backend: Backend, load: BackendLoad) => void;
 }
 
 type Report = BackendLoad & { maxRunning: number | null };
@@ -152,5 +154,6 @@ export class LoadScraper {
       this.#opts.registry.setCap(backend, nextAdaptiveCap({ ...report, queuedBefore }, previous, backend.inflight));
     }
     backend.reported = { ...report, inflightAtScrape: backend.inflight };
+    this.#opts.onReport?.(backend, report);
   }
 }

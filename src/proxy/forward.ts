@@ -5,7 +5,8 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { FleetRegistry } from '../fleet/registry.js';
+import type { ProgressWatchdog } from '../fleet/progress-watchdog.js';
+import type { Backend, FleetRegistry } from '../fleet/registry.js';
 import type { PromptTraits } from '../routing/request-traits.js';
 import { AdmissionError, type Lease } from '../routing/wait-queue.js';
 import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js';
@@ -15,7 +16,7 @@ import type { Admission } from './model-admission.js';
 import type { ProxyEventBus, RequestOutcome } from './request-record.js';
 import type { TraitsReader } from './request-traits-from.js';
 import { completionTokensIn, type RelayResult, ResponseRelay } from './response-relay.js';
-import type { UpstreamFailure } from './upstream-errors.js';
+import { stalledFailure, type UpstreamFailure } from './upstream-errors.js';
 import type { UpstreamPools } from './upstream-pools.js';
 
 export interface ForwarderOptions {
@@ -32,6 +33,8 @@ export interface ForwarderOptions {
   traitsOf: TraitsReader;
   /** ms a client may take no response bytes before it is cut off (`upstream.stream_idle_timeout`); 0 = none. */
   clientStallTimeout: number;
+  /** Told of every attempt; ends the ones stuck on a backend that makes no progress. */
+  watchdog?: ProgressWatchdog<Backend>;
   logger: Logger;
   now?: () => number;
   /** The prompt traits the policy routes on, read from the request; set only for a policy that uses them. */
@@ -53,6 +56,22 @@ const HTML_ANSWER: UpstreamFailure = {
 
 function isHtmlAnswerToApiCall(method: string, status: number, headers: IncomingHttpHeaders): boolean {
   return method === 'POST' && status < 300 && /^\s*text\/html/i.test(String(headers['content-type']));
+}
+
+const STREAM_KEY = Buffer.from('"stream"');
+
+/** Whether a JSON body asks for `"stream": true`, without parsing it (the body may be megabytes). */
+export function asksForStream(body: Buffer | null): boolean {
+  if (body === null) return false;
+  for (let at = body.indexOf(STREAM_KEY); at >= 0; at = body.indexOf(STREAM_KEY, at + 1)) {
+    let i = at + STREAM_KEY.length;
+    while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
+    if (body[i] !== 0x3a /* : */) continue;
+    i++;
+    while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
+    if (body.subarray(i, i + 4).toString('latin1') === 'true') return true;
+  }
+  return false;
 }
 
 export function createForwarder(opts: ForwarderOptions): Forward {
@@ -85,6 +104,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
     let tried: Set<Lease['backend']> | undefined;
     let retries = 0;
     let sse = false;
+    const streamed = opts.watchdog?.enabled === true && asksForStream(body);
 
     const record = (backend: string | null, status: number, outcome: RequestOutcome, relay: RelayResult | null) => {
       unwatchConnection(socket, onClose);
@@ -160,9 +180,15 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       tried.add(backend);
       let status = 0;
 
-      const failedBeforeResponse = (failure: UpstreamFailure) => {
+      const reportFailure = (failure: UpstreamFailure) => {
         events.emit('upstream_error', { backend: backend.name, kind: failure.kind });
-        registry.apply(backend, { type: 'traffic', outcome: failure.outcome, detail: failure.kind });
+        if (failure.outcome !== null) {
+          registry.apply(backend, { type: 'traffic', outcome: failure.outcome, detail: failure.kind });
+        }
+      };
+
+      const failedBeforeResponse = (failure: UpstreamFailure) => {
+        reportFailure(failure);
         if (failure.retryable && retries < opts.retries && !raw.headersSent) {
           retries++;
           events.emit('retry', { backend: backend.name });
@@ -187,6 +213,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
               clientGone.removeEventListener('abort', cancel);
               lease.release();
               const end = result.end;
+              tracked?.done(end.type === 'complete' && status < 300);
               if (end.type === 'client_abort') {
                 record(backend.name, result.started ? status : 499, 'client_abort', result);
               } else if (end.type === 'complete') {
@@ -194,8 +221,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
               } else if (!result.started) {
                 failedBeforeResponse(end.failure);
               } else {
-                events.emit('upstream_error', { backend: backend.name, kind: end.failure.kind });
-                registry.apply(backend, { type: 'traffic', outcome: end.failure.outcome, detail: end.failure.kind });
+                reportFailure(end.failure);
                 record(backend.name, status, 'upstream_error', result);
               }
             } catch (error) {
@@ -207,6 +233,11 @@ export function createForwarder(opts: ForwarderOptions): Forward {
       );
       const cancel = () => relay.cancel();
       clientGone.addEventListener('abort', cancel);
+      const tracked = opts.watchdog?.track(backend, {
+        streamed,
+        bytes: () => (status >= 200 && status < 300 ? relay.bytes : 0),
+        end: (reason) => relay.abandon(stalledFailure(reason)),
+      });
       pools.dispatch(backend, { method: method as 'POST', path, headers, body }, relay);
     };
 

@@ -136,6 +136,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       upstreamApiKey: config.upstream.api_key,
       traitsOf: createTraitsReader(config.queue),
       clientStallTimeout: config.upstream.stream_idle_timeout,
+      watchdog: fleet.watchdog,
       logger: opts.logger,
       promptTraits: prefixAware ? (path, headers, body) => promptTraits(path, headers, body, traitsOptions) : undefined,
     }),

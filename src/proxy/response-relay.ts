@@ -81,8 +81,22 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
     this.#controller?.abort(new ClientGoneError('client closed the connection'));
   }
 
+  /** Response body bytes relayed so far. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** fleetgate gives up on the exchange (the progress watchdog): it ends as that upstream failure would. */
+  abandon(failure: UpstreamFailure): void {
+    if (this.#state === 'done') return;
+    if (this.#state === 'relaying') this.#cutResponse(failure);
+    this.#finish({ type: 'upstream_error', failure });
+    this.#controller?.abort(new Error(failure.message));
+  }
+
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.#controller = controller;
+    // Cancelled or abandoned before undici connected the request.
     if (this.#state === 'done') controller.abort(new ClientGoneError('client closed the connection'));
   }
 

@@ -7,7 +7,8 @@ import type { TrafficOutcome } from '../fleet/backend-state.js';
 
 export interface UpstreamFailure {
   kind: string;
-  outcome: TrafficOutcome;
+  /** What the registry hears; null when the fleet itself gave up on the backend (nothing to report). */
+  outcome: TrafficOutcome | null;
   status: 502 | 504;
   /** Safe to re-send elsewhere if no response byte reached the client. */
   retryable: boolean;
@@ -79,6 +80,11 @@ function describe(kind: string, error: unknown): string {
     default:
       return `upstream error (${detail})`;
   }
+}
+
+/** The progress watchdog ended the exchange; it already told the registry what it saw. */
+export function stalledFailure(reason: string): UpstreamFailure {
+  return { kind: 'no_progress', outcome: null, status: 502, retryable: true, message: reason };
 }
 
 /** OpenAI-style error body, the form SGLang and OpenAI clients already parse. */

@@ -87,6 +87,8 @@ export class Engine {
   #own = 0;
   readonly #holds = new Map<EngineRequest, Hold>();
   readonly #cache: PrefixCache;
+  /** Running requests whose prompt is still being prefilled in chunks (`chunkedPrefillTokens`): tokens left. */
+  readonly #prefilling = new Map<EngineRequest, number>();
   #windowPrompt = 0;
   #windowCached = 0;
   #ratio = INIT_RATIO;
@@ -153,7 +155,6 @@ export class Engine {
 
   submit(request: EngineRequest): void {
     this.#stats.requests++;
-    this.#stats.prompt += request.promptTokens;
     this.#queue.push(request);
     this.#kick();
   }
@@ -192,6 +193,7 @@ export class Engine {
     this.#holds.clear();
     this.#own = 0;
     this.#cache.clear();
+    this.#prefilling.clear();
   }
 
   get stats(): EngineStats {
@@ -228,7 +230,7 @@ export class Engine {
     this.#cancelStep = null;
     if (this.#halted) return;
     this.#retractIfFull();
-    const prefillTokens = this.#admit();
+    const prefillTokens = this.#admit() + this.#prefillChunk();
     if (this.#running.size === 0) return;
     const o = this.#opts;
     const decodeMs = o.tokenMs * (1 + o.batchPenalty * this.#running.size) * o.slowdown;
@@ -265,7 +267,15 @@ export class Engine {
       admitted.push(head);
       const cached = hit.blocks * page;
       head.cachedTokens ??= cached;
-      prefillTokens += head.promptTokens + head.generated - cached;
+      const prefill = head.promptTokens + head.generated - cached;
+      // prompt_tokens_total counts what was prefilled (a dead scheduler's stays still), chunk by chunk.
+      if (o.chunkedPrefillTokens > 0 && prefill > o.chunkedPrefillTokens) {
+        this.#prefilling.set(head, prefill);
+        this.#stats.prompt += cached;
+      } else {
+        prefillTokens += prefill;
+        this.#stats.prompt += head.promptTokens;
+      }
       cachedTokens += cached;
       this.#windowPrompt += head.promptTokens;
       this.#windowCached += Math.min(cached, head.promptTokens);
@@ -301,8 +311,25 @@ export class Engine {
     const hold = this.#holds.get(request);
     if (hold === undefined) return;
     this.#holds.delete(request);
+    this.#prefilling.delete(request);
     this.#own -= hold.own;
     this.#cache.unlock(request.prefixKeys ?? []);
+  }
+
+  /** Prefills up to one chunk of the prompts waiting for it, oldest first; returns the tokens done. */
+  #prefillChunk(): number {
+    let budget = this.#opts.chunkedPrefillTokens;
+    let done = 0;
+    for (const [request, left] of this.#prefilling) {
+      if (budget <= 0) break;
+      const take = Math.min(left, budget);
+      budget -= take;
+      done += take;
+      if (take === left) this.#prefilling.delete(request);
+      else this.#prefilling.set(request, left - take);
+    }
+    this.#stats.prompt += done;
+    return done;
   }
 
   /** Before a decode step every running request needs one more slot. */
@@ -341,7 +368,7 @@ export class Engine {
     let tokens = 0;
     for (const request of batch) {
       // A callback may have aborted another member of the batch (its client went away).
-      if (!this.#running.has(request)) continue;
+      if (!this.#running.has(request) || this.#prefilling.has(request)) continue;
       request.generated++;
       tokens++;
       this.#own++;

@@ -22,6 +22,8 @@ export interface HttpHost extends GenerationHost {
   received(path: string, method: string): void;
   /** Requests the hung server holds forever (until stop). */
   readonly held: Set<ServerResponse>;
+  /** `dp_rank_dead`: this generation request goes to the dead rank and gets nothing back. */
+  landsOnDeadRank(streamed: boolean): boolean;
 }
 
 type Handler = (host: HttpHost, req: IncomingMessage, res: ServerResponse, path: string) => void;
@@ -112,6 +114,7 @@ function generation(api: 'generate' | 'chat' | 'completion'): Handler {
         host.log.access(client(req), req.method ?? 'POST', req.url ?? '/', 400);
         return sendError(res, spec);
       }
+      if (host.landsOnDeadRank(spec.job.stream)) return hold(host, res);
       runGeneration(host, res, spec, () => host.log.access(client(req), req.method ?? 'POST', req.url ?? '/', 200));
     });
   };

@@ -46,6 +46,9 @@ export class Launch implements LaunchHost, HttpHost {
   #scripted = true;
   #closed = false;
   #dying = false;
+  /** With `dp_rank_dead`: the share of new requests that land on the dead rank (0 = none). */
+  #deadRankShare = 0;
+  #deadRankDebt = 0;
 
   constructor(opts: ResolvedSimOptions, owner: LaunchOwner, { truncateLog }: { truncateLog: boolean }) {
     this.#opts = opts;
@@ -196,8 +199,28 @@ export class Launch implements LaunchHost, HttpHost {
     this.timers.set(() => {
       if (failure.mode === 'crash_after_ready') void this.crash();
       else if (failure.mode === 'scheduler_dead_http_alive') this.schedulerDead();
+      else if (failure.mode === 'dp_rank_dead') this.dpRankDead(failure.fraction);
       else this.hang();
     }, failure.afterMs);
+  }
+
+  /** One DP rank dies: `fraction` of new generation requests hang with no byte; the rest still work. */
+  dpRankDead(fraction = 0.5): void {
+    this.#deadRankShare = fraction;
+  }
+
+  /**
+   * Whether this new request lands on the dead DP rank: spread evenly (every other one at 0.5), as
+   * DP round-robin would send them.
+   */
+  landsOnDeadRank(streamed: boolean): boolean {
+    if (this.#deadRankShare === 0) return false;
+    this.#deadRankDebt += this.#deadRankShare;
+    if (this.#deadRankDebt < 1) return false;
+    this.#deadRankDebt -= 1;
+    this.counters.deadRank++;
+    if (streamed) this.counters.deadRankStreams++;
+    return true;
   }
 
   exit(reason: string): void {

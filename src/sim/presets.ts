@@ -77,6 +77,7 @@ export function engineFor(speed: SimSpeed, overrides: Partial<SimEngineOptions> 
     batchPenalty: 0.002,
     slowdown: 1,
     prefillTokensPerMs: 100,
+    chunkedPrefillTokens: 0,
     defaultMaxTokens: 16,
     pageSize: 16,
     ...overrides,

@@ -97,6 +97,11 @@ export class SimServer extends EventEmitter {
     this.#launch?.schedulerDead(message);
   }
 
+  /** One DP rank dies, as `dp_rank_dead` does: `fraction` of new generation requests hang with no byte. */
+  killDpRank(fraction?: number): void {
+    this.#launch?.dpRankDead(fraction);
+  }
+
   /** Multiplies every step time by `factor` from now on (1 = normal). */
   slow(factor: number): void {
     if (!(factor > 0)) throw new RangeError(`slow(): factor must be > 0, got ${factor}`);

@@ -35,6 +35,12 @@ export type SimFailure =
   | { mode: 'scheduler_dead_http_alive'; afterMs: number }
   /** `afterMs` after ready: accepts TCP, never answers anything. */
   | { mode: 'hang_after_ready'; afterMs: number }
+  /**
+   * `afterMs` after ready, one DP rank dies: a `fraction` (default 0.5) of new generation requests
+   * (every other one at 0.5, as DP round-robin sends them) hang forever with no byte, not even
+   * headers; `/health`, `/metrics` and the other requests keep working (sgl-project/sglang#6624).
+   */
+  | { mode: 'dp_rank_dead'; afterMs: number; fraction?: number }
   /** `Initialization failed. warmup error: ...` once HTTP is up, then the process exits. */
   | { mode: 'warmup_failure' };
 
@@ -47,6 +53,7 @@ export const FAILURE_MODES: readonly SimFailureMode[] = [
   'crash_after_ready',
   'scheduler_dead_http_alive',
   'hang_after_ready',
+  'dp_rank_dead',
   'warmup_failure',
 ];
 
@@ -84,6 +91,12 @@ export interface SimEngineOptions {
   slowdown: number;
   /** Prefill speed; a step that admits requests takes promptTokens / prefillTokensPerMs longer. */
   prefillTokensPerMs: number;
+  /**
+   * SGLang's `chunked_prefill_size`: at most this many prompt tokens are prefilled per step, between
+   * decode steps of the running requests, and the KV use grows chunk by chunk; 0 = a whole prompt
+   * in its admission step.
+   */
+  chunkedPrefillTokens: number;
   /** Output length when the request names none. */
   defaultMaxTokens: number;
   /** Tokens per prefix-cache page (SGLang `--page-size`, vLLM's block size); only full pages are cached. */
@@ -135,6 +148,10 @@ export interface SimCounters {
   /** Prompt tokens of the requests answered completely, and how many of them came from the prefix cache. */
   promptTokens: number;
   cachedTokens: number;
+  /** `dp_rank_dead`: generation requests that landed on the dead rank (held forever, no byte). */
+  deadRank: number;
+  /** Of those, the streamed ones. */
+  deadRankStreams: number;
 }
 
 /** Paths that do not count in `SimCounters.requests`. */
@@ -162,5 +179,7 @@ export function newCounters(): SimCounters {
     generatedTokens: 0,
     promptTokens: 0,
     cachedTokens: 0,
+    deadRank: 0,
+    deadRankStreams: 0,
   };
 }

@@ -18,11 +18,15 @@ sglang:max_total_num_tokens{model_name="m",tp_rank="1"} 400000.0
 sglang:cache_hit_rate{model_name="m",tp_rank="0"} 0.5
 sglang:cache_hit_rate{model_name="m",tp_rank="1"} 0.25
 sglang:num_running_reqs_total_fake 99
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="m"} 7.557572e+06
 `;
 
 const VLLM = `vllm:num_requests_running{engine="0",model_name="m"} 7.0
 vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
 vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
+vllm:generation_tokens_total{engine="0",model_name="m"} 1200.0
+vllm:prompt_tokens_total{engine="0",model_name="m"} 3400.0
 `;
 
 test('SGLang gauges are summed over ranks; KV usage is the fullest rank; cache hit rate the mean', () => {
@@ -30,7 +34,8 @@ test('SGLang gauges are summed over ranks; KV usage is the fullest rank; cache h
     running: 15,
     queued: 5,
     tokenUsage: 0.42,
-    generationTokens: null,
+    generationTokens: 7_557_572,
+    promptTokens: null,
     kvTokens: 800_000,
     cacheHitRate: 0.375,
   });
@@ -41,16 +46,18 @@ test('vLLM names', () => {
     running: 7,
     queued: 2,
     tokenUsage: 0.5,
-    generationTokens: null,
+    generationTokens: 1200,
+    promptTokens: 3400,
     kvTokens: null,
     cacheHitRate: null,
   });
 });
 
 test('the generation-token counter is summed over ranks (SGLang and vLLM names)', () => {
-  const sglang = `${SGLANG}sglang:generation_tokens_total{tp_rank="0"} 1200.0\nsglang:generation_tokens_total{tp_rank="1"} 34.0\n`;
+  const sglang =
+    'sglang:generation_tokens_total{tp_rank="0"} 1200.0\nsglang:generation_tokens_total{tp_rank="1"} 34.0\n';
   assert.equal(parseBackendLoad(sglang, 'sglang')?.generationTokens, 1234);
-  const vllm = `${VLLM}vllm:generation_tokens_total{engine="0",model_name="m"} 987.0\nvllm:generation_tokens_created 1.7e9\n`;
+  const vllm = `vllm:num_requests_running{engine="0"} 1.0\nvllm:generation_tokens_total{engine="0",model_name="m"} 987.0\nvllm:generation_tokens_created 1.7e9\n`;
   assert.equal(parseBackendLoad(vllm, 'vllm')?.generationTokens, 987);
 });
 

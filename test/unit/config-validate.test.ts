@@ -22,6 +22,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     rise: 1,
     fall: 3,
     stall_after: 600_000,
+    progress_timeout: 60_000,
     fatal_patterns: [],
   },
   routing: {
@@ -99,6 +100,7 @@ test('every key is read and converted', () => {
       rise: 2,
       fall: 4,
       stall_after: '15m',
+      progress_timeout: 0,
       fatal_patterns: ['NCCL error', 'Segmentation fault \\(core dumped\\)'],
     },
     routing: { policy: 'power-of-two', max_inflight_per_backend: 'auto', retries: 0, load_interval: '0' },
@@ -137,6 +139,7 @@ test('every key is read and converted', () => {
       rise: 2,
       fall: 4,
       stall_after: 900_000,
+      progress_timeout: 0,
       fatal_patterns: ['NCCL error', 'Segmentation fault \\(core dumped\\)'],
     },
     routing: {
@@ -344,6 +347,11 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
     'queue.timeout: 30 has no unit (e.g. 500ms, 10s)',
   ],
   ['zero interval', { ...ONE_BACKEND, health: { interval: '0s' } }, 'health.interval: must be more than 0'],
+  [
+    'bad progress_timeout',
+    { ...ONE_BACKEND, health: { progress_timeout: 'never' } },
+    'health.progress_timeout: "never" is not a duration (e.g. 500ms, 10s)',
+  ],
   ['zero stall_after', { ...ONE_BACKEND, health: { stall_after: 0 } }, 'health.stall_after: must be more than 0'],
   [
     'bad size',
