@@ -55,7 +55,7 @@ test('vLLM names', () => {
 
 test('the generation-token counter is summed over ranks (SGLang and vLLM names)', () => {
   const sglang =
-    'sglang:generation_tokens_total{tp_rank="0"} 1200.0\nsglang:generation_tokens_total{tp_rank="1"} 34.0\n';
+    'sglang:num_running_reqs{tp_rank="0"} 1.0\nsglang:generation_tokens_total{tp_rank="0"} 1200.0\nsglang:generation_tokens_total{tp_rank="1"} 34.0\n';
   assert.equal(parseBackendLoad(sglang, 'sglang')?.generationTokens, 1234);
   const vllm = `vllm:num_requests_running{engine="0"} 1.0\nvllm:generation_tokens_total{engine="0",model_name="m"} 987.0\nvllm:generation_tokens_created 1.7e9\n`;
   assert.equal(parseBackendLoad(vllm, 'vllm')?.generationTokens, 987);
