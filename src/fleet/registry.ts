@@ -175,6 +175,9 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
 
   constructor(opts: RegistryOptions) {
     super();
+    // Every view of the fleet subscribes (metrics, status events, serving view, queues, launcher,
+    // watchdog, access log, and each open /fleet/events stream per event): more than node's 10.
+    this.setMaxListeners(100);
     this.#opts = opts;
     this.#now = opts.now ?? Date.now;
   }

@@ -158,6 +158,7 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     if (this.#state !== 'relaying') return;
+    this.#uncork();
     this.#raw.end();
     this.#finish({ type: 'complete' });
   }
@@ -176,6 +177,7 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
       raw.destroy();
       return;
     }
+    this.#uncork();
     const type = failure.status === 504 ? 'upstream_timeout' : 'upstream_error';
     const separator = this.#bytes > 0 && !endsEvent(this.#last) ? '\n\n' : '';
     raw.end(`${separator}data: ${errorBody(failure.message, type, failure.status)}\n\n`);
@@ -194,9 +196,18 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
     });
   }
 
+  /**
+   * Writes what the tick's cork held. Before `end()` too: on Node 22 an `end()` while corked drops
+   * the corked chunks (a stream ended 200 without its last events and `[DONE]`).
+   */
+  #uncork(): void {
+    if (!this.#corked) return;
+    this.#corked = false;
+    this.#raw.uncork();
+  }
+
   static uncork(relay: ResponseRelay): void {
-    relay.#corked = false;
-    relay.#raw.uncork();
+    relay.#uncork();
   }
 }
 

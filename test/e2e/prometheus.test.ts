@@ -169,7 +169,7 @@ test('Prometheus sees a backend go down and come back, evaluates the alerts and 
       const rules = body.data.groups.flatMap((g) => g.rules);
       const bad = rules.filter((r) => r.health !== 'ok');
       assert.deepEqual(bad, [], 'alert rules evaluate without errors');
-      return rules.length === 8 && body.data.groups.every((g) => g.name === 'fleetgate');
+      return rules.length === 10 && body.data.groups.every((g) => g.name === 'fleetgate');
     },
     { timeoutMs: 10_000, intervalMs: 250, what: 'alert rules evaluated' },
   );

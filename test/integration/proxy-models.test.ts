@@ -142,8 +142,10 @@ test("one model's backends all down: its requests wait, then 503, while the othe
 });
 
 test("a backend restarted with another model moves to that model's pool", async (t) => {
+  // Round-robin: least-loaded would rightly prefer backends already read to have idle slots.
   const { client, gateway, a } = await twoModelFleet(t, {
     health: { interval: '100ms', starting_interval: '50ms', fall: 1 },
+    routing: { policy: 'round-robin' },
   });
   const moved = a[2];
   await moved.stop();
