@@ -18,10 +18,13 @@ const usage = `usage: fleetgate demo [--port 8080] [--base-port 30000] [--backen
 
 Launches one simulated SGLang server (a fleetgate sim process) per port base-port..base-port+N-1
 through fleetgate launch, staggered; gpu3 dies of CUDA OOM during graph capture and fleetgate restarts
-it with a lower --mem-fraction-static (the remedy, shown on the status page). Ctrl-C stops all.
+it with a lower --mem-fraction-static (the remedy, shown on the status page); gpu5 generates 3x
+slower, a straggler under load. Ctrl-C stops all.
 `;
 
 const FAILING_GPU = 'gpu3';
+/** Generates 3x slower: a straggler for the serving view to mark under load. */
+const SLOW_GPU = 'gpu5';
 const RESTART_BACKOFF = '3s';
 
 /** One word of the command template, quoted for the template splitter (never a shell). */
@@ -39,6 +42,7 @@ function simCommand(host: string): string {
     '--name {name} --log-stdout --exit-on-failure --speed demo --start-delay {i}s',
     `--fail 0:cuda_oom_capture --fail-only-on ${FAILING_GPU}`,
     '--mem-fraction-static 0.88 --fail-if-mem-fraction-above 0.85',
+    `--slow-on ${SLOW_GPU}:3`,
   ].join(' ');
 }
 

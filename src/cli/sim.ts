@@ -56,6 +56,8 @@ As one engine under fleetgate launch (one port):
   --fail-only-on NAME      the --fail failures happen only if --name is NAME (one command line for a
                            whole fleet, one faulty GPU)
   --start-delay DUR        wait this long before the first log line (engines launched one after another)
+  --slow-on NAME:FACTOR    if --name is NAME, generate FACTOR times slower (a straggler in a fleet
+                           launched from one command line)
 `;
 
 class UsageError extends Error {}
@@ -165,6 +167,7 @@ function parse(argv: string[]) {
       'mem-fraction-static': { type: 'string' },
       'fail-if-mem-fraction-above': { type: 'string' },
       'fail-only-on': { type: 'string' },
+      'slow-on': { type: 'string' },
       'start-delay': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -211,6 +214,13 @@ function parse(argv: string[]) {
   set('maxTotalNumTokens', 'max-total-tokens', 2);
   set('batchPenalty', 'batch-penalty', 0);
   set('defaultMaxTokens', 'max-tokens', 1);
+  const slowOn = values['slow-on'];
+  if (slowOn !== undefined) {
+    const [name, factor] = slowOn.split(':');
+    const slowdown = number(factor, '--slow-on FACTOR', 1);
+    if (!name || slowdown === undefined) throw new UsageError('--slow-on needs NAME:FACTOR, e.g. gpu5:3');
+    if (name === values.name) engine.slowdown = slowdown;
+  }
   const fleet = fleetOptions({
     ports,
     host: values.host,
