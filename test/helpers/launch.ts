@@ -3,7 +3,7 @@
  * The config goes to a temporary file; after the test fleetgate gets SIGTERM (it then stops its engines)
  * and, as a last resort, every engine group it reported is killed.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -124,4 +124,16 @@ export function alive(pid: number): boolean {
 
 export function waitReady(fleetgate: LaunchedFleetgate, name: string, timeoutMs = 60_000) {
   return waitFor(async () => (await fleetgate.backend(name)).state === 'ready', { what: `${name} ready`, timeoutMs });
+}
+
+/** `fleetgate ARGS` run to its end, with no admin URL or token from the environment. */
+export function runFleetgate(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', join(REPO, 'src/cli/index.ts'), ...args],
+      { cwd: REPO, env: { ...process.env, FLEETGATE_URL: '', FLEETGATE_ADMIN_TOKEN: '' } },
+      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+    );
+  });
 }

@@ -1,22 +1,10 @@
 /** `fleetgate launch` config mistakes (unknown placeholder, empty command, no launch section) exit 2 naming the key, and start nothing. */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { REPO } from '../helpers/launch.js';
-
-function fleetgate(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', join(REPO, 'src/cli/index.ts'), ...args],
-      { cwd: REPO, env: { ...process.env, FLEETGATE_URL: '', FLEETGATE_ADMIN_TOKEN: '' } },
-      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+import { runFleetgate } from '../helpers/launch.js';
 
 test('a bad launch template exits 2 naming the key; so does launch without a launch section', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'launch-config-'));
@@ -32,14 +20,14 @@ test('a bad launch template exits 2 naming the key; so does launch without a lau
   for (const [i, [launch, message]] of cases.entries()) {
     const file = join(dir, `bad${i}.yaml`);
     writeFileSync(file, JSON.stringify({ listen: '127.0.0.1:0', launch }));
-    const run = await fleetgate(['launch', '--config', file]);
+    const run = await runFleetgate(['launch', '--config', file]);
     assert.equal(run.code, 2, run.stderr);
     assert.match(run.stderr, message);
     assert.doesNotMatch(run.stdout, /listening|started/);
   }
   const file = join(dir, 'no-launch.yaml');
   writeFileSync(file, JSON.stringify({ listen: '127.0.0.1:0', backends: ['http://127.0.0.1:9'] }));
-  const run = await fleetgate(['launch', '--config', file]);
+  const run = await runFleetgate(['launch', '--config', file]);
   assert.equal(run.code, 2);
   assert.match(run.stderr, /no launch: section/);
 });

@@ -3,23 +3,10 @@
  * one whose port another process holds is reported, not restarted, and that process is left alone.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { type AddressInfo, createServer } from 'node:net';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { REPO, simCommand, startLaunch } from '../helpers/launch.js';
+import { runFleetgate, simCommand, startLaunch } from '../helpers/launch.js';
 import { waitFor } from '../helpers/wait.js';
-
-function fleetgate(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', join(REPO, 'src/cli/index.ts'), ...args],
-      { cwd: REPO, env: { ...process.env, FLEETGATE_URL: '', FLEETGATE_ADMIN_TOKEN: '' } },
-      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
 
 test('an engine that keeps exiting is restarted max_restarts times, then left failed with the reason', async (t) => {
   const launched = await startLaunch(t, {
@@ -37,7 +24,7 @@ test('an engine that keeps exiting is restarted max_restarts times, then left fa
   assert.deepEqual(failed.supervision?.last_exit, { code: 3, signal: null });
   assert.equal(failed.supervision?.pid, null);
   assert.equal(failed.supervision?.next_restart_at, null);
-  const status = await fleetgate(['status', '--url', launched.url]);
+  const status = await runFleetgate(['status', '--url', launched.url]);
   assert.match(status.stdout, /engines started by fleetgate launch:/);
   assert.match(status.stdout, /gpu0\s+-\s+2\s+code 3\s+-\s+-/);
 });

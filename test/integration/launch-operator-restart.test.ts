@@ -1,29 +1,16 @@
 /** `fleetgate restart NAME` restarts a launched engine at once; a backend fleetgate did not start cannot be restarted (409). */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { startGateway } from '../helpers/fleet.js';
-import { alive, REPO, simCommand, startLaunch, waitReady } from '../helpers/launch.js';
+import { alive, runFleetgate, simCommand, startLaunch, waitReady } from '../helpers/launch.js';
 import { waitFor } from '../helpers/wait.js';
-
-function fleetgate(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', 'tsx', join(REPO, 'src/cli/index.ts'), ...args],
-      { cwd: REPO, env: { ...process.env, FLEETGATE_URL: '', FLEETGATE_ADMIN_TOKEN: '' } },
-      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
 
 test('fleetgate restart NAME: the engine is stopped and started again at once', async (t) => {
   const launched = await startLaunch(t, { launch: { command: simCommand(''), restart_backoff: '1m' } });
   await waitReady(launched, 'gpu0');
   const old = (await launched.backend('gpu0')).supervision?.pid;
   assert.ok(old);
-  const run = await fleetgate(['restart', 'gpu0', '--url', launched.url]);
+  const run = await runFleetgate(['restart', 'gpu0', '--url', launched.url]);
   assert.equal(run.code, 0, run.stderr);
   assert.match(run.stdout, /^restarting gpu0: /);
   const after = await waitFor(
@@ -38,7 +25,7 @@ test('fleetgate restart NAME: the engine is stopped and started again at once', 
   const metrics = await (await fetch(`${launched.url}/metrics`)).text();
   assert.match(metrics, /fleetgate_backend_restarts_total\{backend="gpu0",reason="operator"\} 1/);
 
-  const unknown = await fleetgate(['restart', 'gpu9', '--url', launched.url]);
+  const unknown = await runFleetgate(['restart', 'gpu9', '--url', launched.url]);
   assert.equal(unknown.code, 1);
   assert.match(unknown.stderr, /404 no backend named "gpu9"/);
 });
