@@ -136,7 +136,7 @@ export function parseFailure(text: string, servers: number): [number, SimFailure
   }
 }
 
-function parse(argv: string[]) {
+export function parseSimArgs(argv: string[]) {
   const { values } = parseArgs({
     args: argv,
     strict: true,
@@ -249,9 +249,9 @@ function parse(argv: string[]) {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let parsed: ReturnType<typeof parse>;
+  let parsed: ReturnType<typeof parseSimArgs>;
   try {
-    parsed = parse(argv);
+    parsed = parseSimArgs(argv);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     process.stderr.write(`fleetgate sim: ${message}\n\n${usage}`);

@@ -6,7 +6,7 @@ import { get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { parseDurationFlag, parseFailure, parsePorts, run } from '../../src/cli/sim.js';
+import { parseDurationFlag, parseFailure, parsePorts, parseSimArgs, run } from '../../src/cli/sim.js';
 import { freePorts } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -104,4 +104,12 @@ test('a real run serves the fleet, writes one log per GPU, and exits 0 on SIGTER
   child.kill('SIGTERM');
   assert.equal(await exited, 0);
   assert.equal(await probe(`http://127.0.0.1:${ports[0]}/health`), 'ECONNREFUSED');
+});
+
+test('--slow-on NAME:FACTOR slows only the engine named NAME (one command line for a whole launched fleet)', () => {
+  const slowdownOf = (name: string) =>
+    parseSimArgs(['--port', '30005', '--name', name, '--slow-on', 'gpu5:3'])?.options[0]?.engine?.slowdown;
+  assert.equal(slowdownOf('gpu5'), 3);
+  assert.equal(slowdownOf('gpu4'), 1, 'the others at normal speed');
+  assert.throws(() => parseSimArgs(['--port', '30005', '--name', 'gpu5', '--slow-on', 'gpu5']), /NAME:FACTOR/);
 });
