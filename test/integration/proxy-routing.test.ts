@@ -38,10 +38,11 @@ async function load(url: string, clients: number, perClient: number, opts: LoopO
 const atBackend = (sim: SimServer) => sim.counters.requests - sim.counters.completed - sim.counters.aborted;
 
 test('least-loaded: a backend 3x slower gets markedly fewer requests', async (t) => {
+  // 6 ms a token: at 3 ms the step time of a busy 2-core machine's timers blurred the 3x.
   const { url, sims } = await startReadyFleet(t, [
-    { engine: { tokenMs: 3 } },
-    { engine: { tokenMs: 3 } },
-    { engine: { tokenMs: 3, slowdown: 3 } },
+    { engine: { tokenMs: 6 } },
+    { engine: { tokenMs: 6 } },
+    { engine: { tokenMs: 6, slowdown: 3 } },
   ]);
 
   const statuses = await load(url, 12, 25);
