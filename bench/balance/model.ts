@@ -12,7 +12,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { BackendConfig } from '../../src/config/types.js';
-import type { BackendLifecycle } from '../../src/fleet/backend-state.js';
+import type { BackendLifecycle } from '../../src/fleet/backend-lifecycle.js';
 import { Backend } from '../../src/fleet/registry.js';
 import { nextAdaptiveCap } from '../../src/routing/adaptive-cap.js';
 import { createPolicy } from '../../src/routing/policies.js';

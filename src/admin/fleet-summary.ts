@@ -1,5 +1,5 @@
 /** The fleet as JSON: the body of `GET /fleet/status`, and the backends in `/fleet/events` and the admin API's answers. */
-import { BACKEND_STATES, type BackendState } from '../fleet/backend-state.js';
+import { BACKEND_STATES, type BackendState } from '../fleet/backend-lifecycle.js';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
 import type { BackendServing, FleetServing, ServingView } from '../metrics/serving-stats.js';
 

@@ -1,7 +1,7 @@
 /** Pure text rendering of a fleet status for the terminal: `fleetgate status` table, colours, summary line. */
 import type { BackendStatus, FleetStatus } from '../admin/fleet-summary.js';
 import { PHASE_WORDS, phaseText } from '../admin/phase-words.js';
-import type { BackendState } from '../fleet/backend-state.js';
+import type { BackendState } from '../fleet/backend-lifecycle.js';
 import { renderServing } from './render-serving.js';
 
 const RESET = '\x1b[0m';

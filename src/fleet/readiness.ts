@@ -4,7 +4,7 @@
  */
 import { type Client, errors } from 'undici';
 import type { BackendKind } from '../config/types.js';
-import type { ProbeResult } from './backend-state.js';
+import type { ProbeResult } from './backend-lifecycle.js';
 import { servesModel } from './model-names.js';
 
 export interface ReadinessTarget {

@@ -13,7 +13,7 @@ import {
   type BackendState,
   type ProbeResult,
   type Transition,
-} from './backend-state.js';
+} from './backend-lifecycle.js';
 import { sameNames, servesModel } from './model-names.js';
 
 /** Load as the backend itself reports it (SGLang/vLLM `/metrics`). */

@@ -2,7 +2,7 @@
  * Which registry states mean a supervised engine must be restarted. The registry's state and reason
  * are the only input, so a new detector (e.g. the progress watchdog) needs one condition here.
  */
-import type { BackendState } from '../fleet/backend-state.js';
+import type { BackendState } from '../fleet/backend-lifecycle.js';
 import type { RestartReason } from '../fleet/registry.js';
 
 /** The progress watchdog marks an engine whose HTTP answers but whose scheduler makes no progress. */

@@ -4,7 +4,7 @@
  * a backend that leaves the fleet leaves no stale series behind.
  */
 import type { Counter, Gauge } from 'prom-client';
-import { BACKEND_STATES, type BackendSnapshot, type BackendState } from '../fleet/backend-state.js';
+import { BACKEND_STATES, type BackendSnapshot, type BackendState } from '../fleet/backend-lifecycle.js';
 import { type Backend, RESTART_REASONS, type RestartReason } from '../fleet/registry.js';
 import type { MetricFamilies } from './definitions.js';
 import { RequestSeries } from './request-series.js';

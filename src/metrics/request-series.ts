@@ -5,7 +5,7 @@
  * `collect`). Statuses and error kinds are bound on first use (a handful per backend).
  */
 import type { Counter } from 'prom-client';
-import type { RequestRecord } from '../proxy/request-record.js';
+import type { RequestRecord } from '../proxy/proxy-events.js';
 import type { HistogramSeries } from './backend-histogram.js';
 import type { MetricFamilies } from './definitions.js';
 

@@ -5,7 +5,7 @@
  * registry (the load scraper's latest report of each backend); the clock is injected.
  */
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
-import type { ProxyEventBus, RequestRecord } from '../proxy/request-record.js';
+import type { ProxyEventBus, RequestRecord } from '../proxy/proxy-events.js';
 import { SERVING_WINDOW_MS, SlidingWindow } from './rate-window.js';
 import { findStragglers, tokensPerRequest } from './stragglers.js';
 
@@ -200,7 +200,7 @@ export class ServingStats {
     this.#requests.add(now);
     if (record.retries > 0) this.#retries.add(now, record.retries);
     if (isServingError(record)) this.#errors.add(now);
-    // A last record can arrive after its backend was removed (metrics.ts): not counted per backend then.
+    // A last record can arrive after its backend was removed (gateway-metrics.ts): not counted per backend then.
     if (record.backend === null || this.#registry.get(record.backend) === undefined) return;
     const windows = this.#windows(record.backend, now);
     windows.requests.add(now);

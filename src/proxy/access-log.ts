@@ -1,7 +1,7 @@
 /** Structured logs: one JSON line per proxied request and one per lifecycle transition (pino). */
 import type { Logger } from 'pino';
 import type { FleetRegistry } from '../fleet/registry.js';
-import type { ProxyEventBus } from './request-record.js';
+import type { ProxyEventBus } from './proxy-events.js';
 
 export function attachAccessLog(logger: Logger, registry: FleetRegistry, events: ProxyEventBus, access: boolean): void {
   registry.on('transition', ({ backend, from, to, reason }) => {

@@ -13,7 +13,7 @@ import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js
 import { answerError, answerInternalError, type Forward } from './data-plane.js';
 import { upstreamRequestHeaders } from './headers.js';
 import type { Admission } from './model-admission.js';
-import type { ProxyEventBus, RequestOutcome } from './request-record.js';
+import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
 import type { TraitsReader } from './request-traits-from.js';
 import { completionTokensIn, type RelayResult, ResponseRelay } from './response-relay.js';
 import { stalledFailure, type UpstreamFailure } from './upstream-errors.js';

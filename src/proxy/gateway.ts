@@ -11,7 +11,7 @@ import type { Config } from '../config/types.js';
 import type { DnsResolver } from '../fleet/dns-discovery.js';
 import { Fleet } from '../fleet/fleet.js';
 import { Launcher } from '../launch/launcher.js';
-import { GatewayMetrics } from '../metrics/metrics.js';
+import { GatewayMetrics } from '../metrics/gateway-metrics.js';
 import { ModelQueues } from '../routing/model-queues.js';
 import { ModelRouter } from '../routing/model-route.js';
 import { createPolicy } from '../routing/policies.js';
@@ -25,7 +25,7 @@ import { createForwarder } from './forward.js';
 import { clientErrorHandler, registerServerGuards } from './guards.js';
 import { createModelAdmission } from './model-admission.js';
 import { registerModelsRoute } from './models-route.js';
-import { ProxyEventBus } from './request-record.js';
+import { ProxyEventBus } from './proxy-events.js';
 import { createTraitsReader } from './request-traits-from.js';
 import { UpstreamPools } from './upstream-pools.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type BackendEvent, BackendLifecycle, type ProbeResult } from '../../src/fleet/backend-state.js';
+import { type BackendEvent, BackendLifecycle, type ProbeResult } from '../../src/fleet/backend-lifecycle.js';
 
 const OK: ProbeResult = { ok: true, reachable: true, reason: null };
 const REFUSED: ProbeResult = { ok: false, reachable: false, reason: 'connection refused' };

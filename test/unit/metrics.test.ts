@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
-import { BACKEND_STATES, type BackendState } from '../../src/fleet/backend-state.js';
+import { BACKEND_STATES, type BackendState } from '../../src/fleet/backend-lifecycle.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
 import { LLM_LATENCY_BUCKETS } from '../../src/metrics/definitions.js';
-import { GatewayMetrics } from '../../src/metrics/metrics.js';
-import { ProxyEventBus, type RequestRecord } from '../../src/proxy/request-record.js';
+import { GatewayMetrics } from '../../src/metrics/gateway-metrics.js';
+import { ProxyEventBus, type RequestRecord } from '../../src/proxy/proxy-events.js';
 import { createPolicy } from '../../src/routing/policies.js';
 import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { BackendLifecycle } from '../../src/fleet/backend-state.js';
+import { BackendLifecycle } from '../../src/fleet/backend-lifecycle.js';
 import { ProgressWatchdog, type ReportedProgress } from '../../src/fleet/progress-watchdog.js';
 
 const TIMEOUT = 60_000;

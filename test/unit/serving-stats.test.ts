@@ -8,7 +8,7 @@ import { FleetRegistry } from '../../src/fleet/registry.js';
 import { SlidingWindow } from '../../src/metrics/rate-window.js';
 import { isServingError, ServingStats } from '../../src/metrics/serving-stats.js';
 import { findStragglers, STRAGGLER_RATIO } from '../../src/metrics/stragglers.js';
-import { ProxyEventBus, type RequestRecord } from '../../src/proxy/request-record.js';
+import { ProxyEventBus, type RequestRecord } from '../../src/proxy/proxy-events.js';
 
 const T0 = 1_000_000;
 

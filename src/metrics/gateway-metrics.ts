@@ -6,9 +6,9 @@
  */
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { HostPort } from '../config/types.js';
-import { BACKEND_STATES, type BackendState, type ProbeResult } from '../fleet/backend-state.js';
+import { BACKEND_STATES, type BackendState, type ProbeResult } from '../fleet/backend-lifecycle.js';
 import type { Backend, FleetRegistry, RestartReason, TransitionEvent } from '../fleet/registry.js';
-import type { ProxyEventBus, RequestRecord } from '../proxy/request-record.js';
+import type { ProxyEventBus, RequestRecord } from '../proxy/proxy-events.js';
 import { ADMISSION_FAILURES, type AdmissionFailure, type WaitQueue } from '../routing/wait-queue.js';
 
 /** What the metrics read of the wait queues (one, or one per model). */
