@@ -19,7 +19,7 @@ import { BACKEND_KINDS } from '../config/types.js';
 import { validateBackend } from '../config/validate.js';
 import { BackendConflictError } from '../fleet/backend-sync.js';
 import type { Backend } from '../fleet/registry.js';
-import type { Gateway, GatewayOptions } from '../proxy/gateway.js';
+import type { Gateway, GatewayOptions } from '../app.js';
 import { errorBody } from '../proxy/upstream-errors.js';
 import { peerAddress, requireAdmin } from './admin-auth.js';
 import { backendStatus } from './fleet-summary.js';

@@ -1,6 +1,6 @@
 /** fleetgate's own health for whatever sits in front of it: `/livez`, and `/readyz` (alias `/health`). */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import type { Gateway } from '../proxy/gateway.js';
+import type { Gateway } from '../app.js';
 
 export function registerProbeRoutes(app: FastifyInstance, gateway: Gateway): void {
   const registry = gateway.fleet.registry;

@@ -10,7 +10,7 @@
  */
 import type { Config } from '../config/types.js';
 import type { BackendDiff } from '../fleet/backend-sync.js';
-import type { Gateway } from '../proxy/gateway.js';
+import type { Gateway } from '../app.js';
 
 export interface ReloadResult extends BackendDiff {
   /** Settings (other than backends) that changed and now apply. */

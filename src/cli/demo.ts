@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { validateConfig } from '../config/validate.js';
 import { createLogger } from '../logging.js';
-import { createGateway } from '../proxy/gateway.js';
+import { createGateway } from '../app.js';
 import { colorEnabled } from './render-status.js';
 import { runUntilSignal } from './serve.js';
 

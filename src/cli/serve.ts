@@ -5,7 +5,7 @@
 import { ConfigError, DEFAULT_CONFIG_PATH, formatConfigError, loadConfig, parseServeArgs } from '../config/index.js';
 import type { Config } from '../config/types.js';
 import { createLogger } from '../logging.js';
-import { createGateway, type Gateway } from '../proxy/gateway.js';
+import { createGateway, type Gateway } from '../app.js';
 
 const usage = (
   verb: string,

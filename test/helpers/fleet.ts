@@ -2,7 +2,7 @@
 import type { TestContext } from 'node:test';
 import pino from 'pino';
 import { validateConfig } from '../../src/config/validate.js';
-import { createGateway, type Gateway } from '../../src/proxy/gateway.js';
+import { createGateway, type Gateway } from '../../src/app.js';
 import type { SimOptions } from '../../src/sim/index.js';
 import { SimServer } from '../../src/sim/index.js';
 import { freePorts } from './net.js';

@@ -1,5 +1,5 @@
 /** Load and observation for the progress watchdog's integration tests. */
-import type { Gateway } from '../../src/proxy/gateway.js';
+import type { Gateway } from '../../src/app.js';
 
 export const PROGRESS_TIMEOUT_MS = 1_500;
 export const CONFIG = {

@@ -14,7 +14,7 @@ import { test } from 'node:test';
 import pino from 'pino';
 import { isLoopback } from '../../src/admin/admin-auth.js';
 import { validateConfig } from '../../src/config/validate.js';
-import { createGateway } from '../../src/proxy/gateway.js';
+import { createGateway } from '../../src/app.js';
 
 interface Logged {
   msg: string;

@@ -10,7 +10,7 @@ import pino from 'pino';
 import { request } from 'undici';
 import { validateConfig } from '../../src/config/validate.js';
 import type { DnsResolver } from '../../src/fleet/dns-discovery.js';
-import { createGateway } from '../../src/proxy/gateway.js';
+import { createGateway } from '../../src/app.js';
 import { SimServer } from '../../src/sim/index.js';
 import { freePort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';

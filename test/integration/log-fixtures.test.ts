@@ -10,7 +10,7 @@ import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { Gateway } from '../../src/proxy/gateway.js';
+import type { Gateway } from '../../src/app.js';
 import { startGateway } from '../helpers/fleet.js';
 import { fixtureText, type LogFixture, loadLogFixtures } from '../helpers/log-fixtures.js';
 import { freePorts } from '../helpers/net.js';

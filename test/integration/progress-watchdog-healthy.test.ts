@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Gateway } from '../../src/proxy/gateway.js';
+import type { Gateway } from '../../src/app.js';
 import { startReadyFleet } from '../helpers/fleet.js';
 import { CONFIG, call, PROGRESS_TIMEOUT_MS, transitions } from '../helpers/progress-load.js';
 import { waitFor } from '../helpers/wait.js';

@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import pino from 'pino';
 import { request } from 'undici';
 import { validateConfig } from '../../src/config/validate.js';
-import { createGateway } from '../../src/proxy/gateway.js';
+import { createGateway } from '../../src/app.js';
 import type { SimServer } from '../../src/sim/index.js';
 import { createSims } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
