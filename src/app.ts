@@ -22,7 +22,7 @@ import { WaitQueue } from './routing/wait-queue.js';
 import { attachAccessLog } from './proxy/access-log.js';
 import { createDataPlane, OWN_PATHS } from './proxy/data-plane.js';
 import { createForwarder } from './proxy/forward.js';
-import { clientErrorHandler, registerServerGuards } from './proxy/guards.js';
+import { clientErrorHandler, registerServerGuards } from './http/server-guards.js';
 import { createModelAdmission } from './proxy/model-admission.js';
 import { registerModelsRoute } from './proxy/models-route.js';
 import { ProxyEventBus } from './proxy/proxy-events.js';

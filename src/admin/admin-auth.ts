@@ -9,7 +9,7 @@
  */
 import { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { hasValidKey, keyDigest } from '../proxy/guards.js';
+import { hasValidKey, keyDigest } from '../http/server-guards.js';
 import { errorBody } from '../proxy/upstream-errors.js';
 
 /** 127.0.0.0/8, ::1, and IPv4 loopback mapped into IPv6 (`::ffff:127.0.0.1`, a dual-stack listener). */

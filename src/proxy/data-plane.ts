@@ -10,7 +10,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import { hasValidKey, keyDigest } from './guards.js';
+import { hasValidKey, keyDigest } from '../http/server-guards.js';
 import { errorBody } from './upstream-errors.js';
 
 /** fleetgate's own endpoints (probes, scrapes, status page, admin API, the fleet's model list): served by fastify. */

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
-import { hasValidKey, keyDigest } from './guards.js';
+import { hasValidKey, keyDigest } from '../http/server-guards.js';
 import { errorBody } from './upstream-errors.js';
 
 export function registerModelsRoute(app: FastifyInstance, registry: FleetRegistry, config: () => Config): void {

@@ -8,7 +8,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { errorBody } from './upstream-errors.js';
+import { errorBody } from '../proxy/upstream-errors.js';
 
 /** What a malformed or too-slow request gets before fastify ever sees it. */
 const CLIENT_ERRORS: Record<string, [number, string, string]> = {
