@@ -10,8 +10,18 @@ import { registerAdminRoutes } from './admin/routes.js';
 import type { Config } from './config/types.js';
 import type { DnsResolver } from './fleet/dns-discovery.js';
 import { Fleet } from './fleet/fleet.js';
+import { registerOwnErrorHandler } from './http/own-error-handler.js';
+import { clientErrorHandler, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
+import { attachAccessLog } from './proxy/access-log.js';
+import { createDataPlane, OWN_PATHS } from './proxy/data-plane.js';
+import { createForwarder } from './proxy/forward.js';
+import { createModelAdmission } from './proxy/model-admission.js';
+import { registerModelsRoute } from './proxy/models-route.js';
+import { ProxyEventBus } from './proxy/proxy-events.js';
+import { createTraitsReader } from './proxy/request-traits-from.js';
+import { UpstreamPools } from './proxy/upstream-pools.js';
 import { ModelQueues } from './routing/model-queues.js';
 import { ModelRouter } from './routing/model-route.js';
 import { createPolicy } from './routing/policies.js';
@@ -19,15 +29,6 @@ import type { PrefixAware } from './routing/prefix-aware.js';
 import { queueClassOptions } from './routing/queue-classes.js';
 import { promptTraits } from './routing/request-traits.js';
 import { WaitQueue } from './routing/wait-queue.js';
-import { attachAccessLog } from './proxy/access-log.js';
-import { createDataPlane, OWN_PATHS } from './proxy/data-plane.js';
-import { createForwarder } from './proxy/forward.js';
-import { clientErrorHandler, registerServerGuards } from './http/server-guards.js';
-import { createModelAdmission } from './proxy/model-admission.js';
-import { registerModelsRoute } from './proxy/models-route.js';
-import { ProxyEventBus } from './proxy/proxy-events.js';
-import { createTraitsReader } from './proxy/request-traits-from.js';
-import { UpstreamPools } from './proxy/upstream-pools.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -199,7 +200,8 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     },
   };
 
-  registerServerGuards(app);
+  refuseConnect(app.server);
+  registerOwnErrorHandler(app);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   registerModelsRoute(app, registry, () => gateway.config);
   await registerAdminRoutes(app, gateway, opts);

@@ -14,13 +14,13 @@
  * Errors are OpenAI-style `{"error": {"message", "type", "code"}}`.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Gateway, GatewayOptions } from '../app.js';
 import { ConfigError } from '../config/errors.js';
 import { BACKEND_KINDS } from '../config/types.js';
 import { validateBackend } from '../config/validate.js';
 import { BackendConflictError } from '../fleet/backend-sync.js';
 import type { Backend } from '../fleet/registry.js';
-import type { Gateway, GatewayOptions } from '../app.js';
-import { errorBody } from '../proxy/upstream-errors.js';
+import { sendError } from '../http/openai-error.js';
 import { peerAddress, requireAdmin } from './admin-auth.js';
 import { backendStatus } from './fleet-summary.js';
 import { reloadGateway } from './reload.js';
@@ -45,13 +45,6 @@ const nameParams = {
 
 type Named = FastifyRequest<{ Params: { name: string } }>;
 
-function fail(reply: FastifyReply, status: number, message: string, type: string) {
-  return reply
-    .code(status)
-    .type('application/json')
-    .send(errorBody(message, type, status));
-}
-
 export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, opts: GatewayOptions): Promise<void> {
   const { fleet } = gateway;
   const registry = fleet.registry;
@@ -64,7 +57,7 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
   const find = (request: Named, reply: FastifyReply): Backend | null => {
     const backend = registry.get(request.params.name);
     if (backend === undefined) {
-      void fail(reply, 404, `no backend named "${request.params.name}"`, 'not_found_error');
+      void sendError(reply, 404, `no backend named "${request.params.name}"`);
       return null;
     }
     return backend;
@@ -75,11 +68,11 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
     try {
       config = validateBackend(request.body, gateway.config.kind, 'body');
     } catch (error) {
-      if (error instanceof ConfigError) return fail(reply, 400, error.message, 'invalid_request_error');
+      if (error instanceof ConfigError) return sendError(reply, 400, error.message);
       throw error;
     }
     const conflict = fleet.configured.conflict(config);
-    if (conflict !== null) return fail(reply, 409, conflict, 'conflict_error');
+    if (conflict !== null) return sendError(reply, 409, conflict);
     const backend = fleet.add(config);
     audit(request, `add backend ${config.name}`, {
       backend: config.name,
@@ -95,7 +88,7 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
     if (backend === null) return reply;
     if (!backend.removing && !fleet.configured.owns(backend.name)) {
       const message = `backend "${backend.name}" was discovered by DNS: remove its record, or drain it`;
-      return fail(reply, 409, message, 'conflict_error');
+      return sendError(reply, 409, message);
     }
     fleet.configured.remove(backend.name);
     audit(request, `remove backend ${backend.name}`, { backend: backend.name, inflight: backend.inflight });
@@ -113,7 +106,7 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
   app.post('/fleet/backends/:name/resume', { schema: nameParams, onRequest }, async (request: Named, reply) => {
     const backend = find(request, reply);
     if (backend === null) return reply;
-    if (backend.removing) return fail(reply, 409, `backend "${backend.name}" is being removed`, 'conflict_error');
+    if (backend.removing) return sendError(reply, 409, `backend "${backend.name}" is being removed`);
     registry.apply(backend, { type: 'resume' });
     audit(request, `resume backend ${backend.name}`, { backend: backend.name });
     return backendStatus(backend);
@@ -125,7 +118,7 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
     const supervisor = gateway.launcher?.get(backend.name);
     if (supervisor === undefined) {
       const message = `backend "${backend.name}" was not started by fleetgate launch: restart it where it runs`;
-      return fail(reply, 409, message, 'conflict_error');
+      return sendError(reply, 409, message);
     }
     supervisor.restart();
     audit(request, `restart backend ${backend.name}`, { backend: backend.name, inflight: backend.inflight });
@@ -134,12 +127,12 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
 
   // `/fleet/...` is fleetgate's own namespace: an unknown path or method there is never proxied.
   app.all('/fleet/*', async (request, reply) =>
-    fail(reply, 404, `${request.method} ${request.url.split('?')[0]} is not a fleetgate endpoint`, 'not_found_error'),
+    sendError(reply, 404, `${request.method} ${request.url.split('?')[0]} is not a fleetgate endpoint`),
   );
 
   app.post('/fleet/reload', { onRequest }, async (request, reply) => {
     if (opts.reloadConfig === undefined) {
-      return fail(reply, 501, 'reload is not available: fleetgate was not started from a config', 'server_error');
+      return sendError(reply, 501, 'reload is not available: fleetgate was not started from a config');
     }
     let result: ReturnType<typeof reloadGateway>;
     try {
@@ -151,10 +144,10 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
           { admin: { from: peerAddress(request), action: 'reload' } },
           `admin: reload refused: ${message}`,
         );
-        return fail(reply, 400, message, 'invalid_request_error');
+        return sendError(reply, 400, message);
       }
       if (error instanceof BackendConflictError) {
-        return fail(reply, 409, `config rejected, the running config stays: ${error.message}`, 'conflict_error');
+        return sendError(reply, 409, `config rejected, the running config stays: ${error.message}`);
       }
       throw error;
     }

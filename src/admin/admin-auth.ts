@@ -9,8 +9,8 @@
  */
 import { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { hasValidKey, keyDigest } from '../http/server-guards.js';
-import { errorBody } from '../proxy/upstream-errors.js';
+import { hasValidKey, keyDigest } from '../http/bearer-keys.js';
+import { sendError } from '../http/openai-error.js';
 
 /** 127.0.0.0/8, ::1, and IPv4 loopback mapped into IPv6 (`::ffff:127.0.0.1`, a dual-stack listener). */
 export function isLoopback(address: string | undefined): boolean {
@@ -59,15 +59,6 @@ export function requireAdmin(token: () => string | null) {
       `admin: refused ${request.method} ${request.url}: ${decision.message}`,
     );
     if (decision.status === 401) reply.header('www-authenticate', 'Bearer realm="fleetgate admin"');
-    return reply
-      .code(decision.status)
-      .type('application/json')
-      .send(
-        errorBody(
-          decision.message,
-          decision.status === 401 ? 'authentication_error' : 'permission_error',
-          decision.status,
-        ),
-      );
+    return sendError(reply, decision.status, decision.message);
   };
 }

@@ -8,9 +8,10 @@
  * cadence, routing policy, ...) were wired into sockets, pools and timers at start-up and are
  * reported as needing a restart, while the running values stay in `gateway.config`.
  */
+
+import type { Gateway } from '../app.js';
 import type { Config } from '../config/types.js';
 import type { BackendDiff } from '../fleet/backend-sync.js';
-import type { Gateway } from '../app.js';
 
 export interface ReloadResult extends BackendDiff {
   /** Settings (other than backends) that changed and now apply. */

@@ -1,7 +1,7 @@
 /** `GET /fleet/status` (JSON), `GET /fleet/events` (server-sent events) and `GET /fleet` (the status page). */
 import type { FastifyInstance } from 'fastify';
-import { ServingStats } from '../metrics/serving-stats.js';
 import type { Gateway } from '../app.js';
+import { ServingStats } from '../metrics/serving-stats.js';
 import { FleetEventStream } from './fleet-events.js';
 import { fleetStatus } from './fleet-summary.js';
 import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML } from './status-page.js';

@@ -8,9 +8,9 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { createGateway } from '../app.js';
 import { validateConfig } from '../config/validate.js';
 import { createLogger } from '../logging.js';
-import { createGateway } from '../app.js';
 import { colorEnabled } from './render-status.js';
 import { runUntilSignal } from './serve.js';
 

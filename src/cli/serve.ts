@@ -2,10 +2,11 @@
  * `fleetgate serve`: load config, run the gateway until SIGTERM/SIGINT, reload on SIGHUP. `fleetgate launch`
  * is the same with the engines of `launch:` started and supervised first.
  */
+
+import { createGateway, type Gateway } from '../app.js';
 import { ConfigError, DEFAULT_CONFIG_PATH, formatConfigError, loadConfig, parseServeArgs } from '../config/index.js';
 import type { Config } from '../config/types.js';
 import { createLogger } from '../logging.js';
-import { createGateway, type Gateway } from '../app.js';
 
 const usage = (
   verb: string,

@@ -1,14 +1,11 @@
 /**
  * What the HTTP server refuses before any routing: requests node's parser rejects or that come too
  * slowly, and `CONNECT` (fleetgate is not an open proxy; the data plane refuses absolute-form
- * targets). API keys are checked by the data plane (data-plane.ts), with `keyDigest` and
- * `hasValidKey` from here.
+ * targets). These answers go straight to the socket: there is no request to answer through.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { FastifyError, FastifyInstance } from 'fastify';
-import { errorBody } from '../proxy/upstream-errors.js';
+import { errorBody } from './openai-error.js';
 
 /** What a malformed or too-slow request gets before fastify ever sees it. */
 const CLIENT_ERRORS: Record<string, [number, string, string]> = {
@@ -51,49 +48,7 @@ function answerAndClose(socket: Duplex, response: string): void {
   socket.end(response);
 }
 
-/**
- * CONNECT is refused with a reason; errors fastify raises on fleetgate's own endpoints (body too
- * large, schema validation) get the same OpenAI-style body as the proxy's.
- */
-export function registerServerGuards(app: FastifyInstance): void {
-  // Without a listener node closes CONNECT connections silently; say why, then close.
-  app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => answerAndClose(socket, CONNECT_REFUSAL));
-
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
-    if (status >= 500) request.log.error({ err: error }, 'request failed');
-    const message = status >= 500 ? 'internal error' : error.message;
-    return reply
-      .code(status)
-      .type('application/json')
-      .send(errorBody(message, errorType(status), status));
-  });
-}
-
-function errorType(status: number): string {
-  if (status === 401) return 'authentication_error';
-  if (status === 403) return 'permission_error';
-  if (status === 404) return 'not_found_error';
-  if (status === 409) return 'conflict_error';
-  return status >= 500 ? 'server_error' : 'invalid_request_error';
-}
-
-/**
- * Keys are compared as SHA-256 digests: always equal lengths, so the time taken tells nothing of a
- * key's length (`timingSafeEqual` itself needs equal lengths).
- */
-export function keyDigest(key: string): Buffer {
-  return createHash('sha256').update(key).digest();
-}
-
-/** `digests` from `keyDigest`. */
-export function hasValidKey(authorization: string | undefined, digests: readonly Buffer[]): boolean {
-  if (!authorization?.startsWith('Bearer ')) return false;
-  const given = keyDigest(authorization.slice(7));
-  let valid = false;
-  // Compare against every key, always, so timing does not tell which one matched.
-  for (const digest of digests) {
-    if (timingSafeEqual(digest, given)) valid = true;
-  }
-  return valid;
+/** Without a listener node closes CONNECT connections silently; say why, then close. */
+export function refuseConnect(server: Server): void {
+  server.on('connect', (_request: IncomingMessage, socket: Duplex) => answerAndClose(socket, CONNECT_REFUSAL));
 }

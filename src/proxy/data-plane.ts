@@ -10,8 +10,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Config } from '../config/types.js';
-import { hasValidKey, keyDigest } from '../http/server-guards.js';
-import { errorBody } from './upstream-errors.js';
+import { hasValidKey, keyDigest } from '../http/bearer-keys.js';
+import { answerError, answerInternalError } from '../http/openai-error.js';
 
 /** fleetgate's own endpoints (probes, scrapes, status page, admin API, the fleet's model list): served by fastify. */
 export const OWN_PATHS = /^\/(livez|readyz|health|metrics|fleet)(\/|\?|$)|^\/v1\/models\/?(\?|$)/;
@@ -25,42 +25,6 @@ export interface DataPlaneOptions {
   /** True once shutdown began: new requests are refused and their connection closed. */
   closing: () => boolean;
   logger: Logger;
-}
-
-/** An OpenAI-style error answer; `close` ends the connection after it (the rest of a body is not read). */
-export function answerError(
-  res: ServerResponse,
-  status: number,
-  message: string,
-  type: string,
-  opts: { close?: boolean; retryAfter?: number } = {},
-): void {
-  if (res.headersSent || res.destroyed) return;
-  const body = errorBody(message, type, status);
-  const headers: Record<string, string | number> = {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(body),
-  };
-  if (opts.retryAfter !== undefined) headers['retry-after'] = opts.retryAfter;
-  if (opts.close) res.shouldKeepAlive = false;
-  res.writeHead(status, headers);
-  res.end(body);
-}
-
-/**
- * A bug in fleetgate costs the request it happened on, never the process: logged, and answered
- * 500 if nothing went out yet; an answer already under way is cut, one already ended went out whole.
- */
-export function answerInternalError(
-  logger: Logger,
-  error: unknown,
-  req: Pick<IncomingMessage, 'method' | 'url'>,
-  res: ServerResponse,
-): void {
-  logger.error({ err: error, method: req.method, path: req.url }, 'proxy internal error');
-  if (res.writableEnded) return;
-  if (res.headersSent || res.destroyed) res.destroy();
-  else answerError(res, 500, 'internal proxy error', 'internal_error');
 }
 
 export function createDataPlane(opts: DataPlaneOptions): (req: IncomingMessage, res: ServerResponse) => void {

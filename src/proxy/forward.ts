@@ -7,10 +7,11 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Logger } from 'pino';
 import type { ProgressWatchdog } from '../fleet/progress-watchdog.js';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
+import { answerError, answerInternalError, type ErrorType, errorTypeFor } from '../http/openai-error.js';
 import type { PromptTraits } from '../routing/request-traits.js';
 import { AdmissionError, type Lease } from '../routing/wait-queue.js';
 import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js';
-import { answerError, answerInternalError, type Forward } from './data-plane.js';
+import type { Forward } from './data-plane.js';
 import { upstreamRequestHeaders } from './headers.js';
 import type { Admission } from './model-admission.js';
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
@@ -126,7 +127,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
     const sendError = (
       status: number,
       message: string,
-      type: string,
+      type: ErrorType,
       backend: string | null,
       outcome: RequestOutcome,
     ) => {
@@ -195,8 +196,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
           attempt();
           return;
         }
-        const type = failure.status === 504 ? 'upstream_timeout' : 'upstream_error';
-        sendError(failure.status, failure.message, type, backend.name, 'upstream_error');
+        sendError(failure.status, failure.message, errorTypeFor(failure.status), backend.name, 'upstream_error');
       };
 
       const relay = new ResponseRelay(

@@ -2,13 +2,14 @@
  * Which queue a request waits in, by the model it names. A single-model fleet never reads the body
  * for it (`ModelRouter.byModel` is false): its requests pay nothing for routing by model.
  */
+import type { ErrorType } from '../http/openai-error.js';
 import type { ModelQueues } from '../routing/model-queues.js';
 import type { ModelRouter } from '../routing/model-route.js';
 import type { WaitQueue } from '../routing/wait-queue.js';
 
 export interface ModelRefusal {
   status: 400 | 404;
-  type: 'invalid_request_error' | 'model_not_found';
+  type: Extract<ErrorType, 'invalid_request_error' | 'model_not_found'>;
   message: string;
 }
 

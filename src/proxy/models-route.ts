@@ -6,18 +6,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
-import { hasValidKey, keyDigest } from '../http/server-guards.js';
-import { errorBody } from './upstream-errors.js';
+import { hasValidKey, keyDigest } from '../http/bearer-keys.js';
+import { sendError } from '../http/openai-error.js';
 
 export function registerModelsRoute(app: FastifyInstance, registry: FleetRegistry, config: () => Config): void {
   app.get('/v1/models', async (request, reply) => {
     const keys = config().auth.api_keys;
     if (keys.length > 0 && !hasValidKey(request.headers.authorization, keys.map(keyDigest))) {
       const message = 'missing or invalid API key (Authorization: Bearer <key>)';
-      return reply
-        .code(401)
-        .type('application/json; charset=utf-8')
-        .send(errorBody(message, 'authentication_error', 401));
+      return sendError(reply, 401, message);
     }
     return {
       object: 'list',

@@ -12,8 +12,9 @@
  */
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
+import { errorBody, errorTypeFor } from '../http/openai-error.js';
 import { clientResponseHeaders } from './headers.js';
-import { classifyUpstreamError, errorBody, type UpstreamFailure } from './upstream-errors.js';
+import { classifyUpstreamError, type UpstreamFailure } from './upstream-errors.js';
 
 export type RelayEnd =
   | { type: 'complete' }
@@ -178,9 +179,8 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
       return;
     }
     this.#uncork();
-    const type = failure.status === 504 ? 'upstream_timeout' : 'upstream_error';
     const separator = this.#bytes > 0 && !endsEvent(this.#last) ? '\n\n' : '';
-    raw.end(`${separator}data: ${errorBody(failure.message, type, failure.status)}\n\n`);
+    raw.end(`${separator}data: ${errorBody(failure.message, errorTypeFor(failure.status), failure.status)}\n\n`);
   }
 
   #finish(end: RelayEnd): void {

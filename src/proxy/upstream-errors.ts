@@ -86,8 +86,3 @@ function describe(kind: string, error: unknown): string {
 export function stalledFailure(reason: string): UpstreamFailure {
   return { kind: 'no_progress', outcome: null, status: 502, retryable: true, message: reason };
 }
-
-/** OpenAI-style error body, the form SGLang and OpenAI clients already parse. */
-export function errorBody(message: string, type: string, code: number): string {
-  return JSON.stringify({ error: { message, type, code } });
-}

@@ -1,8 +1,8 @@
 /** Test fixtures: a gateway on a free port and simulated backends, all cleaned up after the test. */
 import type { TestContext } from 'node:test';
 import pino from 'pino';
-import { validateConfig } from '../../src/config/validate.js';
 import { createGateway, type Gateway } from '../../src/app.js';
+import { validateConfig } from '../../src/config/validate.js';
 import type { SimOptions } from '../../src/sim/index.js';
 import { SimServer } from '../../src/sim/index.js';
 import { freePorts } from './net.js';

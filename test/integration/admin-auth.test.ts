@@ -13,8 +13,8 @@ import { networkInterfaces } from 'node:os';
 import { test } from 'node:test';
 import pino from 'pino';
 import { isLoopback } from '../../src/admin/admin-auth.js';
-import { validateConfig } from '../../src/config/validate.js';
 import { createGateway } from '../../src/app.js';
+import { validateConfig } from '../../src/config/validate.js';
 
 interface Logged {
   msg: string;

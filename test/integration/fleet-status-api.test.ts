@@ -15,8 +15,8 @@ import pino from 'pino';
 import { request } from 'undici';
 import { FleetEventStream } from '../../src/admin/fleet-events.js';
 import type { BackendStatus, FleetStatus } from '../../src/admin/fleet-summary.js';
-import { validateConfig } from '../../src/config/validate.js';
 import { createGateway } from '../../src/app.js';
+import { validateConfig } from '../../src/config/validate.js';
 import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
 

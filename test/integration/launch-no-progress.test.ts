@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pino from 'pino';
-import { validateConfig } from '../../src/config/validate.js';
 import { createGateway } from '../../src/app.js';
+import { validateConfig } from '../../src/config/validate.js';
 import { alive, simCommand } from '../helpers/launch.js';
 import { freePort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseBackendLoad, parseMaxRunning } from '../../src/fleet/backend-metrics.js';
 import { BackendLifecycle } from '../../src/fleet/backend-lifecycle.js';
+import { parseBackendLoad, parseMaxRunning } from '../../src/fleet/backend-metrics.js';
 import { Backend } from '../../src/fleet/registry.js';
 
 const SGLANG = `# HELP sglang:num_running_reqs The number of running requests.
