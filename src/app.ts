@@ -6,6 +6,8 @@
 import { createServer, type Server } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
+import type { ControlPlane } from './admin/control-plane.js';
+import { type ReloadOutcome, reload } from './admin/reload.js';
 import { registerAdminRoutes } from './admin/routes.js';
 import type { Config } from './config/types.js';
 import type { DnsResolver } from './fleet/dns-discovery.js';
@@ -53,7 +55,10 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   /** The engines' supervisor under `fleetgate launch`; null under `serve`. */
   readonly launcher: Launcher | null;
-  config: Config;
+  /** The running config; a reload changes its live keys in place. */
+  readonly config: Config;
+  /** Re-reads the config and applies it (`POST /fleet/reload`, SIGHUP); null without `reloadConfig`. */
+  readonly reload: (() => ReloadOutcome) | null;
   /** Listens on `config.listen` (and `metrics_listen`); returns the bound main URL. */
   listen(): Promise<string>;
   /** Stops accepting, lets in-flight requests finish up to `drain_timeout`, then closes. */
@@ -124,7 +129,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   attachAccessLog(opts.logger, registry, events, config.log.access);
   let closing = false;
   const dataPlane = createDataPlane({
-    config: () => gateway.config,
+    config: () => config,
     closing: () => closing,
     logger: opts.logger,
     forward: createForwarder({
@@ -171,6 +176,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     },
   });
 
+  const reloadConfig = opts.reloadConfig;
   const gateway: Gateway = {
     app,
     fleet,
@@ -180,6 +186,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     metrics,
     launcher,
     config,
+    reload: reloadConfig ? () => reload(fleet, config, reloadConfig) : null,
     listen: async () => {
       fleet.start();
       const address = await app.listen({ host: config.listen.host, port: config.listen.port });
@@ -203,8 +210,14 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   refuseConnect(app.server);
   registerOwnErrorHandler(app);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
-  registerModelsRoute(app, registry, () => gateway.config);
-  await registerAdminRoutes(app, gateway, opts);
+  registerModelsRoute(app, registry, () => config);
+  const control: ControlPlane = {
+    fleet,
+    config,
+    supervisorOf: (name) => launcher?.get(name),
+    reload: gateway.reload,
+  };
+  await registerAdminRoutes(app, control, { events, queue });
 
   return gateway;
 }

@@ -14,16 +14,14 @@
  * Errors are OpenAI-style `{"error": {"message", "type", "code"}}`.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Gateway, GatewayOptions } from '../app.js';
 import { ConfigError } from '../config/errors.js';
 import { BACKEND_KINDS } from '../config/types.js';
 import { validateBackend } from '../config/validate.js';
-import { BackendConflictError } from '../fleet/backend-sync.js';
 import type { Backend } from '../fleet/registry.js';
 import { sendError } from '../http/openai-error.js';
 import { peerAddress, requireAdmin } from './admin-auth.js';
+import type { ControlPlane } from './control-plane.js';
 import { backendStatus } from './fleet-summary.js';
-import { reloadGateway } from './reload.js';
 
 /** Shape only; URL rules, names and did-you-mean for unknown keys come from `validateBackend`. */
 const addBackendSchema = {
@@ -45,10 +43,10 @@ const nameParams = {
 
 type Named = FastifyRequest<{ Params: { name: string } }>;
 
-export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, opts: GatewayOptions): Promise<void> {
-  const { fleet } = gateway;
+export async function registerAdminApi(app: FastifyInstance, control: ControlPlane): Promise<void> {
+  const { fleet } = control;
   const registry = fleet.registry;
-  const onRequest = requireAdmin(() => gateway.config.admin.token);
+  const onRequest = requireAdmin(() => control.config.admin.token);
 
   const audit = (request: FastifyRequest, action: string, details: Record<string, unknown>) => {
     request.log.info({ admin: { from: peerAddress(request), action, ...details } }, `admin: ${action}`);
@@ -66,7 +64,7 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
   app.post('/fleet/backends', { schema: addBackendSchema, onRequest }, async (request, reply) => {
     let config: ReturnType<typeof validateBackend>;
     try {
-      config = validateBackend(request.body, gateway.config.kind, 'body');
+      config = validateBackend(request.body, control.config.kind, 'body');
     } catch (error) {
       if (error instanceof ConfigError) return sendError(reply, 400, error.message);
       throw error;
@@ -115,7 +113,7 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
   app.post('/fleet/backends/:name/restart', { schema: nameParams, onRequest }, async (request: Named, reply) => {
     const backend = find(request, reply);
     if (backend === null) return reply;
-    const supervisor = gateway.launcher?.get(backend.name);
+    const supervisor = control.supervisorOf(backend.name);
     if (supervisor === undefined) {
       const message = `backend "${backend.name}" was not started by fleetgate launch: restart it where it runs`;
       return sendError(reply, 409, message);
@@ -131,27 +129,18 @@ export async function registerAdminApi(app: FastifyInstance, gateway: Gateway, o
   );
 
   app.post('/fleet/reload', { onRequest }, async (request, reply) => {
-    if (opts.reloadConfig === undefined) {
+    if (control.reload === null) {
       return sendError(reply, 501, 'reload is not available: fleetgate was not started from a config');
     }
-    let result: ReturnType<typeof reloadGateway>;
-    try {
-      result = reloadGateway(gateway, opts.reloadConfig());
-    } catch (error) {
-      if (error instanceof ConfigError) {
-        const message = `config rejected, the running config stays: ${error.message}${error.source ? ` (${error.source})` : ''}`;
-        request.log.warn(
-          { admin: { from: peerAddress(request), action: 'reload' } },
-          `admin: reload refused: ${message}`,
-        );
-        return sendError(reply, 400, message);
-      }
-      if (error instanceof BackendConflictError) {
-        return sendError(reply, 409, `config rejected, the running config stays: ${error.message}`);
-      }
-      throw error;
+    const outcome = control.reload();
+    if (!outcome.ok) {
+      request.log.warn(
+        { admin: { from: peerAddress(request), action: 'reload' } },
+        `admin: reload refused: ${outcome.message}`,
+      );
+      return sendError(reply, outcome.status, outcome.message);
     }
-    audit(request, 'reload', { ...result });
-    return result;
+    audit(request, 'reload', { ...outcome.result });
+    return outcome.result;
   });
 }

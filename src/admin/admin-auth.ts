@@ -4,10 +4,8 @@
  * mutations are accepted only from loopback, 403 from anywhere else (no credentials can help).
  *
  * The address is the TCP peer's, never `X-Forwarded-For`: a header is what a caller says it is.
- * In-process calls (`app.inject`, as `fleetgate serve` uses on SIGHUP) have no socket to come over
- * the network; they need no token, and without one they are judged by the address they state.
+ * SIGHUP reloads in process (`Gateway.reload`), not through this route, so no caller is exempt.
  */
-import { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { hasValidKey, keyDigest } from '../http/bearer-keys.js';
 import { sendError } from '../http/openai-error.js';
@@ -20,10 +18,6 @@ export function isLoopback(address: string | undefined): boolean {
   return address === '::1' || address === '0:0:0:0:0:0:0:1';
 }
 
-export function isInProcess(request: FastifyRequest): boolean {
-  return !(request.raw.socket instanceof Socket);
-}
-
 /** The TCP peer address (`X-Forwarded-For` is ignored). */
 export function peerAddress(request: FastifyRequest): string | undefined {
   return request.raw.socket?.remoteAddress;
@@ -33,7 +27,7 @@ export type AdminDecision = { ok: true } | { ok: false; status: 401 | 403; messa
 
 export function authorizeAdmin(request: FastifyRequest, token: string | null): AdminDecision {
   if (token !== null) {
-    if (isInProcess(request) || hasValidKey(request.headers.authorization, [keyDigest(token)])) return { ok: true };
+    if (hasValidKey(request.headers.authorization, [keyDigest(token)])) return { ok: true };
     const given = request.headers.authorization !== undefined;
     return {
       ok: false,

@@ -1,14 +1,15 @@
 /** fleetgate's own health for whatever sits in front of it: `/livez`, and `/readyz` (alias `/health`). */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import type { Gateway } from '../app.js';
+import type { Config } from '../config/types.js';
+import type { FleetRegistry } from '../fleet/registry.js';
 
-export function registerProbeRoutes(app: FastifyInstance, gateway: Gateway): void {
-  const registry = gateway.fleet.registry;
+/** `config` is the running one: reload changes `min_ready` in place. */
+export function registerProbeRoutes(app: FastifyInstance, registry: FleetRegistry, config: Config): void {
   app.get('/livez', async () => ({ status: 'ok' }));
   // Ready while at least `min_ready` backends are (read live: reload may change it).
   const readiness = async (_request: unknown, reply: FastifyReply) => {
     const ready = registry.ready.length;
-    const minReady = gateway.config.min_ready;
+    const minReady = config.min_ready;
     const body = {
       status: ready >= minReady ? 'ready' : 'not_ready',
       ready,

@@ -6,12 +6,12 @@
  *
  * Settings read per use are applied at once; the others (listen address, timeouts, health
  * cadence, routing policy, ...) were wired into sockets, pools and timers at start-up and are
- * reported as needing a restart, while the running values stay in `gateway.config`.
+ * reported as needing a restart, while the running values stay in the running config.
  */
-
-import type { Gateway } from '../app.js';
+import { ConfigError } from '../config/errors.js';
 import type { Config } from '../config/types.js';
-import type { BackendDiff } from '../fleet/backend-sync.js';
+import { BackendConflictError, type BackendDiff } from '../fleet/backend-sync.js';
+import type { Fleet } from '../fleet/fleet.js';
 
 export interface ReloadResult extends BackendDiff {
   /** Settings (other than backends) that changed and now apply. */
@@ -44,14 +44,32 @@ export function changedSettings(old: Config, next: Config): string[] {
   return changed;
 }
 
-/** Applies `next` to the running gateway; throws `BackendConflictError` (nothing changed) on a name clash. */
-export function reloadGateway(gateway: Gateway, next: Config): ReloadResult {
-  const running = gateway.config;
+/** A reload done, or refused with the running config unchanged (what `POST /fleet/reload` answers). */
+export type ReloadOutcome = { ok: true; result: ReloadResult } | { ok: false; status: 400 | 409; message: string };
+
+/** Reads the config with `read` and applies it; an invalid file or a name clash changes nothing. */
+export function reload(fleet: Fleet, running: Config, read: () => Config): ReloadOutcome {
+  try {
+    return { ok: true, result: applyConfig(fleet, running, read()) };
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      const message = `config rejected, the running config stays: ${error.message}${error.source ? ` (${error.source})` : ''}`;
+      return { ok: false, status: 400, message };
+    }
+    if (error instanceof BackendConflictError) {
+      return { ok: false, status: 409, message: `config rejected, the running config stays: ${error.message}` };
+    }
+    throw error;
+  }
+}
+
+/** Applies `next` to the running fleet and config; throws `BackendConflictError` (nothing changed) on a name clash. */
+function applyConfig(fleet: Fleet, running: Config, next: Config): ReloadResult {
   const changed = changedSettings(running, next);
-  const diff = gateway.fleet.configured.apply(next.backends);
-  gateway.fleet.setDiscovery(next.discovery);
+  const diff = fleet.configured.apply(next.backends);
+  fleet.setDiscovery(next.discovery);
   // Only the live keys change; the others keep their running values until a restart. Their readers
-  // go through `gateway.config` per request, so the change applies at once.
+  // read the running config per request, so the change applies at once.
   running.backends = next.backends;
   running.discovery = next.discovery;
   running.min_ready = next.min_ready;

@@ -1,17 +1,27 @@
 /** `GET /fleet/status` (JSON), `GET /fleet/events` (server-sent events) and `GET /fleet` (the status page). */
 import type { FastifyInstance } from 'fastify';
-import type { Gateway } from '../app.js';
+import type { Config } from '../config/types.js';
+import type { FleetRegistry } from '../fleet/registry.js';
 import { ServingStats } from '../metrics/serving-stats.js';
+import type { ProxyEventBus } from '../proxy/proxy-events.js';
 import { FleetEventStream } from './fleet-events.js';
 import { fleetStatus } from './fleet-summary.js';
 import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML } from './status-page.js';
 
-export async function registerStatusRoutes(app: FastifyInstance, gateway: Gateway): Promise<void> {
-  const registry = gateway.fleet.registry;
-  // Reload changes `gateway.config` in place, so min_ready is read per use.
-  const minReady = () => gateway.config.min_ready;
-  const waiting = () => gateway.queue.waitingByClass();
-  const stats = new ServingStats({ registry, events: gateway.events, waiting: () => gateway.queue.waiting });
+/** What the status views read. */
+export interface StatusSources {
+  readonly registry: FleetRegistry;
+  /** The running config: reload changes `min_ready` in place, so it is read per use. */
+  readonly config: Config;
+  readonly events: ProxyEventBus;
+  readonly queue: { readonly waiting: number; waitingByClass(): Record<string, number> };
+}
+
+export async function registerStatusRoutes(app: FastifyInstance, sources: StatusSources): Promise<void> {
+  const { registry, config, queue } = sources;
+  const minReady = () => config.min_ready;
+  const waiting = () => queue.waitingByClass();
+  const stats = new ServingStats({ registry, events: sources.events, waiting: () => queue.waiting });
   app.addHook('onReady', async () => stats.start());
   app.addHook('onClose', async () => stats.stop());
   const serving = () => stats.view();

@@ -73,9 +73,11 @@ export function runUntilSignal(gateway: Gateway, beforeClose: () => Promise<void
       resolve(0);
     };
     const reload = () => {
-      void gateway.app
-        .inject({ method: 'POST', url: '/fleet/reload', remoteAddress: '127.0.0.1' })
-        .then((res) => gateway.app.log.info({ status: res.statusCode, body: res.json() }, 'SIGHUP: reload'));
+      const outcome = gateway.reload?.();
+      if (outcome === undefined)
+        gateway.app.log.warn('SIGHUP: reload is not available: fleetgate was not started from a config');
+      else if (outcome.ok) gateway.app.log.info({ reload: outcome.result }, 'SIGHUP: reload');
+      else gateway.app.log.warn(`SIGHUP: reload refused: ${outcome.message}`);
     };
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);

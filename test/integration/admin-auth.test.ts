@@ -119,9 +119,9 @@ test('with admin.token: 401 without or with a wrong token, 200 with it; reads ne
   assert.equal(lines.filter((line) => /admin: refused/.test(line.msg)).length, 3, 'refusals are logged too');
   assert.ok(!JSON.stringify(lines).includes('s3cret-token'), 'the token never reaches the log');
 
-  // SIGHUP reaches the reload route through app.inject: in-process, no network peer, no token needed.
+  // No caller is exempt: an in-process call with no token is refused too (SIGHUP calls reload() directly).
   const injected = await gateway.app.inject({ method: 'POST', url: '/fleet/backends/127.0.0.1:9/resume' });
-  assert.equal(injected.statusCode, 200);
+  assert.equal(injected.statusCode, 401);
 });
 
 test('without a token: accepted from loopback (any 127.x, ::1, mapped), 403 from a non-loopback address', async (t) => {
