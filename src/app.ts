@@ -24,11 +24,14 @@ import { registerModelsRoute } from './proxy/models-route.js';
 import { ProxyEventBus } from './proxy/proxy-events.js';
 import { createTraitsReader } from './proxy/request-traits-from.js';
 import { UpstreamPools } from './proxy/upstream-pools.js';
+import { queuesOwnRequests } from './routing/backend-load.js';
+import { CapController } from './routing/cap-controller.js';
 import { ModelQueues } from './routing/model-queues.js';
 import { ModelRouter } from './routing/model-route.js';
 import { createPolicy } from './routing/policies.js';
 import type { PrefixAware } from './routing/prefix-aware.js';
 import { queueClassOptions } from './routing/queue-classes.js';
+import { drainOnCapacity } from './routing/registry-wiring.js';
 import { promptTraits } from './routing/request-traits.js';
 import { WaitQueue } from './routing/wait-queue.js';
 
@@ -71,6 +74,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     logPollMs: opts.logPollMs,
     resolver: opts.resolver,
     logger: opts.logger,
+    hasOwnQueue: queuesOwnRequests,
   });
   const registry = fleet.registry;
   const launcher =
@@ -102,26 +106,22 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
         ...queueClassOptions(config),
         ready,
         policy: sharedPolicy ?? newPolicy(),
-        onRelease: (backend) => {
-          registry.released(backend);
-          queue.drain();
-        },
+        slots: registry,
       }),
     ready: () => registry.ready,
     serving: (model) => registry.readyServing(model),
   });
   const models = new ModelRouter({ aliases: config.models, defaultModel: config.default_model });
   const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
+  drainOnCapacity(registry, queue);
+  if (config.routing.max_inflight_per_backend === 'auto') {
+    new CapController({ registry, scraping: config.routing.load_interval > 0 });
+  }
   registry.on('transition', ({ backend, to }) => {
-    if (to === 'ready') queue.drain();
-    else sharedPolicy?.forget?.(backend.name);
+    if (to !== 'ready') sharedPolicy?.forget?.(backend.name);
   });
   registry.on('removed', (backend) => sharedPolicy?.forget?.(backend.name));
-  registry.on('capacity', () => queue.drain());
-  registry.on('models', () => {
-    models.setPools(registry.models());
-    queue.drain();
-  });
+  registry.on('models', () => models.setPools(registry.models()));
   registry.on('removed', () => models.setPools(registry.models()));
   const events = new ProxyEventBus();
   const metrics = new GatewayMetrics(registry, events, queue, prefixAware ? (sharedPolicy as PrefixAware) : null);

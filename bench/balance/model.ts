@@ -12,8 +12,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { BackendConfig } from '../../src/config/types.js';
-import type { BackendLifecycle } from '../../src/fleet/backend-lifecycle.js';
-import { Backend } from '../../src/fleet/registry.js';
+import { FleetRegistry } from '../../src/fleet/registry.js';
 import { nextAdaptiveCap } from '../../src/routing/adaptive-cap.js';
 import { createPolicy } from '../../src/routing/policies.js';
 import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
@@ -177,10 +176,10 @@ function fleetgate(opts: {
   replica?: number;
 }): Router {
   const { capped, clock, engines, maxRunning, done, replica = 0 } = opts;
-  const backends = engines.map(
-    (_, i) =>
-      // The queue and the policy read only the load figures; the lifecycle is never consulted here.
-      new Backend({ name: `gpu${i}`, url: `http://gpu${i}` } as BackendConfig, {} as BackendLifecycle),
+  // The queue and the policy read only the load figures; the lifecycle is never consulted here.
+  const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: Number.MAX_SAFE_INTEGER, defaultCap: 0 });
+  const backends = engines.map((_, i) =>
+    registry.add({ name: `gpu${i}`, url: `http://gpu${i}`, kind: 'sglang', log: null } as BackendConfig),
   );
   // Replicas are not synchronised: the second one's reports fall between the first one's.
   const offset = replica * (LOAD_INTERVAL_MS / 2);
@@ -189,17 +188,21 @@ function fleetgate(opts: {
     timeoutMs: 0,
     ready: () => backends,
     policy: createPolicy('least-loaded'),
+    slots: registry,
   });
   const report = () => {
     backends.forEach((backend, i) => {
       const { running, queued, tokenUsage } = engines[i].stats;
-      if (capped)
-        backend.cap = nextAdaptiveCap(
-          { running, queued, tokenUsage, maxRunning, queuedBefore: backend.reported?.queued ?? null },
+      if (capped) {
+        const queuedBefore = backend.reported?.queued ?? null;
+        const cap = nextAdaptiveCap(
+          { running, queued, tokenUsage, maxRunning, queuedBefore },
           backend.cap,
           backend.inflight,
         );
-      backend.reported = { running, queued, tokenUsage, maxRunning, inflightAtScrape: backend.inflight };
+        registry.setCap(backend, cap);
+      }
+      registry.reportLoad(backend, { running, queued, tokenUsage, maxRunning });
     });
     queue.drain();
     if (!done()) clock.schedule(report, LOAD_INTERVAL_MS);

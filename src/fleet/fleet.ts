@@ -1,10 +1,10 @@
 /**
  * A running fleet: the registry plus the I/O shells that feed it (prober, log followers, load
- * scraper) and the clock that re-evaluates time-based facts.
+ * scraper, DNS discovery) and the clocks that re-evaluate time-based facts. `new Fleet()` registers
+ * the configured backends and does no I/O; `start()` starts all of it and `stop()` stops it.
  */
 import type { Logger } from 'pino';
 import type { BackendConfig, Config, DnsDiscoveryConfig } from '../config/types.js';
-import { QUEUE_ALLOWANCE } from '../routing/adaptive-cap.js';
 import { BackendSync } from './backend-sync.js';
 import { DnsDiscovery, type DnsResolver } from './dns-discovery.js';
 import { LoadScraper } from './load-scraper.js';
@@ -26,6 +26,8 @@ export interface FleetOptions {
   /** DNS discovery's resolver (tests inject a stub). */
   resolver?: DnsResolver;
   logger?: Logger;
+  /** The backend holds a queue of its own (routing decides; the progress watchdog expects progress then). */
+  hasOwnQueue?: (backend: Backend) => boolean;
 }
 
 export class Fleet {
@@ -71,14 +73,13 @@ export class Fleet {
       timeoutMs: config.health.progress_timeout,
       now: opts.now ?? Date.now,
       isReady: (backend) => backend.state === 'ready',
-      hasOwnQueue: (backend) => (backend.reported?.queued ?? 0) >= QUEUE_ALLOWANCE,
+      hasOwnQueue: opts.hasOwnQueue ?? (() => false),
       eject: (backend, reason) => registry.apply(backend, { type: 'no_progress', reason }),
     });
     registry.on('removed', (backend) => this.watchdog.forget(backend));
     this.#load = new LoadScraper({
       registry: this.registry,
       intervalMs: config.routing.load_interval,
-      autoCap: config.routing.max_inflight_per_backend === 'auto',
       timeoutMs: config.health.timeout,
       apiKey: config.upstream.api_key,
       onReport: (backend, load) =>

@@ -1,10 +1,10 @@
 /**
  * Backend-reported load: scrapes each ready backend's `/metrics` at a short interval so that
  * least-loaded compares what the backend really runs and queues (several fleetgate replicas, or
- * other clients, also load it), refined by fleetgate's own dispatches since the scrape.
+ * other clients, also load it), refined by fleetgate's own dispatches since the scrape. It only
+ * reads and reports (`FleetRegistry.reportLoad`); routing decides what the figures mean.
  */
 import { Client } from 'undici';
-import { nextAdaptiveCap, UNREAD_CAP } from '../routing/adaptive-cap.js';
 import { type BackendLoad, parseBackendLoad, parseMaxRunning } from './backend-metrics.js';
 import type { Backend, FleetRegistry } from './registry.js';
 
@@ -12,8 +12,6 @@ export interface LoadScraperOptions {
   registry: FleetRegistry;
   /** 0 disables scraping. */
   intervalMs: number;
-  /** `max_inflight_per_backend: auto`: cap each backend at what it reports it can run (adaptive-cap.ts). */
-  autoCap: boolean;
   timeoutMs: number;
   apiKey: string | null;
   /** Each successful read, for the progress watchdog. */
@@ -29,8 +27,6 @@ export class LoadScraper {
   readonly #unsupported = new WeakSet<Backend>();
   /** Each backend's reported `max_running_requests` (null: not reported), read once per admission. */
   readonly #maxRunning = new WeakMap<Backend, number | null>();
-  /** With `auto`: backends not read since they were added or last left `ready`; they hold UNREAD_CAP. */
-  readonly #unread = new WeakSet<Backend>();
   /** Scrapes under way: the one made on admission and the interval's never overlap for a backend. */
   readonly #scraping = new WeakSet<Backend>();
   #timer: NodeJS.Timeout | null = null;
@@ -38,15 +34,6 @@ export class LoadScraper {
 
   constructor(opts: LoadScraperOptions) {
     this.#opts = opts;
-    // Without scraping nothing would ever read an unread backend: `auto` then leaves caps off.
-    const slowStart = opts.autoCap && opts.intervalMs > 0;
-    const unread = (backend: Backend) => {
-      this.#unread.add(backend);
-      opts.registry.setCap(backend, UNREAD_CAP);
-    };
-    opts.registry.on('added', (backend) => {
-      if (slowStart) unread(backend);
-    });
     opts.registry.on('removed', (backend) => {
       void this.#clients.get(backend)?.close();
       this.#clients.delete(backend);
@@ -56,11 +43,8 @@ export class LoadScraper {
         if (this.#timer !== null) void this.#scrape(backend);
         return;
       }
-      backend.reported = null;
+      // A restarted backend is a new process: its `max_running_requests` is read afresh.
       this.#maxRunning.delete(backend);
-      // A restarted backend is a new process: its capacity is learned afresh.
-      if (slowStart) unread(backend);
-      else if (opts.autoCap) opts.registry.setCap(backend, 0);
     });
   }
 
@@ -104,7 +88,9 @@ export class LoadScraper {
     if (this.#scraping.has(backend)) return;
     this.#scraping.add(backend);
     try {
-      this.#apply(backend, await this.#read(backend));
+      const report = await this.#read(backend);
+      this.#opts.registry.reportLoad(backend, report);
+      if (report !== null) this.#opts.onReport?.(backend, report);
     } finally {
       this.#scraping.delete(backend);
     }
@@ -139,21 +125,5 @@ export class LoadScraper {
       // The prober and the proxy judge health; a failed scrape only leaves the last figures stale.
       return null;
     }
-  }
-
-  #apply(backend: Backend, report: Report | null): void {
-    const firstRead = this.#unread.delete(backend);
-    if (report === null) {
-      // Nothing to learn a cap from (yet): routed by in-flight counts, uncapped, like any backend without metrics.
-      if (firstRead) this.#opts.registry.setCap(backend, 0);
-      return;
-    }
-    if (this.#opts.autoCap) {
-      const queuedBefore = backend.reported?.queued ?? null;
-      const previous = firstRead ? 0 : backend.cap;
-      this.#opts.registry.setCap(backend, nextAdaptiveCap({ ...report, queuedBefore }, previous, backend.inflight));
-    }
-    backend.reported = { ...report, inflightAtScrape: backend.inflight };
-    this.#opts.onReport?.(backend, report);
   }
 }

@@ -20,18 +20,23 @@ export interface LogFollowerOptions {
 export class LogFollowers {
   readonly #opts: LogFollowerOptions;
   readonly #watchers = new Map<Backend, LogWatcher>();
+  #started = false;
 
   constructor(opts: LogFollowerOptions) {
     this.#opts = opts;
-    opts.registry.on('added', (backend) => this.#add(backend));
+    opts.registry.on('added', (backend) => {
+      if (this.#started) this.#add(backend);
+    });
     opts.registry.on('removed', (backend) => this.#remove(backend));
   }
 
   start(): void {
+    this.#started = true;
     for (const backend of this.#opts.registry.list()) this.#add(backend);
   }
 
   stop(): void {
+    this.#started = false;
     for (const backend of [...this.#watchers.keys()]) this.#remove(backend);
   }
 

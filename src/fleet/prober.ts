@@ -93,14 +93,17 @@ class BackendProber {
   }
 }
 
-/** Owns one prober per backend, following the registry's additions and removals. */
+/** Owns one prober per backend, following the registry's additions and removals once started. */
 export class Prober {
   readonly #opts: ProberOptions;
   readonly #probers = new Map<Backend, BackendProber>();
+  #started = false;
 
   constructor(opts: ProberOptions) {
     this.#opts = opts;
-    opts.registry.on('added', (backend) => this.#add(backend));
+    opts.registry.on('added', (backend) => {
+      if (this.#started) this.#add(backend);
+    });
     opts.registry.on('removed', (backend) => void this.#remove(backend));
     opts.registry.on('transition', ({ backend, from }) => {
       if (from === 'ready') this.#probers.get(backend)?.reschedule();
@@ -108,6 +111,7 @@ export class Prober {
   }
 
   start(): void {
+    this.#started = true;
     for (const backend of this.#opts.registry.list()) this.#add(backend);
   }
 
@@ -116,6 +120,7 @@ export class Prober {
   }
 
   async stop(): Promise<void> {
+    this.#started = false;
     await Promise.all([...this.#probers.keys()].map((backend) => this.#remove(backend)));
   }
 

@@ -5,7 +5,6 @@
  */
 import { EventEmitter } from 'node:events';
 import type { BackendConfig } from '../config/types.js';
-import { QUEUE_ALLOWANCE } from '../routing/adaptive-cap.js';
 import {
   type BackendEvent,
   BackendLifecycle,
@@ -51,23 +50,50 @@ export interface Supervision {
 export type RestartReason = 'exit' | 'failed' | 'stalled' | 'no_progress' | 'operator';
 export const RESTART_REASONS: readonly RestartReason[] = ['exit', 'failed', 'stalled', 'no_progress', 'operator'];
 
+/** What the registry counts on a backend; only the registry writes it, everyone else reads `Backend`. */
+interface BackendCounts {
+  inflight: number;
+  reported: ReportedLoad | null;
+  cap: number;
+  removing: boolean;
+  supervision: Supervision | null;
+}
+
 export class Backend {
   readonly config: BackendConfig;
   readonly lifecycle: BackendLifecycle;
-  /** Requests fleetgate has in flight to this backend. */
-  inflight = 0;
-  reported: ReportedLoad | null = null;
-  /** Cap on in-flight requests; 0 = none. Set from config or, with `auto`, from reported capacity. */
-  cap = 0;
-  /** Set when removal was asked: no new requests; removed once in-flight reaches 0. */
-  removing = false;
-  /** Set by `fleetgate launch` for the engines it started; null otherwise. */
-  supervision: Supervision | null = null;
+  readonly #counts: BackendCounts;
   #models: readonly string[] = [];
 
-  constructor(config: BackendConfig, lifecycle: BackendLifecycle) {
+  constructor(config: BackendConfig, lifecycle: BackendLifecycle, counts: BackendCounts) {
     this.config = config;
     this.lifecycle = lifecycle;
+    this.#counts = counts;
+  }
+
+  /** Requests fleetgate has in flight to this backend. */
+  get inflight(): number {
+    return this.#counts.inflight;
+  }
+
+  /** Its latest load report (routing/backend-load.ts reads it); null until read, and once it leaves `ready`. */
+  get reported(): ReportedLoad | null {
+    return this.#counts.reported;
+  }
+
+  /** Cap on in-flight requests; 0 = none. Set from config or, with `auto`, from reported capacity. */
+  get cap(): number {
+    return this.#counts.cap;
+  }
+
+  /** Set when removal was asked: no new requests; removed once in-flight reaches 0. */
+  get removing(): boolean {
+    return this.#counts.removing;
+  }
+
+  /** Set by `fleetgate launch` for the engines it started; null otherwise. */
+  get supervision(): Supervision | null {
+    return this.#counts.supervision;
   }
 
   get name(): string {
@@ -98,42 +124,6 @@ export class Backend {
     this.#models = models;
     return true;
   }
-
-  /**
-   * Load the balancer compares: what the backend reported running and queued, plus fleetgate's net
-   * dispatches since that report; just the in-flight count where the backend reports nothing.
-   */
-  get load(): number {
-    const reported = this.reported;
-    if (reported === null) return this.inflight;
-    const current = reported.running + reported.queued + this.inflight - reported.inflightAtScrape;
-    return Math.max(current, this.inflight);
-  }
-
-  /**
-   * It reports idle batch slots: fewer running than its `max_running_requests`, and no real queue.
-   * A request or two waiting at a scrape are arrivals between two scheduler steps, not a backend
-   * that cannot admit (its KV cache full): taking them for one would count every busy fast GPU as
-   * full for a whole load interval.
-   */
-  get idleSlot(): boolean {
-    const reported = this.reported;
-    return (
-      reported !== null &&
-      reported.maxRunning !== null &&
-      reported.queued < QUEUE_ALLOWANCE &&
-      this.load < reported.maxRunning
-    );
-  }
-
-  /** Its KV pool in tokens, when reported: how much of a prompt record it can still hold. */
-  get kvTokens(): number | null {
-    return this.reported?.kvTokens ?? null;
-  }
-
-  hasFreeSlot(): boolean {
-    return this.cap === 0 || this.inflight < this.cap;
-  }
 }
 
 export interface TransitionEvent extends Transition {
@@ -148,8 +138,10 @@ export interface RegistryEvents {
   change: [Backend];
   /** A readiness probe finished (for `fleetgate_health_checks_total`). */
   probe: [Backend, ProbeResult];
-  /** A backend's cap rose or was lifted: requests waiting in the queue may fit now. */
+  /** A backend's cap rose or was lifted, or a request on it ended: requests waiting may fit now. */
   capacity: [Backend];
+  /** A load report was read (`previous`: the one it replaces); null when the read found none. */
+  load: [Backend, ReportedLoad | null, ReportedLoad | null];
   /** `fleetgate launch` is restarting the backend's engine. */
   restart: [Backend, RestartReason];
   /** A backend's served models were read for the first time or changed (a restart with another model). */
@@ -168,6 +160,7 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
   readonly #opts: RegistryOptions;
   readonly #now: () => number;
   readonly #backends = new Map<string, Backend>();
+  readonly #counts = new WeakMap<Backend, BackendCounts>();
   /** Rebuilt on every transition, so routing reads a ready-made list per request. */
   #ready: Backend[] = [];
   /** The same per model pool (keyed by `Backend.model`). */
@@ -230,8 +223,15 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
       hasLog: config.log !== null,
       now: this.#now,
     });
-    const backend = new Backend(config, lifecycle);
-    backend.cap = this.#opts.defaultCap;
+    const counts: BackendCounts = {
+      inflight: 0,
+      reported: null,
+      cap: this.#opts.defaultCap,
+      removing: false,
+      supervision: null,
+    };
+    const backend = new Backend(config, lifecycle, counts);
+    this.#counts.set(backend, counts);
     this.#backends.set(config.name, backend);
     this.emit('added', backend);
     this.emit('change', backend);
@@ -242,7 +242,7 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
   remove(name: string): Backend | undefined {
     const backend = this.#backends.get(name);
     if (!backend) return undefined;
-    backend.removing = true;
+    this.#countsOf(backend).removing = true;
     this.apply(backend, { type: 'drain' });
     this.#removeIfIdle(backend);
     return backend;
@@ -251,13 +251,13 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
   /** Sets a backend's in-flight cap (0 = none); a cap that opens emits `capacity`. */
   setCap(backend: Backend, cap: number): void {
     const opens = cap === 0 ? backend.cap !== 0 : backend.cap !== 0 && cap > backend.cap;
-    backend.cap = cap;
+    this.#countsOf(backend).cap = cap;
     if (opens) this.emit('capacity', backend);
   }
 
   /** The launch supervisor's report on the engine process; status and metrics read it here. */
   setSupervision(backend: Backend, supervision: Supervision): void {
-    backend.supervision = supervision;
+    this.#countsOf(backend).supervision = supervision;
     this.emit('change', backend);
   }
 
@@ -265,9 +265,27 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
     this.emit('restart', backend, reason);
   }
 
-  /** Called by whoever releases a request slot. */
-  released(backend: Backend): void {
+  /**
+   * The load scraper's report (`load` null: the read found none, the last report stays). Stamped with
+   * the in-flight count now, so routing can add what was dispatched since (routing/backend-load.ts).
+   */
+  reportLoad(backend: Backend, load: Omit<ReportedLoad, 'inflightAtScrape'> | null): void {
+    const counts = this.#countsOf(backend);
+    const previous = counts.reported;
+    if (load !== null) counts.reported = { ...load, inflightAtScrape: counts.inflight };
+    this.emit('load', backend, load === null ? null : counts.reported, previous);
+  }
+
+  /** A request was sent to the backend (the wait queue's lease). */
+  take(backend: Backend): void {
+    this.#countsOf(backend).inflight++;
+  }
+
+  /** A request on the backend ended: a drained backend being removed may go now; a waiter may fit. */
+  release(backend: Backend): void {
+    this.#countsOf(backend).inflight--;
     if (backend.removing) this.#removeIfIdle(backend);
+    this.emit('capacity', backend);
   }
 
   apply(backend: Backend, event: BackendEvent): Transition | null {
@@ -277,6 +295,8 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
     const modelsChanged =
       event.type === 'probe' && event.result.models !== undefined && backend.setModels(event.result.models);
     if (event.type === 'probe') this.emit('probe', backend, event.result);
+    // A backend that left `ready` restarts or stops: its last report no longer says what it runs.
+    if (transition && transition.to !== 'ready') this.#countsOf(backend).reported = null;
     if (transition || modelsChanged) this.#rebuildReady();
     if (modelsChanged) this.emit('models', backend);
     if (transition) this.emit('transition', { ...transition, backend });
@@ -287,6 +307,10 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
   /** Re-evaluates time-based facts (stall detection). */
   tick(): void {
     for (const backend of this.#backends.values()) this.apply(backend, { type: 'tick' });
+  }
+
+  #countsOf(backend: Backend): BackendCounts {
+    return this.#counts.get(backend) as BackendCounts;
   }
 
   #removeIfIdle(backend: Backend): void {

@@ -4,12 +4,7 @@
  * and the forwarder need only `aborted` and add/removeEventListener('abort').
  */
 import type { Socket } from 'node:net';
-
-export interface AbortLike {
-  readonly aborted: boolean;
-  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
-  removeEventListener(type: 'abort', listener: () => void): void;
-}
+import type { AbortLike } from '../routing/wait-queue.js';
 
 export class ClientGone implements AbortLike {
   aborted = false;

@@ -22,8 +22,8 @@
  * A backend with no queue and KV room whose cap was reached may take more: the cap opens by a quarter.
  */
 
-/** Requests a backend may hold in its own queue beyond what it runs. */
-export const QUEUE_ALLOWANCE = 2;
+import { QUEUE_ALLOWANCE } from './backend-load.js';
+
 /**
  * The cap of a backend whose load fleetgate has not read yet: one that was just admitted, or came
  * back. Uncapped, it would take the whole central queue at once (a batch job whose script started

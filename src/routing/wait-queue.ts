@@ -8,12 +8,26 @@
  * owns the bookkeeping (as undici's pool-base does).
  */
 import type { Backend } from '../fleet/registry.js';
-import type { AbortLike } from '../proxy/client-gone.js';
+import { candidateOf, type RoutedBackend } from './backend-load.js';
 import { ClassQueue, type QueueClass, type Queued } from './class-queue.js';
 import type { Policy } from './policy.js';
 import type { RequestTraits } from './request-traits.js';
 
 export type { QueueClass } from './class-queue.js';
+
+/** What a waiter listens to for its client leaving: an `AbortSignal`, or the proxy's cheaper `ClientGone`. */
+export interface AbortLike {
+  readonly aborted: boolean;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+/** Who counts the requests on each backend: the fleet registry. */
+export interface SlotCounter {
+  take(backend: Backend): void;
+  /** Also lets the registry finish removing a drained backend, and tells waiters a slot freed. */
+  release(backend: Backend): void;
+}
 
 export interface Lease {
   readonly backend: Backend;
@@ -74,8 +88,7 @@ export interface WaitQueueOptions {
   /** Ready backends, read per admission (the registry keeps this list prebuilt). */
   ready: () => readonly Backend[];
   policy: Policy;
-  /** A lease ended; e.g. lets the registry finish removing a drained backend. */
-  onRelease?: (backend: Backend) => void;
+  slots: SlotCounter;
 }
 
 export type WaitObserver = (className: string, waitedMs: number) => void;
@@ -91,7 +104,7 @@ export class WaitQueue {
   readonly #default: ClassQueue<Waiter>;
   readonly #maxStarvation: number;
   readonly #reserve: number;
-  readonly #scratch: Backend[] = [];
+  readonly #scratch: RoutedBackend[] = [];
   readonly #rejected = noFailures();
   readonly #rejectedByClass = new Map<string, Record<AdmissionFailure, number>>();
   #waiting = 0;
@@ -281,8 +294,8 @@ export class WaitQueue {
   }
 
   #hasRoom(backend: Backend, mayUseReserve: boolean): boolean {
-    if (mayUseReserve || backend.cap === 0) return backend.hasFreeSlot();
-    return backend.inflight < backend.cap - this.#reserve;
+    if (backend.cap === 0) return true;
+    return backend.inflight < (mayUseReserve ? backend.cap : backend.cap - this.#reserve);
   }
 
   #tryLease(
@@ -293,29 +306,30 @@ export class WaitQueue {
     const free = this.#scratch;
     free.length = 0;
     for (const backend of this.#opts.ready()) {
-      if (this.#hasRoom(backend, mayUseReserve) && !avoid?.has(backend)) free.push(backend);
+      if (this.#hasRoom(backend, mayUseReserve) && !avoid?.has(backend)) free.push(candidateOf(backend));
     }
     if (free.length === 0 && avoid && avoid.size > 0) {
-      for (const backend of this.#opts.ready()) if (this.#hasRoom(backend, mayUseReserve)) free.push(backend);
+      for (const backend of this.#opts.ready())
+        if (this.#hasRoom(backend, mayUseReserve)) free.push(candidateOf(backend));
     }
     if (free.length === 0) return null;
     const policy = this.#opts.policy;
-    const backend = policy.pick(free, traits);
+    const picked = policy.pick(free, traits);
     free.length = 0;
-    policy.onDispatch?.(backend, traits);
-    return this.#lease(backend);
+    policy.onDispatch?.(picked, traits);
+    return this.#lease(picked.backend);
   }
 
   #lease(backend: Backend): Lease {
-    backend.inflight++;
+    const slots = this.#opts.slots;
+    slots.take(backend);
     let released = false;
     return {
       backend,
       release: () => {
         if (released) return;
         released = true;
-        backend.inflight--;
-        this.#opts.onRelease?.(backend);
+        slots.release(backend);
         this.drain();
       },
     };

@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BackendLifecycle } from '../../src/fleet/backend-lifecycle.js';
 import { parseBackendLoad, parseMaxRunning } from '../../src/fleet/backend-metrics.js';
-import { Backend } from '../../src/fleet/registry.js';
 
 const SGLANG = `# HELP sglang:num_running_reqs The number of running requests.
 # TYPE sglang:num_running_reqs gauge
@@ -73,35 +71,4 @@ test('max running requests from /server_info, per DP rank or the server argument
   assert.equal(parseMaxRunning(perRank), 96);
   assert.equal(parseMaxRunning(JSON.stringify({ max_running_requests: 256 })), 256);
   assert.equal(parseMaxRunning('not json'), null);
-});
-
-test("a backend's load: reported running + queued + fleetgate's net dispatches since the scrape", () => {
-  const lifecycle = new BackendLifecycle({ rise: 1, fall: 1, stallAfter: 1, hasLog: false, now: () => 0 });
-  const backend = new Backend({ url: 'http://127.0.0.1:1', name: 'b', kind: 'sglang', log: null }, lifecycle);
-  backend.inflight = 2;
-  assert.equal(backend.load, 2, 'in-flight only without a report');
-  backend.reported = { running: 10, queued: 4, tokenUsage: 0.3, maxRunning: null, inflightAtScrape: 2 };
-  assert.equal(backend.load, 14);
-  backend.inflight = 5;
-  assert.equal(backend.load, 17, 'three more dispatched since the scrape');
-  backend.reported = { running: 0, queued: 0, tokenUsage: 0, maxRunning: null, inflightAtScrape: 5 };
-  assert.equal(backend.load, 5, 'never below what fleetgate itself has in flight');
-});
-
-test('idle batch slots: fewer running than max_running_requests; one arrival between steps is no queue', () => {
-  const lifecycle = new BackendLifecycle({ rise: 1, fall: 1, stallAfter: 1, hasLog: false, now: () => 0 });
-  const backend = new Backend({ url: 'http://127.0.0.1:1', name: 'b', kind: 'sglang', log: null }, lifecycle);
-  backend.inflight = 5;
-  const report = { running: 4, queued: 0, tokenUsage: 0.1, maxRunning: 32, inflightAtScrape: 5 };
-  assert.equal(backend.idleSlot, false, 'unknown without a report');
-  backend.reported = { ...report, maxRunning: null };
-  assert.equal(backend.idleSlot, false, 'unknown without max_running_requests');
-  backend.reported = report;
-  assert.equal(backend.idleSlot, true);
-  backend.reported = { ...report, queued: 1 };
-  assert.equal(backend.idleSlot, true, 'a request waiting for the next scheduler step');
-  backend.reported = { ...report, queued: 2 };
-  assert.equal(backend.idleSlot, false, 'a queue: it cannot admit (KV cache full)');
-  backend.reported = { ...report, running: 31, inflightAtScrape: 4 };
-  assert.equal(backend.idleSlot, false, '31 running + 1 dispatched since the scrape fill its 32 slots');
 });

@@ -96,7 +96,7 @@ test('a vanished record with requests in flight is drained first and removed whe
   const discovery = new DnsDiscovery({ registry, config, resolver });
   await discovery.refresh();
   const backend = registry.get('10.0.0.1:30000')!;
-  backend.inflight = 1;
+  registry.take(backend);
 
   resolver.set({ v4: [], v6: [] });
   await discovery.refresh();
@@ -107,8 +107,7 @@ test('a vanished record with requests in flight is drained first and removed whe
   await discovery.refresh();
   assert.equal(registry.get(backend.name), backend, 'the record came back, but the old backend is still finishing');
 
-  backend.inflight = 0;
-  registry.released(backend);
+  registry.release(backend);
   await Promise.resolve();
   const fresh = registry.get('10.0.0.1:30000');
   assert.ok(fresh && fresh !== backend, 'then a fresh backend takes its place');

@@ -7,6 +7,7 @@ import { LLM_LATENCY_BUCKETS } from '../../src/metrics/definitions.js';
 import { GatewayMetrics } from '../../src/metrics/gateway-metrics.js';
 import { ProxyEventBus, type RequestRecord } from '../../src/proxy/proxy-events.js';
 import { createPolicy } from '../../src/routing/policies.js';
+import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
 import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
 
 const PASS = { ok: true, reachable: true, reason: null };
@@ -22,11 +23,9 @@ function setup({ fall = 2 } = {}) {
     timeoutMs: 60_000,
     ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
-    onRelease: (b) => registry.released(b),
+    slots: registry,
   });
-  registry.on('transition', ({ to }) => {
-    if (to === 'ready') queue.drain();
-  });
+  drainOnCapacity(registry, queue);
   const add = (name: string, log: string | null = null) => {
     const config: BackendConfig = { url: `http://127.0.0.1:${40000 + registry.size}`, name, kind: 'sglang', log };
     return registry.add(config);
@@ -109,6 +108,7 @@ describe('backend state metrics', () => {
       timeoutMs: 1000,
       ready: () => registry.ready,
       policy: createPolicy('round-robin'),
+      slots: registry,
     });
     const metrics = new GatewayMetrics(registry, new ProxyEventBus(), queue);
     assert.equal(await value(metrics, 'fleetgate_backend_state', { backend: 'early', state: 'down' }), 1);
@@ -426,6 +426,7 @@ describe('scrape-time gauges', () => {
       now: () => clock,
       ready: () => registry.ready,
       policy: createPolicy('round-robin'),
+      slots: registry,
     });
     registry.on('transition', ({ to }) => {
       if (to === 'ready') queue.drain();

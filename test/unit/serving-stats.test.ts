@@ -126,14 +126,7 @@ function setup() {
       waiting = n;
     },
     report: (name: string, running: number, generationTokens: number | null, tokenUsage = 0.5) => {
-      registry.get(name)!.reported = {
-        running,
-        queued: 1,
-        tokenUsage,
-        maxRunning: null,
-        inflightAtScrape: 0,
-        generationTokens,
-      };
+      registry.reportLoad(registry.get(name)!, { running, queued: 1, tokenUsage, maxRunning: null, generationTokens });
     },
   };
 }

@@ -30,7 +30,7 @@ function setup(
     now: () => clock.now,
     ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
-    onRelease: (b) => registry.released(b),
+    slots: registry,
   });
   queue.observeWaits((name, ms) => waited.push([name, ms]));
   /** Queues a request and records the order in which requests get their lease. */

@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
 import { createPolicy } from '../../src/routing/policies.js';
+import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
 import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
@@ -19,12 +20,9 @@ function setup({ backends = 2, cap = 0, maxWaiting = 10, timeoutMs = 5_000, time
     timeoutOnlyWhenNoneReady,
     ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
-    onRelease: (b) => registry.released(b),
+    slots: registry,
   });
-  registry.on('transition', ({ to }) => {
-    if (to === 'ready') queue.drain();
-  });
-  registry.on('capacity', () => queue.drain());
+  drainOnCapacity(registry, queue);
   const makeReady = (i: number) => registry.apply(list[i], { type: 'probe', result: OK });
   return { registry, list, queue, makeReady };
 }

@@ -1,0 +1,79 @@
+/**
+ * The load routing compares, from what the registry counts on a backend: its in-flight requests
+ * and its latest load report. Policies see a backend through `candidateOf`.
+ */
+import type { Backend, ReportedLoad } from '../fleet/registry.js';
+import type { Candidate } from './policy.js';
+
+/** Requests a backend may hold in its own queue beyond what it runs: fewer are arrivals between two scheduler steps. */
+export const QUEUE_ALLOWANCE = 2;
+
+export interface LoadFacts {
+  readonly inflight: number;
+  readonly reported: ReportedLoad | null;
+}
+
+/**
+ * What the backend reported running and queued, plus fleetgate's net dispatches since that report;
+ * just the in-flight count where the backend reports nothing.
+ */
+export function backendLoad(backend: LoadFacts): number {
+  const reported = backend.reported;
+  if (reported === null) return backend.inflight;
+  const current = reported.running + reported.queued + backend.inflight - reported.inflightAtScrape;
+  return Math.max(current, backend.inflight);
+}
+
+/**
+ * It reports idle batch slots: fewer running than its `max_running_requests`, and no real queue.
+ * A request or two waiting at a scrape are arrivals between two scheduler steps, not a backend
+ * that cannot admit (its KV cache full): taking them for one would count every busy fast GPU as
+ * full for a whole load interval.
+ */
+export function hasIdleSlot(backend: LoadFacts): boolean {
+  const reported = backend.reported;
+  return (
+    reported !== null &&
+    reported.maxRunning !== null &&
+    reported.queued < QUEUE_ALLOWANCE &&
+    backendLoad(backend) < reported.maxRunning
+  );
+}
+
+/** It holds a real queue of its own (the progress watchdog then expects it to make progress). */
+export function queuesOwnRequests(backend: LoadFacts): boolean {
+  return (backend.reported?.queued ?? 0) >= QUEUE_ALLOWANCE;
+}
+
+/** A backend as a policy sees it. */
+export class RoutedBackend implements Candidate {
+  readonly backend: Backend;
+  constructor(backend: Backend) {
+    this.backend = backend;
+  }
+  get name(): string {
+    return this.backend.name;
+  }
+  get load(): number {
+    return backendLoad(this.backend);
+  }
+  get idleSlot(): boolean {
+    return hasIdleSlot(this.backend);
+  }
+  /** Its KV pool in tokens, when reported: how much of a prompt record it can still hold. */
+  get kvTokens(): number | null {
+    return this.backend.reported?.kvTokens ?? null;
+  }
+}
+
+const views = new WeakMap<Backend, RoutedBackend>();
+
+/** One view per backend, made once: admission builds candidate lists per request. */
+export function candidateOf(backend: Backend): RoutedBackend {
+  let view = views.get(backend);
+  if (view === undefined) {
+    view = new RoutedBackend(backend);
+    views.set(backend, view);
+  }
+  return view;
+}

@@ -1,0 +1,14 @@
+/**
+ * The one wiring from the fleet registry to the wait queues: wherever capacity may have appeared (a
+ * backend turned ready, a cap opened, a request ended, a pool's model became known), the waiters
+ * are tried again.
+ */
+import type { FleetRegistry } from '../fleet/registry.js';
+
+export function drainOnCapacity(registry: FleetRegistry, queues: { drain(): void }): void {
+  registry.on('transition', ({ to }) => {
+    if (to === 'ready') queues.drain();
+  });
+  registry.on('capacity', () => queues.drain());
+  registry.on('models', () => queues.drain());
+}

@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { backendLoad, hasIdleSlot } from '../../src/routing/backend-load.js';
+
+test("a backend's load: reported running + queued + fleetgate's net dispatches since the scrape", () => {
+  assert.equal(backendLoad({ inflight: 2, reported: null }), 2, 'in-flight only without a report');
+  const reported = { running: 10, queued: 4, tokenUsage: 0.3, maxRunning: null, inflightAtScrape: 2 };
+  assert.equal(backendLoad({ inflight: 2, reported }), 14);
+  assert.equal(backendLoad({ inflight: 5, reported }), 17, 'three more dispatched since the scrape');
+  const idle = { running: 0, queued: 0, tokenUsage: 0, maxRunning: null, inflightAtScrape: 5 };
+  assert.equal(backendLoad({ inflight: 5, reported: idle }), 5, 'never below what fleetgate itself has in flight');
+});
+
+test('idle batch slots: fewer running than max_running_requests; one arrival between steps is no queue', () => {
+  const report = { running: 4, queued: 0, tokenUsage: 0.1, maxRunning: 32, inflightAtScrape: 5 };
+  const idle = (reported: typeof report | null) => hasIdleSlot({ inflight: 5, reported });
+  assert.equal(idle(null), false, 'unknown without a report');
+  assert.equal(
+    hasIdleSlot({ inflight: 5, reported: { ...report, maxRunning: null } }),
+    false,
+    'unknown without max_running_requests',
+  );
+  assert.equal(idle(report), true);
+  assert.equal(idle({ ...report, queued: 1 }), true, 'a request waiting for the next scheduler step');
+  assert.equal(idle({ ...report, queued: 2 }), false, 'a queue: it cannot admit (KV cache full)');
+  assert.equal(
+    idle({ ...report, running: 31, inflightAtScrape: 4 }),
+    false,
+    '31 running + 1 dispatched since the scrape fill its 32 slots',
+  );
+});
