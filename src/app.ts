@@ -12,6 +12,7 @@ import { registerAdminRoutes } from './admin/routes.js';
 import type { Config } from './config/types.js';
 import type { DnsResolver } from './fleet/dns-discovery.js';
 import { Fleet } from './fleet/fleet.js';
+import { logTransitions } from './fleet/transition-log.js';
 import { registerOwnErrorHandler } from './http/own-error-handler.js';
 import { clientErrorHandler, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
@@ -126,7 +127,8 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const events = new ProxyEventBus();
   const metrics = new GatewayMetrics(registry, events, queue, prefixAware ? (sharedPolicy as PrefixAware) : null);
   const pools = new UpstreamPools(registry, config.upstream);
-  attachAccessLog(opts.logger, registry, events, config.log.access);
+  logTransitions(opts.logger, registry);
+  if (config.log.access) attachAccessLog(opts.logger, events);
   let closing = false;
   const dataPlane = createDataPlane({
     config: () => config,

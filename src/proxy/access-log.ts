@@ -1,17 +1,8 @@
-/** Structured logs: one JSON line per proxied request and one per lifecycle transition (pino). */
+/** The access log: one structured line per proxied request (pino), with its backend and retries. */
 import type { Logger } from 'pino';
-import type { FleetRegistry } from '../fleet/registry.js';
 import type { ProxyEventBus } from './proxy-events.js';
 
-export function attachAccessLog(logger: Logger, registry: FleetRegistry, events: ProxyEventBus, access: boolean): void {
-  registry.on('transition', ({ backend, from, to, reason }) => {
-    const level = to === 'failed' || to === 'unhealthy' ? 'warn' : 'info';
-    logger[level](
-      { event: 'transition', backend: backend.name, from, to, reason },
-      `${backend.name}: ${from} -> ${to}${reason ? ` (${reason})` : ''}`,
-    );
-  });
-  if (!access) return;
+export function attachAccessLog(logger: Logger, events: ProxyEventBus): void {
   const log = logger.child({ event: 'access' });
   events.on('request', (record) => {
     log.info({
