@@ -3,7 +3,7 @@
  * slower), the same job and closed-loop client, and a balancer, with no sockets and no real clock,
  * so one job takes a fraction of a second and a policy can be judged over many workload seeds
  * instead of three noisy runs of one. fleetgate is modelled with its real admission queue, policy,
- * adaptive cap and load formula (`Backend.load`), fed reports every `load_interval`; the peers'
+ * adaptive cap and load formula (`backendLoad`), fed reports every `load_interval`; the peers'
  * least-connections sends each request straight to the server with the fewest in flight; `oracle`
  * bounds what any central queue could gain over it; `-x2` runs two replicas of a balancer.
  * Not a replacement for the bench: no proxy CPU, no timer jitter, a fixed network delay.

@@ -145,5 +145,3 @@ export function waitFor<T>(
 ): Promise<NonNullable<T>> {
   return poll(check, { what, timeoutMs, intervalMs });
 }
-
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

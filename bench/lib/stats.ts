@@ -1,12 +1,6 @@
 /** Percentiles and medians. */
 
-/** The p-th percentile (0-100) by nearest rank; NaN for no samples. Sorts a copy. */
-export function percentile(values: ArrayLike<number>, p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = Float64Array.from(values).sort();
-  return percentileSorted(sorted, p);
-}
-
+/** The p-th percentile (0-100) by nearest rank of sorted values; NaN for no samples. */
 export function percentileSorted(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   const rank = Math.ceil((p / 100) * sorted.length);
@@ -19,17 +13,6 @@ export function median(values: readonly number[]): number {
   if (finite.length === 0) return Number.NaN;
   const mid = finite.length >> 1;
   return finite.length % 2 === 1 ? finite[mid] : (finite[mid - 1] + finite[mid]) / 2;
-}
-
-/** Field-by-field medians of a list of runs (numeric fields only). */
-export function medianOfRuns<T extends object>(runs: readonly T[]): Record<keyof T, number> {
-  const out = {} as Record<keyof T, number>;
-  if (runs.length === 0) return out;
-  for (const key of Object.keys(runs[0]) as (keyof T)[]) {
-    const values = runs.map((r) => r[key]).filter((v): v is T[keyof T] & number => typeof v === 'number');
-    if (values.length > 0) out[key] = median(values);
-  }
-  return out;
 }
 
 /** A growable Float64Array for latency samples (no per-sample allocation). */

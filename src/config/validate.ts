@@ -177,4 +177,3 @@ export function coerceSettingText(path: readonly string[], text: string): unknow
 }
 
 export { validateBackend } from './backend-rules.js';
-export { parseHostPort } from './rules.js';

@@ -1,7 +1,7 @@
 /** Simulated SGLang / vLLM servers for tests, benchmarks and the demo. */
 
-export { DEFAULT_MODEL, engineFor, SIM_SPEEDS, type SimSpeed, SPEED_PRESETS, timingFor } from './presets.js';
-export { type FleetSpec, fleetOptions, SimFleet } from './sim-fleet.js';
+export { SIM_SPEEDS, type SimSpeed } from './presets.js';
+export { fleetOptions, SimFleet } from './sim-fleet.js';
 export { SimServer } from './sim-server.js';
 export {
   FAILURE_MODES,
