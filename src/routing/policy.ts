@@ -19,6 +19,3 @@ export interface Policy {
   /** The backend left rotation. */
   forget?(name: string): void;
 }
-
-// scratch: a cycle inside one layer (policy.ts -> backend-load.ts -> policy.ts).
-export { backendLoad as scratchLoad } from './backend-load.js';
