@@ -151,6 +151,3 @@ export class Fleet {
     await this.#prober.stop();
   }
 }
-
-// scratch: a forbidden layer import, no cycle (fleet/ may not import http/).
-export { errorBody as scratchErrorBody } from '../http/openai-error.js';
