@@ -1,6 +1,6 @@
 /**
  * A one-shot "the client went away" signal. `AbortController` builds on EventTarget, which cost
- * about 5 % of a small proxied request in the profile (creation plus two listeners); the wait queue
+ * a visible share of a small proxied request's CPU in the profile (creation plus two listeners); the wait queue
  * and the forwarder need only `aborted` and add/removeEventListener('abort').
  */
 import type { Socket } from 'node:net';

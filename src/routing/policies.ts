@@ -18,7 +18,7 @@ export interface PolicyDeps {
 
 /**
  * Fewest load, where load is what the backend reports running and queued plus fleetgate's
- * dispatches since (see `Backend.load`). A backend with an idle batch slot comes before any
+ * dispatches since (`backendLoad` in backend-load.ts). A backend with an idle batch slot comes before any
  * without: continuous batching starts a request at once where a slot is free, and a request queued
  * on a faster GPU while a slower one leaves a slot idle costs the whole job that slot's work. A
  * slower GPU needs no extra weight: its answers take longer, so it holds more and gets fewer new

@@ -5,7 +5,10 @@ export interface Candidate {
   readonly name: string;
   /** Comparable load: in-flight at fleetgate, refined by the backend's reported queue. */
   readonly load: number;
-  /** The backend reports idle batch slots: it runs fewer than its `max_running_requests` and queues nothing. */
+  /**
+   * The backend reports idle batch slots: it runs fewer than its `max_running_requests`, and its own
+   * queue holds fewer than `QUEUE_ALLOWANCE` (backend-load.ts: one arrival between two steps is no queue).
+   */
   readonly idleSlot?: boolean;
   /** The backend's KV pool in tokens (`max_total_num_tokens`), when reported. */
   readonly kvTokens?: number | null;
