@@ -4,7 +4,7 @@
  *
  *   sim                       the simulated engines: imports no other folder
  *   config                    the configuration's types, defaults and validation
- *   http                      OpenAI-style error answers, bearer keys, server-level refusals
+ *   http                      the HTTP server, OpenAI-style error answers, bearer keys, server-level refusals
  *   fleet                     backends, their state and the I/O that observes them
  *   launch                    the engines `fleetgate launch` starts and supervises
  *   routing                   load, caps, wait queues, policies
@@ -17,7 +17,7 @@
 const layers = {
   sim: [],
   config: [],
-  http: [],
+  http: ['config'],
   fleet: ['config'],
   launch: ['config', 'fleet'],
   routing: ['config', 'fleet'],

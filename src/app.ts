@@ -1,9 +1,9 @@
 /**
- * Assembles a running fleetgate: the fleet (registry + health shells), admission queue, upstream
- * pools, one HTTP server whose requests go to the data plane (the proxy) or, for fleetgate's own
- * endpoints, to fastify.
+ * The composition root: builds a running fleetgate from its config, layer by layer (fleet, routing,
+ * the traffic path, metrics, fleetgate's own endpoints), and starts and stops them in order. One
+ * HTTP server: fleetgate's own endpoints go to fastify, every other request to the traffic path.
  */
-import { createServer, type Server } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { ControlPlane } from './admin/control-plane.js';
@@ -13,6 +13,7 @@ import type { Config } from './config/types.js';
 import type { DnsResolver } from './fleet/dns-discovery.js';
 import { Fleet } from './fleet/fleet.js';
 import { logTransitions } from './fleet/transition-log.js';
+import { createHttpServer } from './http/http-server.js';
 import { registerOwnErrorHandler } from './http/own-error-handler.js';
 import { clientErrorHandler, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
@@ -26,15 +27,10 @@ import { ProxyEventBus } from './proxy/proxy-events.js';
 import { createTraitsReader } from './proxy/request-traits-from.js';
 import { UpstreamPools } from './proxy/upstream-pools.js';
 import { queuesOwnRequests } from './routing/backend-load.js';
-import { CapController } from './routing/cap-controller.js';
-import { ModelQueues } from './routing/model-queues.js';
-import { ModelRouter } from './routing/model-route.js';
-import { createPolicy } from './routing/policies.js';
-import type { PrefixAware } from './routing/prefix-aware.js';
-import { queueClassOptions } from './routing/queue-classes.js';
-import { drainOnCapacity } from './routing/registry-wiring.js';
+import { createRouting, type FleetRouting } from './routing/fleet-routing.js';
+import type { ModelQueues } from './routing/model-queues.js';
+import type { ModelRouter } from './routing/model-route.js';
 import { promptTraits } from './routing/request-traits.js';
-import { WaitQueue } from './routing/wait-queue.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -69,126 +65,70 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/** The traffic path: every request that is not for fleetgate's own endpoints. */
+interface Traffic {
+  handle(req: IncomingMessage, res: ServerResponse): void;
+  /** Shutdown began: new requests are refused. */
+  stopAccepting(): void;
+  close(): Promise<void>;
+}
+
 export async function createGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
+  const { logger } = opts;
   const fleet = new Fleet(config, {
     now: opts.now,
     logPollMs: opts.logPollMs,
     resolver: opts.resolver,
-    logger: opts.logger,
+    logger,
     hasOwnQueue: queuesOwnRequests,
   });
   const registry = fleet.registry;
+  logTransitions(logger, registry);
   const launcher =
     opts.launch && config.launch !== null
-      ? new Launcher({ config: config.launch, registry, logger: opts.logger, now: opts.now })
+      ? new Launcher({ config: config.launch, registry, logger, now: opts.now })
       : null;
-  const prefix = config.routing.prefix;
-  const prefixAware = config.routing.policy === 'prefix-aware';
-  const newPolicy = () =>
-    createPolicy(config.routing.policy, {
-      random: Math.random,
-      prefix: {
-        maxBlocks: prefix.max_blocks,
-        ttlMs: prefix.ttl,
-        minMatch: prefix.min_match,
-        loadGap: prefix.load_gap,
-        loadRatio: prefix.load_ratio,
-      },
-    });
-  // prefix-aware keeps one record of what each backend caches, shared by the model queues (a backend
-  // serves one model); the other policies get one instance per model (round-robin's cursor).
-  const sharedPolicy = prefixAware ? newPolicy() : null;
-  // One queue per model pool (and one for a single-model fleet). A freed slot may serve a waiter of
-  // any queue its backend belongs to, hence drain them all.
-  const queue: ModelQueues = new ModelQueues({
-    make: (ready) =>
-      new WaitQueue({
-        maxWaiting: config.queue.max_waiting,
-        ...queueClassOptions(config),
-        ready,
-        policy: sharedPolicy ?? newPolicy(),
-        slots: registry,
-      }),
-    ready: () => registry.ready,
-    serving: (model) => registry.readyServing(model),
-  });
-  const models = new ModelRouter({ aliases: config.models, defaultModel: config.default_model });
-  const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
-  drainOnCapacity(registry, queue);
-  if (config.routing.max_inflight_per_backend === 'auto') {
-    new CapController({ registry, scraping: config.routing.load_interval > 0 });
-  }
-  registry.on('transition', ({ backend, to }) => {
-    if (to !== 'ready') sharedPolicy?.forget?.(backend.name);
-  });
-  registry.on('removed', (backend) => sharedPolicy?.forget?.(backend.name));
-  registry.on('models', () => models.setPools(registry.models()));
-  registry.on('removed', () => models.setPools(registry.models()));
+  const routing = createRouting(config, registry);
   const events = new ProxyEventBus();
-  const metrics = new GatewayMetrics(registry, events, queue, prefixAware ? (sharedPolicy as PrefixAware) : null);
-  const pools = new UpstreamPools(registry, config.upstream);
-  logTransitions(opts.logger, registry);
-  if (config.log.access) attachAccessLog(opts.logger, events);
-  let closing = false;
-  const dataPlane = createDataPlane({
-    config: () => config,
-    closing: () => closing,
-    logger: opts.logger,
-    forward: createForwarder({
-      registry,
-      admission: createModelAdmission(models, queue),
-      pools,
-      events,
-      retries: config.routing.retries,
-      retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
-      upstreamApiKey: config.upstream.api_key,
-      traitsOf: createTraitsReader(config.queue),
-      clientStallTimeout: config.upstream.stream_idle_timeout,
-      watchdog: fleet.watchdog,
-      logger: opts.logger,
-      promptTraits: prefixAware ? (path, headers, body) => promptTraits(path, headers, body, traitsOptions) : undefined,
-    }),
-  });
+  const traffic = createTraffic(config, fleet, routing, events, logger);
+  const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix);
 
   const app = Fastify({
-    loggerInstance: opts.logger as FastifyBaseLogger,
+    loggerInstance: logger as FastifyBaseLogger,
     // fleetgate writes its own access log (one line per proxied request, with backend and retries).
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.limits.body_size,
     forceCloseConnections: 'idle',
     // Bad requests, header overflow and slow headers get an OpenAI-style error like every other one.
     clientErrorHandler,
-    // fastify sets keepAliveTimeout and requestTimeout only on a server it creates itself, so here.
-    serverFactory: (handler) => {
-      const server = createServer(
-        {
-          maxHeaderSize: config.limits.header_size,
-          // Node enforces the headers and request timeouts only when it checks its connections,
-          // every 30 s by default: a slowloris client would hold a socket that long.
-          connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.limits.headers_timeout / 4))),
-        },
-        (req, res) => (OWN_PATHS.test(req.url ?? '') ? handler(req, res) : dataPlane(req, res)),
-      );
-      server.headersTimeout = config.limits.headers_timeout;
-      // The client's request must arrive in time; the response (a long generation) has no limit here.
-      server.requestTimeout = Math.max(config.limits.headers_timeout, 120_000);
-      server.keepAliveTimeout = config.limits.keep_alive_timeout;
-      if (config.limits.max_connections > 0) server.maxConnections = config.limits.max_connections;
-      return server;
-    },
+    serverFactory: (ownEndpoints) =>
+      createHttpServer(config.limits, (req, res) =>
+        OWN_PATHS.test(req.url ?? '') ? ownEndpoints(req, res) : traffic.handle(req, res),
+      ),
   });
-
+  refuseConnect(app.server);
+  registerOwnErrorHandler(app);
+  app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
+  registerModelsRoute(app, registry, () => config);
   const reloadConfig = opts.reloadConfig;
-  const gateway: Gateway = {
+  const control: ControlPlane = {
+    fleet,
+    config,
+    supervisorOf: (name) => launcher?.get(name),
+    reload: reloadConfig ? () => reload(fleet, config, reloadConfig) : null,
+  };
+  await registerAdminRoutes(app, control, { events, queue: routing.queue });
+
+  return {
     app,
     fleet,
-    queue,
-    models,
+    queue: routing.queue,
+    models: routing.models,
     events,
     metrics,
     launcher,
     config,
-    reload: reloadConfig ? () => reload(fleet, config, reloadConfig) : null,
+    reload: control.reload,
     listen: async () => {
       fleet.start();
       const address = await app.listen({ host: config.listen.host, port: config.listen.port });
@@ -198,28 +138,56 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       return address;
     },
     close: async () => {
-      closing = true;
-      const server: Server = app.server;
+      traffic.stopAccepting();
+      const server = app.server;
       const force = setTimeout(() => server.closeAllConnections(), config.shutdown.drain_timeout);
       force.unref();
-      queue.close();
+      routing.queue.close();
       await app.close();
       clearTimeout(force);
-      await Promise.all([fleet.stop(), pools.close(), metrics.close(), launcher?.stop()]);
+      await Promise.all([fleet.stop(), traffic.close(), metrics.close(), launcher?.stop()]);
     },
   };
+}
 
-  refuseConnect(app.server);
-  registerOwnErrorHandler(app);
-  app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
-  registerModelsRoute(app, registry, () => config);
-  const control: ControlPlane = {
-    fleet,
-    config,
-    supervisorOf: (name) => launcher?.get(name),
-    reload: gateway.reload,
+function createTraffic(
+  config: Config,
+  fleet: Fleet,
+  routing: FleetRouting,
+  events: ProxyEventBus,
+  logger: Logger,
+): Traffic {
+  const registry = fleet.registry;
+  const prefix = config.routing.prefix;
+  const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
+  const pools = new UpstreamPools(registry, config.upstream);
+  if (config.log.access) attachAccessLog(logger, events);
+  let closing = false;
+  const handle = createDataPlane({
+    config: () => config,
+    closing: () => closing,
+    logger,
+    forward: createForwarder({
+      registry,
+      admission: createModelAdmission(routing.models, routing.queue),
+      pools,
+      events,
+      retries: config.routing.retries,
+      retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
+      upstreamApiKey: config.upstream.api_key,
+      traitsOf: createTraitsReader(config.queue),
+      clientStallTimeout: config.upstream.stream_idle_timeout,
+      watchdog: fleet.watchdog,
+      logger,
+      promptTraits:
+        routing.prefix !== null ? (path, headers, body) => promptTraits(path, headers, body, traitsOptions) : undefined,
+    }),
+  });
+  return {
+    handle,
+    stopAccepting: () => {
+      closing = true;
+    },
+    close: () => pools.close(),
   };
-  await registerAdminRoutes(app, control, { events, queue });
-
-  return gateway;
 }

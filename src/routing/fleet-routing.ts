@@ -1,0 +1,66 @@
+/**
+ * Routing for a fleet, built from the config: the picking policy, one wait queue per model pool
+ * (and one for a single-model fleet), the model router, and their wiring to the registry.
+ */
+import type { Config } from '../config/types.js';
+import type { FleetRegistry } from '../fleet/registry.js';
+import { CapController } from './cap-controller.js';
+import { ModelQueues } from './model-queues.js';
+import { ModelRouter } from './model-route.js';
+import { createPolicy } from './policies.js';
+import type { PrefixAware } from './prefix-aware.js';
+import { queueClassOptions } from './queue-classes.js';
+import { drainOnCapacity } from './registry-wiring.js';
+import { WaitQueue } from './wait-queue.js';
+
+export interface FleetRouting {
+  /** The wait queues: one per model pool, and one for a single-model fleet. */
+  readonly queue: ModelQueues;
+  readonly models: ModelRouter;
+  /** prefix-aware's record of what each backend caches; null under the other policies. */
+  readonly prefix: PrefixAware | null;
+}
+
+export function createRouting(config: Config, registry: FleetRegistry): FleetRouting {
+  const prefix = config.routing.prefix;
+  const newPolicy = () =>
+    createPolicy(config.routing.policy, {
+      random: Math.random,
+      prefix: {
+        maxBlocks: prefix.max_blocks,
+        ttlMs: prefix.ttl,
+        minMatch: prefix.min_match,
+        loadGap: prefix.load_gap,
+        loadRatio: prefix.load_ratio,
+      },
+    });
+  // prefix-aware keeps one record of what each backend caches, shared by the model queues (a backend
+  // serves one model); the other policies get one instance per model (round-robin's cursor).
+  const sharedPolicy = config.routing.policy === 'prefix-aware' ? newPolicy() : null;
+  const queue = new ModelQueues({
+    make: (ready) =>
+      new WaitQueue({
+        maxWaiting: config.queue.max_waiting,
+        ...queueClassOptions(config),
+        ready,
+        policy: sharedPolicy ?? newPolicy(),
+        slots: registry,
+      }),
+    ready: () => registry.ready,
+    serving: (model) => registry.readyServing(model),
+  });
+  // A freed slot may serve a waiter of any queue its backend belongs to, hence all are drained.
+  drainOnCapacity(registry, queue);
+  if (config.routing.max_inflight_per_backend === 'auto') {
+    new CapController({ registry, scraping: config.routing.load_interval > 0 });
+  }
+  registry.on('transition', ({ backend, to }) => {
+    if (to !== 'ready') sharedPolicy?.forget?.(backend.name);
+  });
+  registry.on('removed', (backend) => sharedPolicy?.forget?.(backend.name));
+
+  const models = new ModelRouter({ aliases: config.models, defaultModel: config.default_model });
+  registry.on('models', () => models.setPools(registry.models()));
+  registry.on('removed', () => models.setPools(registry.models()));
+  return { queue, models, prefix: sharedPolicy as PrefixAware | null };
+}
