@@ -3,7 +3,7 @@
  * adaptive-cap.ts). A backend not read yet, since it was added or last left `ready`, holds
  * `UNREAD_CAP` until its first report.
  */
-import type { Backend, FleetRegistry } from '../fleet/registry.js';
+import type { Backend, FleetRegistry, ReportedLoad } from '../fleet/registry.js';
 import { nextAdaptiveCap, UNREAD_CAP } from './adaptive-cap.js';
 
 export interface CapControllerOptions {
@@ -37,7 +37,7 @@ export class CapController {
     registry.on('load', (backend, report, previous) => this.#onReport(backend, report, previous));
   }
 
-  #onReport(backend: Backend, report: Backend['reported'], previous: Backend['reported']): void {
+  #onReport(backend: Backend, report: ReportedLoad | null, previous: ReportedLoad | null): void {
     const firstRead = this.#unread.delete(backend);
     if (report === null) {
       // Nothing to learn a cap from (yet): routed by in-flight counts, uncapped, like any backend without metrics.
