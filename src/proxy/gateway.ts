@@ -96,6 +96,8 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
         ...queueClassOptions(config),
         ready,
         policy: sharedPolicy ?? newPolicy(),
+        affinityLookahead: prefix.queue_lookahead,
+        affinityHoldMs: prefix.queue_hold,
         onRelease: (backend) => {
           registry.released(backend);
           queue.drain();

@@ -95,6 +95,15 @@ export class PrefixAware implements Policy {
     }
   }
 
+  affinity(candidate: Candidate, traits?: PromptTraits): boolean {
+    if (traits === undefined) return false;
+    if (traits.session !== undefined && this.#sessions.get(traits.session) === candidate.name) return true;
+    const prefix = traits.prefix;
+    if (prefix === undefined || prefix.length === 0) return false;
+    const matched = this.#records.get(candidate.name)?.match(prefix, this.#opts.now()) ?? 0;
+    return matched > 0 && matched >= this.#opts.minMatch * prefix.length;
+  }
+
   /** The backend left rotation: whatever it cached is gone (a restart empties its cache). */
   forget(name: string): void {
     this.#records.delete(name);

@@ -67,6 +67,13 @@ export interface WaitQueueOptions {
   defaultClass?: string;
   /** A lower-class waiter older than this (ms) is promoted (see `#nextWaiter`); 0 = never. */
   maxStarvationMs?: number;
+  /**
+   * With a policy that has `affinity` (prefix-aware): how many waiters behind the head of its flow a
+   * freed slot may go to, ahead of a head whose prompt is cached on none of the free backends; 0 = off.
+   */
+  affinityLookahead?: number;
+  /** A head that has waited longer than this (ms) is not passed over for affinity. */
+  affinityHoldMs?: number;
   /** Slots per capped backend that only the highest class may fill; 0 = none. */
   reserve?: number;
   /** Clock for waits and promotion (ms). */
@@ -91,6 +98,8 @@ export class WaitQueue {
   readonly #default: ClassQueue<Waiter>;
   readonly #maxStarvation: number;
   readonly #reserve: number;
+  readonly #lookahead: number;
+  readonly #holdMs: number;
   readonly #scratch: Backend[] = [];
   readonly #rejected = noFailures();
   readonly #rejectedByClass = new Map<string, Record<AdmissionFailure, number>>();
@@ -117,6 +126,8 @@ export class WaitQueue {
     this.#default = this.#byName.get(opts.defaultClass ?? '') ?? this.#classes[this.#classes.length - 1];
     this.#maxStarvation = opts.maxStarvationMs ?? 0;
     this.#reserve = opts.reserve ?? 0;
+    this.#lookahead = opts.policy.affinity === undefined ? 0 : (opts.affinityLookahead ?? 0);
+    this.#holdMs = opts.affinityHoldMs ?? 0;
   }
 
   /** `observer` hears of every waiter that got a backend, and how long it waited (not of requests served at once). */
@@ -216,7 +227,7 @@ export class WaitQueue {
   drain(): void {
     while (this.#waiting > 0) {
       const now = this.#now();
-      let waiter = this.#nextWaiter(now);
+      let waiter = this.#preferCached(this.#nextWaiter(now), now);
       let lease = this.#tryLease(waiter.avoid, waiter.traits, this.#mayUseReserve(waiter.queue));
       if (!lease && this.#reserve > 0 && waiter.queue.rank > 0) {
         // A promoted or lower waiter cannot fill a reserved slot, but a top-class one may.
@@ -268,6 +279,25 @@ export class WaitQueue {
     }
     if (starved !== undefined && starved.since + this.#maxStarvation < (top as Waiter).since) return starved;
     return top as Waiter;
+  }
+
+  /**
+   * A freed slot goes to a waiter whose prompt is cached on a backend free now (within the first
+   * `affinityLookahead` of the head's flow) rather than to a head cached on none of them: that head
+   * holds out for its own cached backend, which frees room soon, instead of prefilling its whole
+   * prompt elsewhere (issue #20). Work-conserving: with no such waiter the head takes the slot, and
+   * a head older than `affinityHoldMs`, or one promoted from a lower class, is never passed over.
+   */
+  #preferCached(head: Waiter, now: number): Waiter {
+    if (this.#lookahead === 0 || now - head.since > this.#holdMs || head.queue.peek() !== head) return head;
+    const policy = this.#opts.policy;
+    const mayUseReserve = this.#mayUseReserve(head.queue);
+    const free = this.#opts.ready().filter((backend) => this.#hasRoom(backend, mayUseReserve));
+    const cachedOnFree = (waiter: Waiter) =>
+      free.some((backend) => !waiter.avoid?.has(backend) && policy.affinity?.(backend, waiter.traits) === true);
+    if (free.length === 0 || cachedOnFree(head)) return head;
+    for (const waiter of head.queue.ahead(this.#lookahead)) if (waiter !== head && cachedOnFree(waiter)) return waiter;
+    return head;
   }
 
   #anyWaitingFrom(rank: number): boolean {

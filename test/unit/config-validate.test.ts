@@ -38,6 +38,8 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
       load_gap: 4,
       load_ratio: 1.5,
       session_header: 'x-session-id',
+      queue_lookahead: 32,
+      queue_hold: 2_000,
     },
   },
   queue: {
@@ -155,6 +157,8 @@ test('every key is read and converted', () => {
         load_gap: 4,
         load_ratio: 1.5,
         session_header: 'x-session-id',
+        queue_lookahead: 32,
+        queue_hold: 2_000,
       },
     },
     queue: {
