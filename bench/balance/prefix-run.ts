@@ -30,7 +30,8 @@ import {
   workloadSpec,
 } from './fleet-spec.js';
 import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
-import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './prefix-workloads.js';
+import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
+import type { PrefixWorkload } from './prefix-workloads.js';
 
 const usage = `usage: npm run bench:prefix -- [options]
 
@@ -52,75 +53,10 @@ export const PREFIX_TARGETS: readonly TargetSpec[] = [
   { name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn' },
   { name: 'haproxy hdr(X-Session-Id) consistent', kind: 'haproxy', balance: 'hdr(X-Session-Id)' },
 ];
-/**
- * Prefill speed of this bench's servers, tokens per ms. bench:balance's 100 makes a 1,000-token
- * prompt cost under 2 decode steps; on a real 7-8B model it costs about 6 (~26 tokens/ms against
- * ~6 ms a step at batch 32: jetstream-pytorch PR #68 measured Llama-2-7B prefilling 1,024 tokens in
- * 38 ms), and that ratio is what a cache hit saves, so this bench uses the real one.
- */
-export const PREFIX_PREFILL_TOKENS_PER_MS = 25;
 const TARGET_IDS = ['prefix', 'least', 'nginx', 'haproxy', 'affinity'] as const;
 const PREFIX = PREFIX_TARGETS[0].name;
 const BASELINE = PREFIX_TARGETS[1].name;
 const AFFINITY = PREFIX_TARGETS[4].name;
-
-interface WorkloadPlan {
-  id: 'group' | 'multi-turn' | 'unique';
-  workload: PrefixWorkload;
-  /** Requests in flight, or conversations under way. */
-  concurrency: number;
-  kvTokens: number;
-  /** The figure its target is judged on, and the target's ratio against least-loaded. */
-  headline: 'makespanSec' | 'ttftP50Ms';
-  limit: number;
-}
-
-function plans(quick: boolean, scale: number, seed: number): WorkloadPlan[] {
-  const n = (full: number, small: number) => Math.max(1, Math.round((quick ? small : full) * scale));
-  const slots = engineOptions({ quick: false }).maxRunningRequests * SERVERS;
-  return [
-    {
-      id: 'group',
-      workload: groupSampling({
-        prompts: n(64, 12),
-        n: 8,
-        seed,
-        promptChars: [3000, 6000],
-        outputMedian: 60,
-        maxTokens: 600,
-      }),
-      concurrency: SCRIPT_CONCURRENCY_PER_SLOT * slots,
-      kvTokens: 100_000,
-      headline: 'makespanSec',
-      limit: 0.8,
-    },
-    {
-      id: 'multi-turn',
-      workload: multiTurn({
-        conversations: n(96, 20),
-        minTurns: 5,
-        maxTurns: 10,
-        seed,
-        systemChars: 1200,
-        userChars: [200, 800],
-        replyMedian: 60,
-        maxTokens: 600,
-      }),
-      concurrency: Math.round(slots / 2),
-      kvTokens: 100_000,
-      headline: 'ttftP50Ms',
-      limit: 0.6,
-    },
-    {
-      id: 'unique',
-      workload: uniquePrompts({ ...workloadSpec({ quick }), count: n(1500, 150), seed }),
-      concurrency: SCRIPT_CONCURRENCY_PER_SLOT * slots,
-      kvTokens: engineOptions({ quick: false }).maxTotalNumTokens,
-      headline: 'makespanSec',
-      limit: 1.02,
-    },
-  ];
-}
 
 function parse(argv: string[]) {
   const { values } = parseArgs({
@@ -137,7 +73,7 @@ function parse(argv: string[]) {
   const common = commonSettings(values, 'prefix');
   const scale = numberFlag(values.scale, 'scale', 1, 0.01, true);
   const wanted = (values.workloads ?? 'group,multi-turn,unique').split(',').map((s) => s.trim());
-  const all = plans(common.quick, scale, numberFlag(values.seed, 'seed', 7, 0));
+  const all = prefixPlans(common.quick, scale, numberFlag(values.seed, 'seed', 7, 0));
   for (const w of wanted) if (!all.some((p) => p.id === w)) throw new Error(`--workloads: unknown workload '${w}'`);
   const ids = (values.targets ?? TARGET_IDS.join(',')).split(',').map((s) => s.trim());
   for (const id of ids)

@@ -282,22 +282,28 @@ export class WaitQueue {
   }
 
   /**
-   * A freed slot goes to a waiter whose prompt is cached on a backend free now (within the first
-   * `affinityLookahead` of the head's flow) rather than to a head cached on none of them: that head
-   * holds out for its own cached backend, which frees room soon, instead of prefilling its whole
-   * prompt elsewhere (issue #20). Work-conserving: with no such waiter the head takes the slot, and
-   * a head older than `affinityHoldMs`, or one promoted from a lower class, is never passed over.
+   * A head whose prompt is cached on a busy backend holds out for it (it frees room soon) instead of
+   * prefilling its whole prompt on the free one (issue #20): the slot goes to the first waiter behind
+   * it (within `affinityLookahead` of its flow) cached on a free backend, else to the first cached
+   * nowhere, which loses nothing anywhere. Work-conserving: with neither, the head takes the slot; a
+   * head older than `affinityHoldMs`, or one promoted from a lower class, is never passed over.
    */
   #preferCached(head: Waiter, now: number): Waiter {
     if (this.#lookahead === 0 || now - head.since > this.#holdMs || head.queue.peek() !== head) return head;
     const policy = this.#opts.policy;
+    const ready = this.#opts.ready();
     const mayUseReserve = this.#mayUseReserve(head.queue);
-    const free = this.#opts.ready().filter((backend) => this.#hasRoom(backend, mayUseReserve));
-    const cachedOnFree = (waiter: Waiter) =>
-      free.some((backend) => !waiter.avoid?.has(backend) && policy.affinity?.(backend, waiter.traits) === true);
-    if (free.length === 0 || cachedOnFree(head)) return head;
-    for (const waiter of head.queue.ahead(this.#lookahead)) if (waiter !== head && cachedOnFree(waiter)) return waiter;
-    return head;
+    const free = ready.filter((backend) => this.#hasRoom(backend, mayUseReserve));
+    const cachedOn = (waiter: Waiter, backends: readonly Backend[]) =>
+      backends.some((backend) => !waiter.avoid?.has(backend) && policy.affinity?.(backend, waiter.traits) === true);
+    if (free.length === 0 || cachedOn(head, free) || !cachedOn(head, ready)) return head;
+    let cold: Waiter | undefined;
+    for (const waiter of head.queue.ahead(this.#lookahead)) {
+      if (waiter === head) continue;
+      if (cachedOn(waiter, free)) return waiter;
+      if (cold === undefined && !cachedOn(waiter, ready)) cold = waiter;
+    }
+    return cold ?? head;
   }
 
   #anyWaitingFrom(rank: number): boolean {
