@@ -23,6 +23,8 @@ import type { PrefixRequest } from './prefix-workloads.js';
 const NETWORK_MS = 0.3;
 const BLOCK_CHARS = 128;
 const PATH = '/v1/chat/completions';
+/** Tuning under test, e.g. PREFIX_MODEL_OPTIONS='{"loadGap":8}'. */
+const PREFIX_OPTIONS = JSON.parse(process.env.PREFIX_MODEL_OPTIONS ?? '{}') as Record<string, number>;
 
 export type PrefixModelBalancer =
   | 'prefix-aware'
@@ -78,7 +80,7 @@ export async function prefixModelJob(
       maxRunning,
       done,
       firstReportMs: 0,
-      policy: createPolicy(name, { random: Math.random, now: () => clock.now }),
+      policy: createPolicy(name, { random: Math.random, now: () => clock.now, prefix: PREFIX_OPTIONS }),
       queueOptions: { affinityLookahead: lookahead, affinityHoldMs: 2_000 },
     });
   const route: Router = {

@@ -58,16 +58,22 @@ describe('prefix-aware and the central queue', () => {
     assert.equal((await siblingA).backend, list[0]);
   });
 
-  test('with nobody cached on the free backend the head takes it (work-conserving)', async () => {
+  test('a waiter cached nowhere goes first while the head holds out; with none left, the head takes the slot', async () => {
     const { list, queue } = setup();
-    const onB0 = queue.acquire(undefined, undefined, prompt('A')) as Lease;
+    queue.acquire(undefined, undefined, prompt('A'));
     const onB1 = queue.acquire(undefined, undefined, prompt('B')) as Lease;
     const siblingA = queue.acquire(undefined, undefined, prompt('A')) as Promise<Lease>;
-    const other = queue.acquire(undefined, undefined, prompt('C')) as Promise<Lease>;
+    const cold = queue.acquire(undefined, undefined, prompt('C')) as Promise<Lease>;
+    const secondSiblingA = queue.acquire(undefined, undefined, prompt('A')) as Promise<Lease>;
     onB1.release();
+    const coldLease = await cold;
+    assert.equal(coldLease.backend, list[1]);
+    assert.equal(queue.waiting, 2);
+    // Only A's siblings wait, all cached on the busy b0: work-conserving, the head takes b1.
+    coldLease.release();
     assert.equal((await siblingA).backend, list[1]);
-    onB0.release();
-    assert.equal((await other).backend, list[0]);
+    assert.equal(queue.waiting, 1);
+    void secondSiblingA;
   });
 
   test('a head that waited longer than the hold is not passed over', async () => {
