@@ -24,10 +24,8 @@ import type { TargetSpec } from '../lib/targets.js';
 import {
   engineFor,
   engineOptions,
-  SCRIPT_CONCURRENCY_PER_SLOT,
   SERVERS,
   SLOW_INDEX,
-  workloadSpec,
 } from './fleet-spec.js';
 import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
 import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
