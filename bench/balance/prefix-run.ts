@@ -21,12 +21,7 @@ import {
 import { machineLine } from '../lib/machine.js';
 import { median } from '../lib/stats.js';
 import type { TargetSpec } from '../lib/targets.js';
-import {
-  engineFor,
-  engineOptions,
-  SERVERS,
-  SLOW_INDEX,
-} from './fleet-spec.js';
+import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from './fleet-spec.js';
 import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
 import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
 import type { PrefixWorkload } from './prefix-workloads.js';
