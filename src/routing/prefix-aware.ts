@@ -140,8 +140,10 @@ export class PrefixAware implements Policy {
       matched = m;
       tied.push(candidate);
     }
+    if (matched === 0 || matched < this.#opts.minMatch * prefix.length) return null;
+    if (tied.includes(least)) return { candidate: least, matched };
     const leastMatched = this.#records.get(least.name)?.match(prefix, now) ?? 0;
-    if (matched === 0 || matched - leastMatched < this.#opts.minMatch * prefix.length) return null;
+    if (matched - leastMatched < this.#opts.minMatch * prefix.length) return null;
     return { candidate: tied.length === 1 ? tied[0] : this.#leastLoaded.pick(tied), matched };
   }
 
