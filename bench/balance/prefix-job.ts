@@ -22,8 +22,6 @@ export interface PrefixJobOptions {
   clientCpu: number | null;
   dir: string;
   deadlineMs: number;
-  /** Diagnostics: hears the balancer's URL once it is up. */
-  onStarted?: (url: string) => void;
 }
 
 export interface PrefixJobMetrics {
@@ -46,7 +44,6 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
   const sims = await SimHost.start({ count: opts.servers, engine: opts.engine, cpu: opts.clientCpu, logDir: opts.dir });
   try {
     const target = await startTarget(spec, { backends: sims.urls, cpu: opts.proxyCpu, dir: join(opts.dir, 'proxy') });
-    opts.onStarted?.(target.urls[0]);
     const client = new LoadClient(target.urls, opts.concurrency);
     try {
       const ttft = new Samples(4096);
