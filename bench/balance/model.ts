@@ -14,8 +14,9 @@ import { parseArgs } from 'node:util';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
 import { nextAdaptiveCap } from '../../src/routing/adaptive-cap.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { createPolicy, type Policy } from '../../src/routing/policies.js';
+import type { RequestTraits } from '../../src/routing/request-traits.js';
+import { type Lease, WaitQueue, type WaitQueueOptions } from '../../src/routing/wait-queue.js';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
 import { numberFlag } from '../lib/cli.js';
 import { engineFor, engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
@@ -41,7 +42,7 @@ interface Timer {
   cancelled: boolean;
 }
 
-class VirtualClock {
+export class VirtualClock {
   now = 0;
   #seq = 0;
   #heap: Timer[] = [];
@@ -100,10 +101,10 @@ class VirtualClock {
   }
 }
 
-/** Routes a request to a server index and calls `release` when its answer is back. */
-type Router = (send: (server: number, release: () => void) => void) => void;
+/** Routes a request to a server index and calls `release` when its answer is back; `traits` for prefix-aware. */
+export type Router = (send: (server: number, release: () => void) => void, traits?: RequestTraits) => void;
 
-function leastConnections(): Router {
+export function leastConnections(): Router {
   const inflight = new Array<number>(SERVERS).fill(0);
   let cursor = 0;
   return (send) => {
@@ -166,14 +167,20 @@ function oracle(clock: VirtualClock, engines: Engine[], maxRunning: number, done
   };
 }
 
-function fleetgate(opts: {
+export function fleetgate(opts: {
   capped: boolean;
+  /** Default least-loaded. */
+  policy?: Policy;
+  /** Extra wait-queue options (prefix-aware's affinity lookahead). */
+  queueOptions?: Partial<WaitQueueOptions>;
   clock: VirtualClock;
   engines: Engine[];
   maxRunning: number;
   done: () => boolean;
   /** Which replica (0, 1): replicas take their load reports at different moments. */
   replica?: number;
+  /** When the first load report is read (default one interval in); real fleetgate reads one as a backend turns ready. */
+  firstReportMs?: number;
 }): Router {
   const { capped, clock, engines, maxRunning, done, replica = 0 } = opts;
   // The queue and the policy read only the load figures; the lifecycle is never consulted here.
@@ -187,12 +194,14 @@ function fleetgate(opts: {
     maxWaiting: Number.MAX_SAFE_INTEGER,
     timeoutMs: 0,
     ready: () => backends,
-    policy: createPolicy('least-loaded'),
+    policy: opts.policy ?? createPolicy('least-loaded'),
     slots: registry,
+    now: () => clock.now,
+    ...opts.queueOptions,
   });
   const report = () => {
     backends.forEach((backend, i) => {
-      const { running, queued, tokenUsage } = engines[i].stats;
+      const { running, queued, tokenUsage, maxTotalNumTokens } = engines[i].stats;
       if (capped) {
         const queuedBefore = backend.reported?.queued ?? null;
         const cap = nextAdaptiveCap(
@@ -202,15 +211,17 @@ function fleetgate(opts: {
         );
         registry.setCap(backend, cap);
       }
-      registry.reportLoad(backend, { running, queued, tokenUsage, maxRunning });
+      registry.reportLoad(backend, { running, queued, tokenUsage, maxRunning, kvTokens: maxTotalNumTokens });
     });
     queue.drain();
     if (!done()) clock.schedule(report, LOAD_INTERVAL_MS);
   };
-  clock.schedule(report, LOAD_INTERVAL_MS + offset);
-  const router: Router = (send) => {
-    const go = (lease: Lease) => send(backends.indexOf(lease.backend), () => lease.release());
-    const admitted = queue.acquire();
+  clock.schedule(report, opts.firstReportMs ?? LOAD_INTERVAL_MS + offset);
+  const router: Router = (send, traits) => {
+    const go = (lease: Lease) => {
+      send(backends.indexOf(lease.backend), () => lease.release());
+    };
+    const admitted = queue.acquire(undefined, undefined, traits);
     if (admitted instanceof Promise) void admitted.then(go);
     else go(admitted);
   };

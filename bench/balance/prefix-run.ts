@@ -21,16 +21,10 @@ import {
 import { machineLine } from '../lib/machine.js';
 import { median } from '../lib/stats.js';
 import type { TargetSpec } from '../lib/targets.js';
-import {
-  engineFor,
-  engineOptions,
-  SCRIPT_CONCURRENCY_PER_SLOT,
-  SERVERS,
-  SLOW_INDEX,
-  workloadSpec,
-} from './fleet-spec.js';
+import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from './fleet-spec.js';
 import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
-import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './prefix-workloads.js';
+import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
+import type { PrefixWorkload } from './prefix-workloads.js';
 
 const usage = `usage: npm run bench:prefix -- [options]
 
@@ -38,6 +32,7 @@ const usage = `usage: npm run bench:prefix -- [options]
   --quick           small sizes, for a smoke run
   --scale X         multiply every workload's request count (default 1)
   --workloads LIST  group,multi-turn,unique (default all)
+  --targets LIST    prefix,least,nginx,haproxy,affinity (default all)
   --proxy-cpu N / --client-cpu N / --no-pin   core pinning (default 0 / 1)
   --out FILE        JSON results (default bench/results/prefix-<date>.json)
   --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
@@ -51,67 +46,10 @@ export const PREFIX_TARGETS: readonly TargetSpec[] = [
   { name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn' },
   { name: 'haproxy hdr(X-Session-Id) consistent', kind: 'haproxy', balance: 'hdr(X-Session-Id)' },
 ];
+const TARGET_IDS = ['prefix', 'least', 'nginx', 'haproxy', 'affinity'] as const;
 const PREFIX = PREFIX_TARGETS[0].name;
 const BASELINE = PREFIX_TARGETS[1].name;
 const AFFINITY = PREFIX_TARGETS[4].name;
-
-interface WorkloadPlan {
-  id: 'group' | 'multi-turn' | 'unique';
-  workload: PrefixWorkload;
-  /** Requests in flight, or conversations under way. */
-  concurrency: number;
-  kvTokens: number;
-  /** The figure its target is judged on, and the target's ratio against least-loaded. */
-  headline: 'makespanSec' | 'ttftP50Ms';
-  limit: number;
-}
-
-function plans(quick: boolean, scale: number, seed: number): WorkloadPlan[] {
-  const n = (full: number, small: number) => Math.max(1, Math.round((quick ? small : full) * scale));
-  const slots = engineOptions({ quick: false }).maxRunningRequests * SERVERS;
-  return [
-    {
-      id: 'group',
-      workload: groupSampling({
-        prompts: n(64, 12),
-        n: 8,
-        seed,
-        promptChars: [3000, 6000],
-        outputMedian: 60,
-        maxTokens: 600,
-      }),
-      concurrency: SCRIPT_CONCURRENCY_PER_SLOT * slots,
-      kvTokens: 100_000,
-      headline: 'makespanSec',
-      limit: 0.8,
-    },
-    {
-      id: 'multi-turn',
-      workload: multiTurn({
-        conversations: n(96, 20),
-        minTurns: 5,
-        maxTurns: 10,
-        seed,
-        systemChars: 1200,
-        userChars: [200, 800],
-        replyMedian: 60,
-        maxTokens: 600,
-      }),
-      concurrency: Math.round(slots / 2),
-      kvTokens: 100_000,
-      headline: 'ttftP50Ms',
-      limit: 0.6,
-    },
-    {
-      id: 'unique',
-      workload: uniquePrompts({ ...workloadSpec({ quick }), count: n(1500, 150), seed }),
-      concurrency: SCRIPT_CONCURRENCY_PER_SLOT * slots,
-      kvTokens: engineOptions({ quick: false }).maxTotalNumTokens,
-      headline: 'makespanSec',
-      limit: 1.02,
-    },
-  ];
-}
 
 function parse(argv: string[]) {
   const { values } = parseArgs({
@@ -128,9 +66,13 @@ function parse(argv: string[]) {
   const common = commonSettings(values, 'prefix');
   const scale = numberFlag(values.scale, 'scale', 1, 0.01, true);
   const wanted = (values.workloads ?? 'group,multi-turn,unique').split(',').map((s) => s.trim());
-  const all = plans(common.quick, scale, numberFlag(values.seed, 'seed', 7, 0));
+  const all = prefixPlans(common.quick, scale, numberFlag(values.seed, 'seed', 7, 0));
   for (const w of wanted) if (!all.some((p) => p.id === w)) throw new Error(`--workloads: unknown workload '${w}'`);
-  return { ...common, workloads: all.filter((p) => wanted.includes(p.id)) };
+  const ids = (values.targets ?? TARGET_IDS.join(',')).split(',').map((s) => s.trim());
+  for (const id of ids)
+    if (!(TARGET_IDS as readonly string[]).includes(id)) throw new Error(`--targets: unknown target '${id}'`);
+  const targets = PREFIX_TARGETS.filter((_, i) => ids.includes(TARGET_IDS[i]));
+  return { ...common, workloads: all.filter((p) => wanted.includes(p.id)), targets };
 }
 
 interface Record_ {
@@ -204,7 +146,7 @@ function checks(records: Record_[], plans: WorkloadPlan[]): { lines: string[]; a
 }
 
 async function main(argv: string[]): Promise<number> {
-  const start = startBench('prefix', usage, argv, parse, () => PREFIX_TARGETS.map((t) => t.kind));
+  const start = startBench('prefix', usage, argv, parse, (o) => o.targets.map((t) => t.kind));
   if (typeof start === 'number') return start;
   const { opts, machine, work, progress } = start;
   const records: Record_[] = [];
@@ -212,8 +154,11 @@ async function main(argv: string[]): Promise<number> {
   try {
     for (let run = 1; run <= opts.runs; run++) {
       for (const plan of opts.workloads) {
-        const engine = engineOptions({ quick: false, kvTokens: plan.kvTokens });
-        for (const spec of inRunOrder(PREFIX_TARGETS, run)) {
+        const engine = {
+          ...engineOptions({ quick: false, kvTokens: plan.kvTokens }),
+          prefillTokensPerMs: PREFIX_PREFILL_TOKENS_PER_MS,
+        };
+        for (const spec of inRunOrder(opts.targets, run)) {
           const label = `run ${run}/${opts.runs} ${plan.id} ${spec.name}`;
           try {
             await settle(opts.quietWaitMs, progress);
@@ -253,7 +198,7 @@ async function main(argv: string[]): Promise<number> {
     `## fleetgate prefix bench (medians of ${opts.runs} run${opts.runs === 1 ? '' : 's'})`,
     '',
     `Machine: ${machineLine(machine)}. Balancer pinned to core ${opts.proxyCpu ?? '-'}, servers and client to core ${opts.clientCpu ?? '-'}.`,
-    `Servers: ${SERVERS} simulated SGLang with a prefix cache in pages of ${e.pageSize} tokens, tokenMs ${e.tokenMs}, max_running_requests ${e.maxRunningRequests}, prefill ${e.prefillTokensPerMs} tokens/ms; gpu${SLOW_INDEX} (*) is 1.3x slower. A fresh set of servers for every target and run. Every request streams and carries X-Session-Id.`,
+    `Servers: ${SERVERS} simulated SGLang with a prefix cache in pages of ${e.pageSize} tokens, tokenMs ${e.tokenMs}, max_running_requests ${e.maxRunningRequests}, prefill ${PREFIX_PREFILL_TOKENS_PER_MS} tokens/ms; gpu${SLOW_INDEX} (*) is 1.3x slower. A fresh set of servers for every target and run. Every request streams and carries X-Session-Id.`,
     '',
     ...sections,
     '### issue #20 targets',

@@ -38,6 +38,9 @@ export const DEFAULT_PREFIX_MIN_MATCH = 0.3;
 export const DEFAULT_PREFIX_LOAD_GAP = 4;
 export const DEFAULT_PREFIX_LOAD_RATIO = 1.5;
 export const DEFAULT_PREFIX_SESSION_HEADER = 'x-session-id';
+/** Waiters a freed slot may look past for one cached on it (docs/decisions.md, "Waiting for the cached backend"). */
+export const DEFAULT_PREFIX_QUEUE_LOOKAHEAD = 32;
+export const DEFAULT_PREFIX_QUEUE_HOLD = 2_000;
 
 export const DEFAULT_QUEUE_MAX_WAITING = 10_000;
 export const DEFAULT_QUEUE_TIMEOUT = 120_000;

@@ -84,6 +84,10 @@ export interface Config {
       load_ratio: number;
       /** Lower-case header whose value pins a conversation to a backend; null = none. */
       session_header: string | null;
+      /** Waiters behind the queue's head a freed slot may go to when their prompt is cached there; 0 = off. */
+      queue_lookahead: number;
+      /** ms after which a queued request is no longer passed over for one cached on the free backend. */
+      queue_hold: number;
     };
   };
   queue: {

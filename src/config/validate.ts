@@ -85,6 +85,8 @@ const topLevel = section({
       min_match: number({ min: 0, max: 1, fallback: defaults.DEFAULT_PREFIX_MIN_MATCH }),
       load_gap: number({ min: 0, fallback: defaults.DEFAULT_PREFIX_LOAD_GAP }),
       load_ratio: number({ min: 1, fallback: defaults.DEFAULT_PREFIX_LOAD_RATIO }),
+      queue_lookahead: integer({ min: 0, max: 10_000, fallback: defaults.DEFAULT_PREFIX_QUEUE_LOOKAHEAD }),
+      queue_hold: duration(defaults.DEFAULT_PREFIX_QUEUE_HOLD),
       // Null turns pinning off; absent, the default header pins only requests that carry it.
       session_header: {
         ...nullable(text(undefined, headerName)),

@@ -64,6 +64,11 @@ export class ClassQueue<W extends Queued> {
     return this.#flows[this.#next]?.waiters[0];
   }
 
+  /** The waiters of the flow whose turn it is, at most `limit`, in order (the first is `peek()`). */
+  ahead(limit: number): readonly W[] {
+    return this.#flows[this.#next]?.waiters.slice(0, limit) ?? [];
+  }
+
   /** The waiter that has waited longest (the oldest flow head), for promotion. */
   oldest(): W | undefined {
     let oldest: W | undefined;

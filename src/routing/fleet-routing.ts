@@ -44,6 +44,8 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
         ...queueClassOptions(config),
         ready,
         policy: sharedPolicy ?? newPolicy(),
+        affinityLookahead: prefix.queue_lookahead,
+        affinityHoldMs: prefix.queue_hold,
         slots: registry,
       }),
     ready: () => registry.ready,

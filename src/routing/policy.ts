@@ -19,6 +19,8 @@ export interface Policy {
   pick<C extends Candidate>(candidates: readonly C[], traits?: PromptTraits): C;
   /** The request was sent to `candidate`. */
   onDispatch?(candidate: Candidate, traits?: PromptTraits): void;
+  /** Whether the request's prefix or session is on `candidate` enough for the policy to prefer it. */
+  affinity?(candidate: Candidate, traits?: PromptTraits): boolean;
   /** The backend left rotation. */
   forget?(name: string): void;
 }

@@ -67,7 +67,7 @@ export class PrefixAware implements Policy {
     if (traits === undefined) return this.#decide('none', least, 0);
     const pinned = this.#pinned(candidates, traits);
     if (pinned !== null && !this.#overloaded(pinned, least)) return this.#decide('session', pinned, 0);
-    const best = this.#longestMatch(candidates, traits);
+    const best = this.#longestMatch(candidates, traits, least);
     if (best === null) return this.#decide('none', least, 0);
     const chars = best.matched * (traits.blockChars ?? 0);
     if (this.#overloaded(best.candidate, least)) return this.#decide('load', least, 0);
@@ -95,6 +95,15 @@ export class PrefixAware implements Policy {
     }
   }
 
+  affinity(candidate: Candidate, traits?: PromptTraits): boolean {
+    if (traits === undefined) return false;
+    if (traits.session !== undefined && this.#sessions.get(traits.session) === candidate.name) return true;
+    const prefix = traits.prefix;
+    if (prefix === undefined || prefix.length === 0) return false;
+    const matched = this.#records.get(candidate.name)?.match(prefix, this.#opts.now()) ?? 0;
+    return matched > 0 && matched >= this.#opts.minMatch * prefix.length;
+  }
+
   /** The backend left rotation: whatever it cached is gone (a restart empties its cache). */
   forget(name: string): void {
     this.#records.delete(name);
@@ -112,8 +121,13 @@ export class PrefixAware implements Policy {
     return name === undefined ? null : (candidates.find((c) => c.name === name) ?? null);
   }
 
-  /** The candidate with the most leading blocks recorded (ties: least-loaded among them), if enough match. */
-  #longestMatch<C extends Candidate>(candidates: readonly C[], traits: PromptTraits): Choice<C> | null {
+  /**
+   * The candidate with the most leading blocks recorded (ties: least-loaded among them), if it
+   * matches `minMatch` of the prompt more than the least-loaded one does: a prefix every backend
+   * holds (a shared system prompt, a batch job's common opening) gains nothing and must not pull
+   * requests off the least-loaded backend.
+   */
+  #longestMatch<C extends Candidate>(candidates: readonly C[], traits: PromptTraits, least: C): Choice<C> | null {
     const prefix = traits.prefix;
     if (prefix === undefined || prefix.length === 0) return null;
     const now = this.#opts.now();
@@ -127,6 +141,9 @@ export class PrefixAware implements Policy {
       tied.push(candidate);
     }
     if (matched === 0 || matched < this.#opts.minMatch * prefix.length) return null;
+    if (tied.includes(least)) return { candidate: least, matched };
+    const leastMatched = this.#records.get(least.name)?.match(prefix, now) ?? 0;
+    if (matched - leastMatched < this.#opts.minMatch * prefix.length) return null;
     return { candidate: tied.length === 1 ? tied[0] : this.#leastLoaded.pick(tied), matched };
   }
 

@@ -81,6 +81,13 @@ export interface WaitQueueOptions {
   defaultClass?: string;
   /** A lower-class waiter older than this (ms) is promoted (see `#nextWaiter`); 0 = never. */
   maxStarvationMs?: number;
+  /**
+   * With a policy that has `affinity` (prefix-aware): how many waiters behind the head of its flow a
+   * freed slot may go to, ahead of a head whose prompt is cached on none of the free backends; 0 = off.
+   */
+  affinityLookahead?: number;
+  /** A head that has waited longer than this (ms) is not passed over for affinity. */
+  affinityHoldMs?: number;
   /** Slots per capped backend that only the highest class may fill; 0 = none. */
   reserve?: number;
   /** Clock for waits and promotion (ms). */
@@ -104,6 +111,8 @@ export class WaitQueue {
   readonly #default: ClassQueue<Waiter>;
   readonly #maxStarvation: number;
   readonly #reserve: number;
+  readonly #lookahead: number;
+  readonly #holdMs: number;
   readonly #scratch: RoutedBackend[] = [];
   readonly #rejected = noFailures();
   readonly #rejectedByClass = new Map<string, Record<AdmissionFailure, number>>();
@@ -130,6 +139,8 @@ export class WaitQueue {
     this.#default = this.#byName.get(opts.defaultClass ?? '') ?? this.#classes[this.#classes.length - 1];
     this.#maxStarvation = opts.maxStarvationMs ?? 0;
     this.#reserve = opts.reserve ?? 0;
+    this.#lookahead = opts.policy.affinity === undefined ? 0 : (opts.affinityLookahead ?? 0);
+    this.#holdMs = opts.affinityHoldMs ?? 0;
   }
 
   /** `observer` hears of every waiter that got a backend, and how long it waited (not of requests served at once). */
@@ -229,7 +240,7 @@ export class WaitQueue {
   drain(): void {
     while (this.#waiting > 0) {
       const now = this.#now();
-      let waiter = this.#nextWaiter(now);
+      let waiter = this.#preferCached(this.#nextWaiter(now), now);
       let lease = this.#tryLease(waiter.avoid, waiter.traits, this.#mayUseReserve(waiter.queue));
       if (!lease && this.#reserve > 0 && waiter.queue.rank > 0) {
         // A promoted or lower waiter cannot fill a reserved slot, but a top-class one may.
@@ -281,6 +292,33 @@ export class WaitQueue {
     }
     if (starved !== undefined && starved.since + this.#maxStarvation < (top as Waiter).since) return starved;
     return top as Waiter;
+  }
+
+  /**
+   * A head whose prompt is cached on a busy backend holds out for it (it frees room soon) instead of
+   * prefilling its whole prompt on the free one (issue #20): the slot goes to the first waiter behind
+   * it (within `affinityLookahead` of its flow) cached on a free backend, else to the first cached
+   * nowhere, which loses nothing anywhere. Work-conserving: with neither, the head takes the slot; a
+   * head older than `affinityHoldMs`, or one promoted from a lower class, is never passed over.
+   */
+  #preferCached(head: Waiter, now: number): Waiter {
+    if (this.#lookahead === 0 || now - head.since > this.#holdMs || head.queue.peek() !== head) return head;
+    const policy = this.#opts.policy;
+    const ready = this.#opts.ready();
+    const mayUseReserve = this.#mayUseReserve(head.queue);
+    const free = ready.filter((backend) => this.#hasRoom(backend, mayUseReserve));
+    const cachedOn = (waiter: Waiter, backends: readonly Backend[]) =>
+      backends.some(
+        (backend) => !waiter.avoid?.has(backend) && policy.affinity?.(candidateOf(backend), waiter.traits) === true,
+      );
+    if (free.length === 0 || cachedOn(head, free) || !cachedOn(head, ready)) return head;
+    let cold: Waiter | undefined;
+    for (const waiter of head.queue.ahead(this.#lookahead)) {
+      if (waiter === head) continue;
+      if (cachedOn(waiter, free)) return waiter;
+      if (cold === undefined && !cachedOn(waiter, ready)) cold = waiter;
+    }
+    return cold ?? head;
   }
 
   #anyWaitingFrom(rank: number): boolean {

@@ -38,6 +38,8 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
       load_gap: 4,
       load_ratio: 1.5,
       session_header: 'x-session-id',
+      queue_lookahead: 32,
+      queue_hold: 2_000,
     },
   },
   queue: {
@@ -155,6 +157,8 @@ test('every key is read and converted', () => {
         load_gap: 4,
         load_ratio: 1.5,
         session_header: 'x-session-id',
+        queue_lookahead: 32,
+        queue_hold: 2_000,
       },
     },
     queue: {
@@ -497,6 +501,16 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
     'discovery port',
     { discovery: { dns: 'x', port: 0 } },
     'discovery.port: expected an integer from 1 to 65535, got 0',
+  ],
+  [
+    'prefix queue lookahead',
+    { ...ONE_BACKEND, routing: { prefix: { queue_lookahead: -1 } } },
+    'routing.prefix.queue_lookahead: expected an integer from 0 to 10000, got -1',
+  ],
+  [
+    'prefix queue hold',
+    { ...ONE_BACKEND, routing: { prefix: { queue_hold: 'soon' } } },
+    'routing.prefix.queue_hold: "soon" is not a duration (e.g. 500ms, 10s)',
   ],
   ['not a mapping', ['http://a:1'], 'expected a mapping of settings, got a list'],
 ];

@@ -60,6 +60,19 @@ describe('prefix-aware', () => {
     assert.equal(policy.stats.decisions.none, 1);
   });
 
+  test('a prefix the least-loaded backend holds too does not pull the request away from it', () => {
+    const { policy } = setup({ minMatch: 0.3 });
+    const list = backends([0, 0]);
+    policy.onDispatch(list[0], traits(turn(3)));
+    policy.onDispatch(list[1], traits(SYSTEM));
+    // b0 matches turn 3 whole, b1 only the system prompt (well under 30 % of turn 3): the cache wins.
+    assert.equal(policy.pick(backends([2, 0]), traits(turn(3))).name, 'b0');
+    // Turn 1 is all on b0, but b1 holds its system prompt, 12 of its 15 blocks: b0 adds only 20 %
+    // (under min_match), so load decides.
+    assert.equal(policy.pick(backends([2, 0]), traits(turn(1))).name, 'b1');
+    assert.equal(policy.stats.decisions.none, 1);
+  });
+
   test('the load guard overrides a hot backend, and only past both thresholds', () => {
     const { policy } = setup({ loadGap: 4, loadRatio: 1.5 });
     policy.onDispatch(backends([0])[0], traits(turn(2)));

@@ -1,0 +1,68 @@
+/** bench:prefix's three workloads at their sizes, and its servers' prefill speed (shared with prefix-model.ts). */
+import { engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
+import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './prefix-workloads.js';
+
+/**
+ * Prefill speed of this bench's servers, tokens per ms. bench:balance's 100 makes a 1,000-token
+ * prompt cost under 2 decode steps; on a real 7-8B model it costs about 6 (~26 tokens/ms against
+ * ~6 ms a step at batch 32: jetstream-pytorch PR #68 measured Llama-2-7B prefilling 1,024 tokens in
+ * 38 ms), and that ratio is what a cache hit saves, so this bench uses the real one.
+ */
+export const PREFIX_PREFILL_TOKENS_PER_MS = 25;
+export interface WorkloadPlan {
+  id: 'group' | 'multi-turn' | 'unique';
+  workload: PrefixWorkload;
+  /** Requests in flight, or conversations under way. */
+  concurrency: number;
+  kvTokens: number;
+  /** The figure its target is judged on, and the target's ratio against least-loaded. */
+  headline: 'makespanSec' | 'ttftP50Ms';
+  limit: number;
+}
+
+export function prefixPlans(quick: boolean, scale: number, seed: number): WorkloadPlan[] {
+  const n = (full: number, small: number) => Math.max(1, Math.round((quick ? small : full) * scale));
+  const slots = engineOptions({ quick: false }).maxRunningRequests * SERVERS;
+  return [
+    {
+      id: 'group',
+      workload: groupSampling({
+        prompts: n(64, 12),
+        n: 8,
+        seed,
+        promptChars: [3000, 6000],
+        outputMedian: 60,
+        maxTokens: 600,
+      }),
+      concurrency: SCRIPT_CONCURRENCY_PER_SLOT * slots,
+      kvTokens: 100_000,
+      headline: 'makespanSec',
+      limit: 0.8,
+    },
+    {
+      id: 'multi-turn',
+      workload: multiTurn({
+        conversations: n(96, 20),
+        minTurns: 5,
+        maxTurns: 10,
+        seed,
+        systemChars: 1200,
+        userChars: [200, 800],
+        replyMedian: 60,
+        maxTokens: 600,
+      }),
+      concurrency: Math.round(slots / 2),
+      kvTokens: 100_000,
+      headline: 'ttftP50Ms',
+      limit: 0.6,
+    },
+    {
+      id: 'unique',
+      workload: uniquePrompts({ ...workloadSpec({ quick }), count: n(1500, 150), seed }),
+      concurrency: SCRIPT_CONCURRENCY_PER_SLOT * slots,
+      kvTokens: engineOptions({ quick: false }).maxTotalNumTokens,
+      headline: 'makespanSec',
+      limit: 1.02,
+    },
+  ];
+}
