@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { BackendConfig, Config, DnsDiscoveryConfig } from '../config/types.js';
 import { QUEUE_ALLOWANCE } from '../routing/adaptive-cap.js';
+import { capHeldBack } from '../routing/queue-classes.js';
 import { BackendSync } from './backend-sync.js';
 import { DnsDiscovery, type DnsResolver } from './dns-discovery.js';
 import { LoadScraper } from './load-scraper.js';
@@ -79,6 +80,7 @@ export class Fleet {
       registry: this.registry,
       intervalMs: config.routing.load_interval,
       autoCap: config.routing.max_inflight_per_backend === 'auto',
+      capHeldBack: capHeldBack(config),
       timeoutMs: config.health.timeout,
       apiKey: config.upstream.api_key,
       onReport: (backend, load) =>

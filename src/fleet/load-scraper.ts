@@ -14,6 +14,8 @@ export interface LoadScraperOptions {
   intervalMs: number;
   /** `max_inflight_per_backend: auto`: cap each backend at what it reports it can run (adaptive-cap.ts). */
   autoCap: boolean;
+  /** With `autoCap`: slots of each cap only the highest priority class may fill (see nextAdaptiveCap). */
+  capHeldBack?: number;
   timeoutMs: number;
   apiKey: string | null;
   /** Each successful read, for the progress watchdog. */
@@ -151,7 +153,10 @@ export class LoadScraper {
     if (this.#opts.autoCap) {
       const queuedBefore = backend.reported?.queued ?? null;
       const previous = firstRead ? 0 : backend.cap;
-      this.#opts.registry.setCap(backend, nextAdaptiveCap({ ...report, queuedBefore }, previous, backend.inflight));
+      this.#opts.registry.setCap(
+        backend,
+        nextAdaptiveCap({ ...report, queuedBefore }, previous, backend.inflight, this.#opts.capHeldBack),
+      );
     }
     backend.reported = { ...report, inflightAtScrape: backend.inflight };
     this.#opts.onReport?.(backend, report);

@@ -126,6 +126,17 @@ export class Backend {
     );
   }
 
+  /**
+   * Requests waiting in the backend's own queue, as far as fleetgate can tell: what it reported, less
+   * one for each of fleetgate's requests on it that ended since (each freed a place its queue's head
+   * took). 0 where it reports nothing.
+   */
+  get ownQueue(): number {
+    const reported = this.reported;
+    if (reported === null) return 0;
+    return Math.max(0, reported.queued + Math.min(0, this.inflight - reported.inflightAtScrape));
+  }
+
   /** Its KV pool in tokens, when reported: how much of a prompt record it can still hold. */
   get kvTokens(): number | null {
     return this.reported?.kvTokens ?? null;
