@@ -172,6 +172,8 @@ interface MixedRecord {
   interactiveErrors: number;
   makespanSec: number | null;
   batchErrors: number | null;
+  /** The batch job's errors by kind (HTTP status or client error). */
+  batchErrorKinds: Record<string, number>;
   error: string | null;
 }
 
@@ -256,7 +258,7 @@ async function main(argv: string[]): Promise<number> {
               },
             });
             const samples = (client as ReturnType<typeof interactiveClient> | null)?.samples ?? [];
-            record = toRecord(run, spec, samples, metrics.makespanSec, metrics.errors);
+            record = toRecord(run, spec, samples, metrics.makespanSec, metrics.errors, metrics.errorKinds);
           }
           records.push(record);
           const ttft = [...record.ttftMs].sort((a, b) => a - b);
@@ -271,6 +273,7 @@ async function main(argv: string[]): Promise<number> {
             interactiveErrors: 0,
             makespanSec: null,
             batchErrors: null,
+            batchErrorKinds: {},
             error: (error as Error).message,
           });
           progress(`run ${run}/${opts.runs} ${spec.name}: FAILED: ${(error as Error).message}`);
@@ -338,6 +341,7 @@ function toRecord(
   samples: InteractiveSample[],
   makespanSec: number | null,
   batchErrors: number | null,
+  batchErrorKinds: Record<string, number> = {},
 ): MixedRecord {
   const ttftMs = samples.flatMap((s) => (s.ttftMs === null ? [] : [s.ttftMs]));
   return {
@@ -347,6 +351,7 @@ function toRecord(
     interactiveErrors: samples.length - ttftMs.length,
     makespanSec,
     batchErrors,
+    batchErrorKinds,
     error: null,
   };
 }

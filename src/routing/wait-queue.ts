@@ -69,12 +69,7 @@ export interface WaitQueueOptions {
   maxStarvationMs?: number;
   /** Slots per capped backend that only the highest class may fill; 0 = none. */
   reserve?: number;
-  /**
-   * Slots at the top of each capped backend's cap (its queue allowance under the adaptive cap) that
-   * lower classes leave to the highest: they go to a backend only while it can run them and its own
-   * queue is empty, so a top-class request never waits there behind them; 0 = none.
-   */
-  headroom?: number;
+
   /** Clock for waits and promotion (ms). */
   now?: () => number;
   /** Ready backends, read per admission (the registry keeps this list prebuilt). */
@@ -97,7 +92,6 @@ export class WaitQueue {
   readonly #default: ClassQueue<Waiter>;
   readonly #maxStarvation: number;
   readonly #reserve: number;
-  readonly #headroom: number;
   readonly #scratch: Backend[] = [];
   readonly #rejected = noFailures();
   readonly #rejectedByClass = new Map<string, Record<AdmissionFailure, number>>();
@@ -124,7 +118,6 @@ export class WaitQueue {
     this.#default = this.#byName.get(opts.defaultClass ?? '') ?? this.#classes[this.#classes.length - 1];
     this.#maxStarvation = opts.maxStarvationMs ?? 0;
     this.#reserve = opts.reserve ?? 0;
-    this.#headroom = this.#classes.length > 1 ? (opts.headroom ?? 0) : 0;
   }
 
   /** `observer` hears of every waiter that got a backend, and how long it waited (not of requests served at once). */
@@ -175,7 +168,7 @@ export class WaitQueue {
     // Waiters of this class or above were here first; lower ones yield (they would have taken a
     // slot free to them already, so one free now is a reserved slot or appeared this tick).
     if (!this.#anyWaitingFrom(queue.rank)) {
-      const lease = this.#tryLease(avoid, traits, this.#mayUseReserve(queue));
+      const lease = this.#tryLease(avoid, traits, queue);
       if (lease) return lease;
     }
     if (this.#waiting >= this.#opts.maxWaiting) {
@@ -225,13 +218,13 @@ export class WaitQueue {
     while (this.#waiting > 0) {
       const now = this.#now();
       let waiter = this.#nextWaiter(now);
-      let lease = this.#tryLease(waiter.avoid, waiter.traits, this.#mayUseReserve(waiter.queue));
-      if (!lease && this.#reserve + this.#headroom > 0 && waiter.queue.rank > 0) {
-        // A promoted or lower waiter cannot fill a reserved slot or the headroom, but a top-class one may.
+      let lease = this.#tryLease(waiter.avoid, waiter.traits, waiter.queue);
+      if (!lease && this.#reserve > 0 && waiter.queue.rank > 0) {
+        // A promoted or lower waiter cannot fill a reserved slot, but a top-class one may.
         const top = this.#classes[0].peek();
         if (top) {
           waiter = top;
-          lease = this.#tryLease(waiter.avoid, waiter.traits, true);
+          lease = this.#tryLease(waiter.avoid, waiter.traits, waiter.queue);
         }
       }
       if (!lease) return;
@@ -285,18 +278,18 @@ export class WaitQueue {
   }
 
   #mayUseReserve(queue: ClassQueue<Waiter>): boolean {
-    return this.#reserve + this.#headroom === 0 || queue.rank === 0;
+    return this.#reserve === 0 || queue.rank === 0;
   }
 
   #hasRoom(backend: Backend, mayUseReserve: boolean): boolean {
     if (mayUseReserve || backend.cap === 0) return backend.hasFreeSlot();
-    if (this.#headroom > 0 && backend.ownQueue > 0) return false;
-    return backend.inflight < backend.cap - this.#reserve - this.#headroom;
+    return backend.inflight < backend.cap - this.#reserve;
   }
 
   /**
-   * A top-class request under headroom goes where the fewest wait in the backend's own queue (which
-   * fleetgate does not order): among those, the policy picks.
+   * A top-class request goes where the fewest wait in the backend's own queue, which fleetgate does
+   * not order: SGLang admits first come first served, so there it would wait behind every batch
+   * request already queued (bench:mixed measured 0.1-1.7 s of such waits). Among those, the policy picks.
    */
   #leastQueued(free: Backend[]): void {
     let least = Number.POSITIVE_INFINITY;
@@ -309,8 +302,9 @@ export class WaitQueue {
   #tryLease(
     avoid: ReadonlySet<Backend> | undefined,
     traits: RequestTraits | undefined,
-    mayUseReserve: boolean,
+    queue: ClassQueue<Waiter>,
   ): Lease | null {
+    const mayUseReserve = this.#mayUseReserve(queue);
     const free = this.#scratch;
     free.length = 0;
     for (const backend of this.#opts.ready()) {
@@ -320,7 +314,7 @@ export class WaitQueue {
       for (const backend of this.#opts.ready()) if (this.#hasRoom(backend, mayUseReserve)) free.push(backend);
     }
     if (free.length === 0) return null;
-    if (this.#headroom > 0 && mayUseReserve && free.length > 1) this.#leastQueued(free);
+    if (queue.rank === 0 && this.#classes.length > 1 && free.length > 1) this.#leastQueued(free);
     const policy = this.#opts.policy;
     const backend = policy.pick(free, traits);
     free.length = 0;
