@@ -20,6 +20,7 @@ import { queueClassOptions } from '../routing/queue-classes.js';
 import { promptTraits } from '../routing/request-traits.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
+import { createPriorityStamp } from './backend-priority.js';
 import { createDataPlane, OWN_PATHS } from './data-plane.js';
 import { createForwarder } from './forward.js';
 import { clientErrorHandler, registerServerGuards } from './guards.js';
@@ -135,6 +136,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
       upstreamApiKey: config.upstream.api_key,
       traitsOf: createTraitsReader(config.queue),
+      stampPriority: createPriorityStamp(config.queue.classes),
       clientStallTimeout: config.upstream.stream_idle_timeout,
       watchdog: fleet.watchdog,
       logger: opts.logger,
