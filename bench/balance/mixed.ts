@@ -34,6 +34,8 @@ interface MixedTarget extends TargetSpec {
   header: boolean;
   /** No batch job: the interactive client alone. */
   idle?: boolean;
+  /** The simulated servers run with SGLang's `--enable-priority-scheduling`. */
+  priorityScheduling?: boolean;
 }
 
 const ONE_CLASS = '  classes: [batch]\n  default_class: batch\n';
@@ -53,6 +55,14 @@ const TARGETS: readonly MixedTarget[] = [
     kind: 'fleetgate',
     header: true,
     queueYaml: '  reserve: 1\n',
+  },
+  {
+    id: 'fleetgate-backend-priority',
+    name: 'fleetgate with classes, backend_priority (SGLang priority scheduling)',
+    kind: 'fleetgate',
+    header: true,
+    queueYaml: '  classes:\n    - {name: interactive, backend_priority: 1}\n    - {name: batch, backend_priority: 0}\n',
+    priorityScheduling: true,
   },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn', header: false },
   { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn', header: false },
@@ -244,7 +254,7 @@ async function main(argv: string[]): Promise<number> {
             let client: ReturnType<typeof interactiveClient> | null = null;
             const metrics = await runJob(spec, {
               servers: SERVERS,
-              engine: (i) => engines[i],
+              engine: (i) => (spec.priorityScheduling ? { ...engines[i], priorityScheduling: true } : engines[i]),
               jobs,
               concurrency: opts.concurrency,
               fault: null,
