@@ -30,14 +30,6 @@ import { ProxyEventBus } from './request-record.js';
 import { createTraitsReader } from './request-traits-from.js';
 import { UpstreamPools } from './upstream-pools.js';
 
-/**
- * Connections the kernel holds for fleetgate before it accepts them (capped by net.core.somaxconn).
- * Node's default, 511, is less than a batch script opens at once (bench:mixed's 896): the surplus
- * SYNs are dropped and retried after 1 s, 3 s, ..., and an interactive request whose connection is
- * among them waits that long before fleetgate even sees it. uvicorn's default is 2048.
- */
-const LISTEN_BACKLOG = 4096;
-
 export interface GatewayOptions {
   logger: Logger;
   /** Injected clock for the lifecycle (tests). */
@@ -191,7 +183,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     config,
     listen: async () => {
       fleet.start();
-      const address = await app.listen({ host: config.listen.host, port: config.listen.port, backlog: LISTEN_BACKLOG });
+      const address = await app.listen({ host: config.listen.host, port: config.listen.port });
       if (config.metrics_listen) await metrics.listen(config.metrics_listen);
       // Once listening: a fleetgate that cannot take its port leaves no engines behind.
       launcher?.start();
