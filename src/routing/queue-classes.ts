@@ -16,12 +16,7 @@ export function queueClassOptions(config: Config): ClassOptions {
     // the class itself is meant as a bound on any wait.
     timeoutOnlyWhenNoneReady: adaptive && cls.timeout === null,
   }));
-  return {
-    classes,
-    defaultClass: queue.default_class,
-    maxStarvationMs: queue.max_starvation,
-    reserve: queue.reserve,
-  };
+  return { classes, defaultClass: queue.default_class, maxStarvationMs: queue.max_starvation, reserve: queue.reserve };
 }
 
 /** Slots of each cap lower classes may not fill, `queue.reserve` (for the adaptive cap's growth rule). */

@@ -69,7 +69,6 @@ export interface WaitQueueOptions {
   maxStarvationMs?: number;
   /** Slots per capped backend that only the highest class may fill; 0 = none. */
   reserve?: number;
-
   /** Clock for waits and promotion (ms). */
   now?: () => number;
   /** Ready backends, read per admission (the registry keeps this list prebuilt). */
@@ -289,7 +288,7 @@ export class WaitQueue {
   /**
    * A top-class request goes where the fewest wait in the backend's own queue, which fleetgate does
    * not order: SGLang admits first come first served, so there it would wait behind every batch
-   * request already queued (bench:mixed measured 0.1-1.7 s of such waits). Among those, the policy picks.
+   * request already queued (docs/decisions.md, "Priority classes"). Among those, the policy picks.
    */
   #leastQueued(free: Backend[]): void {
     let least = Number.POSITIVE_INFINITY;
