@@ -19,6 +19,7 @@ import { clientErrorHandler, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
 import { attachAccessLog } from './proxy/access-log.js';
+import { createPriorityStamp } from './proxy/backend-priority.js';
 import { createDataPlane, OWN_PATHS } from './proxy/data-plane.js';
 import { createForwarder } from './proxy/forward.js';
 import { createModelAdmission } from './proxy/model-admission.js';
@@ -176,6 +177,7 @@ function createTraffic(
       retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
       upstreamApiKey: config.upstream.api_key,
       traitsOf: createTraitsReader(config.queue),
+      stampPriority: createPriorityStamp(config.queue.classes),
       clientStallTimeout: config.upstream.stream_idle_timeout,
       watchdog: fleet.watchdog,
       logger,

@@ -34,6 +34,8 @@ interface MixedTarget extends TargetSpec {
   header: boolean;
   /** No batch job: the interactive client alone. */
   idle?: boolean;
+  /** The simulated servers run with SGLang's `--enable-priority-scheduling`. */
+  priorityScheduling?: boolean;
 }
 
 const ONE_CLASS = '  classes: [batch]\n  default_class: batch\n';
@@ -53,6 +55,14 @@ const TARGETS: readonly MixedTarget[] = [
     kind: 'fleetgate',
     header: true,
     queueYaml: '  reserve: 1\n',
+  },
+  {
+    id: 'fleetgate-backend-priority',
+    name: 'fleetgate with classes, backend_priority (SGLang priority scheduling)',
+    kind: 'fleetgate',
+    header: true,
+    queueYaml: '  classes:\n    - {name: interactive, backend_priority: 1}\n    - {name: batch, backend_priority: 0}\n',
+    priorityScheduling: true,
   },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn', header: false },
   { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn', header: false },
@@ -172,6 +182,8 @@ interface MixedRecord {
   interactiveErrors: number;
   makespanSec: number | null;
   batchErrors: number | null;
+  /** The batch job's errors by kind (HTTP status or client error). */
+  batchErrorKinds: Record<string, number>;
   error: string | null;
 }
 
@@ -242,7 +254,7 @@ async function main(argv: string[]): Promise<number> {
             let client: ReturnType<typeof interactiveClient> | null = null;
             const metrics = await runJob(spec, {
               servers: SERVERS,
-              engine: (i) => engines[i],
+              engine: (i) => (spec.priorityScheduling ? { ...engines[i], priorityScheduling: true } : engines[i]),
               jobs,
               concurrency: opts.concurrency,
               fault: null,
@@ -256,7 +268,7 @@ async function main(argv: string[]): Promise<number> {
               },
             });
             const samples = (client as ReturnType<typeof interactiveClient> | null)?.samples ?? [];
-            record = toRecord(run, spec, samples, metrics.makespanSec, metrics.errors);
+            record = toRecord(run, spec, samples, metrics.makespanSec, metrics.errors, metrics.errorKinds);
           }
           records.push(record);
           const ttft = [...record.ttftMs].sort((a, b) => a - b);
@@ -271,6 +283,7 @@ async function main(argv: string[]): Promise<number> {
             interactiveErrors: 0,
             makespanSec: null,
             batchErrors: null,
+            batchErrorKinds: {},
             error: (error as Error).message,
           });
           progress(`run ${run}/${opts.runs} ${spec.name}: FAILED: ${(error as Error).message}`);
@@ -338,6 +351,7 @@ function toRecord(
   samples: InteractiveSample[],
   makespanSec: number | null,
   batchErrors: number | null,
+  batchErrorKinds: Record<string, number> = {},
 ): MixedRecord {
   const ttftMs = samples.flatMap((s) => (s.ttftMs === null ? [] : [s.ttftMs]));
   return {
@@ -347,6 +361,7 @@ function toRecord(
     interactiveErrors: samples.length - ttftMs.length,
     makespanSec,
     batchErrors,
+    batchErrorKinds,
     error: null,
   };
 }

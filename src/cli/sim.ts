@@ -37,6 +37,7 @@ const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
                            that hang with no byte, default 0.5)
   --restart-after DUR      relaunch a server this long after it exits on a fatal error
   --token-ms MS            decode step time (0 = as fast as possible)
+  --enable-priority-scheduling  admit queued requests by their "priority" (larger first), like SGLang's flag
   --max-running N          max running requests (continuous batch cap)
   --max-total-tokens N     KV-cache pool size in tokens
   --batch-penalty X        step time grows by X per running request
@@ -160,6 +161,7 @@ export function parseSimArgs(argv: string[]) {
       'max-tokens': { type: 'string' },
       'api-key': { type: 'string' },
       'no-metrics': { type: 'boolean' },
+      'enable-priority-scheduling': { type: 'boolean' },
       quiet: { type: 'boolean' },
       name: { type: 'string' },
       'log-stdout': { type: 'boolean' },
@@ -205,10 +207,11 @@ export function parseSimArgs(argv: string[]) {
   const startDelay =
     values['start-delay'] === undefined ? 0 : parseDurationFlag(values['start-delay'], '--start-delay');
   const engine: Partial<SimEngineOptions> = {};
-  const set = (key: keyof SimEngineOptions, flag: string, min: number) => {
+  const set = (key: Exclude<keyof SimEngineOptions, 'priorityScheduling'>, flag: string, min: number) => {
     const value = number(values[flag as keyof typeof values] as string | undefined, `--${flag}`, min);
     if (value !== undefined) engine[key] = value;
   };
+  if (values['enable-priority-scheduling']) engine.priorityScheduling = true;
   set('tokenMs', 'token-ms', 0);
   set('maxRunningRequests', 'max-running', 1);
   set('maxTotalNumTokens', 'max-total-tokens', 2);

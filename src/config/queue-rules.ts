@@ -30,19 +30,24 @@ const classMapping = section({
   max_waiting: nullable(integer({ min: 0 })),
   timeout: nullable(duration(undefined)),
   api_keys: list(text()),
+  backend_priority: nullable(integer({ min: -1_000_000, max: 1_000_000 })),
 });
+
+/** A class named and nothing more: the queue's limits, no API keys, nothing sent to the backend. */
+function unnamedClass(): Omit<PriorityClassConfig, 'name'> {
+  return { max_waiting: null, timeout: null, api_keys: [], backend_priority: null };
+}
 
 /** A class is its name alone, or a mapping. */
 const classEntry: Rule<PriorityClassConfig> = {
   fromText: textToStructure,
   fields: classMapping.fields,
   parse(value, key) {
-    if (typeof value === 'string')
-      return { name: className.parse(value, key), max_waiting: null, timeout: null, api_keys: [] };
+    if (typeof value === 'string') return { ...unnamedClass(), name: className.parse(value, key) };
     if (!isMapping(value))
       fail(
         key,
-        `expected a class name or a mapping of name, max_waiting, timeout, api_keys, got ${describeValue(value)}`,
+        `expected a class name or a mapping of name, max_waiting, timeout, api_keys, backend_priority, got ${describeValue(value)}`,
       );
     return classMapping.parse(value, key);
   },
@@ -51,8 +56,7 @@ const classEntry: Rule<PriorityClassConfig> = {
 const classList = list(classEntry);
 
 export const priorityClasses: Rule<PriorityClassConfig[]> = {
-  fallback: () =>
-    defaults.DEFAULT_QUEUE_CLASSES.map((name) => ({ name, max_waiting: null, timeout: null, api_keys: [] })),
+  fallback: () => defaults.DEFAULT_QUEUE_CLASSES.map((name) => ({ ...unnamedClass(), name })),
   fromText: textToStructure,
   parse(value, key) {
     const classes = classList.parse(value, key);
@@ -68,6 +72,16 @@ export const priorityClasses: Rule<PriorityClassConfig[]> = {
         keys.set(apiKey, cls.name);
       });
     });
+    // SGLang's priority scheduler sorts its queue by the value and fails on a request without one
+    // (unless started with --default-priority-value), so a fleet either gets it on every request or on none.
+    const withPriority = classes.filter((cls) => cls.backend_priority !== null).length;
+    if (withPriority > 0 && withPriority < classes.length) {
+      const missing = classes.findIndex((cls) => cls.backend_priority === null);
+      fail(
+        `${key}[${missing}].backend_priority`,
+        'set it on every class or on none (SGLang needs a priority on every request)',
+      );
+    }
     return classes;
   },
 };

@@ -24,6 +24,8 @@ export interface PriorityClassConfig {
   timeout: number | null;
   /** Requests with one of these API keys and no `X-Fleetgate-Priority` header are of this class. */
   api_keys: string[];
+  /** Sent as the request's `priority` to the backend (SGLang `--enable-priority-scheduling`); null: none. */
+  backend_priority: number | null;
 }
 
 export interface HostPort {

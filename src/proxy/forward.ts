@@ -10,6 +10,7 @@ import type { Backend, FleetRegistry } from '../fleet/registry.js';
 import { answerError, answerInternalError, type ErrorType, errorTypeFor } from '../http/openai-error.js';
 import type { PromptTraits } from '../routing/request-traits.js';
 import { AdmissionError, type Lease } from '../routing/wait-queue.js';
+import type { PriorityStamp } from './backend-priority.js';
 import { ClientGone, unwatchConnection, watchConnection } from './client-gone.js';
 import type { Forward } from './data-plane.js';
 import { upstreamRequestHeaders } from './headers.js';
@@ -38,6 +39,8 @@ export interface ForwarderOptions {
   watchdog?: ProgressWatchdog<Backend>;
   logger: Logger;
   now?: () => number;
+  /** Sets the class's `priority` in the body sent upstream (`queue.classes[].backend_priority`); unset: none does. */
+  stampPriority?: PriorityStamp;
   /** The prompt traits the policy routes on, read from the request; set only for a policy that uses them. */
   promptTraits?: (path: string, headers: IncomingHttpHeaders, body: Buffer | null) => PromptTraits | undefined;
 }
@@ -106,6 +109,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
     let retries = 0;
     let sse = false;
     const streamed = opts.watchdog?.enabled === true && asksForStream(body);
+    const upstreamBody = opts.stampPriority ? opts.stampPriority(path, classTraits.priority, body) : body;
 
     const record = (backend: string | null, status: number, outcome: RequestOutcome, relay: RelayResult | null) => {
       unwatchConnection(socket, onClose);
@@ -238,7 +242,7 @@ export function createForwarder(opts: ForwarderOptions): Forward {
         bytes: () => (status >= 200 && status < 300 ? relay.bytes : 0),
         end: (reason) => relay.abandon(stalledFailure(reason)),
       });
-      pools.dispatch(backend, { method: method as 'POST', path, headers, body }, relay);
+      pools.dispatch(backend, { method: method as 'POST', path, headers, body: upstreamBody }, relay);
     };
 
     attempt();

@@ -51,9 +51,11 @@ export interface CapReport {
 
 /**
  * The next cap. `previous`: the cap in force (0 = none yet); `inflight`: fleetgate's requests on the
- * backend when the report was taken.
+ * backend when the report was taken; `heldBack`: slots at the top of the cap that only the highest
+ * priority class may fill (wait-queue.ts): a cap whose lower classes are at their limit was reached,
+ * or a backend left to batch requests would never earn a larger one.
  */
-export function nextAdaptiveCap(report: CapReport, previous: number, inflight: number): number {
+export function nextAdaptiveCap(report: CapReport, previous: number, inflight: number, heldBack = 0): number {
   const ceiling = report.maxRunning !== null ? report.maxRunning + QUEUE_ALLOWANCE : Number.POSITIVE_INFINITY;
   const queueing = report.queued >= QUEUE_ALLOWANCE;
   const kvFull = report.tokenUsage !== null && report.tokenUsage >= KV_FULL;
@@ -67,6 +69,6 @@ export function nextAdaptiveCap(report: CapReport, previous: number, inflight: n
   if (stillQueueing || kvFull) return Math.max(1, Math.min(ceiling, inflight - report.queued + QUEUE_ALLOWANCE));
   if (previous === 0) return Number.isFinite(ceiling) ? ceiling : 0;
   // Only a cap that held requests back, with no queue behind it, has learned something.
-  if (queueing || inflight < previous) return previous;
+  if (queueing || inflight + heldBack < previous) return previous;
   return Math.min(ceiling, previous + Math.max(1, Math.ceil(previous * GROWTH)));
 }

@@ -45,6 +45,17 @@ export function queuesOwnRequests(backend: LoadFacts): boolean {
   return (backend.reported?.queued ?? 0) >= QUEUE_ALLOWANCE;
 }
 
+/**
+ * Requests waiting in the backend's own queue, as far as fleetgate can tell: what it reported, less
+ * one for each of fleetgate's requests on it that ended since (each freed a place its queue's head
+ * took). 0 where it reports nothing.
+ */
+export function ownQueue(backend: LoadFacts): number {
+  const reported = backend.reported;
+  if (reported === null) return 0;
+  return Math.max(0, reported.queued + Math.min(0, backend.inflight - reported.inflightAtScrape));
+}
+
 /** A backend as a policy sees it. */
 export class RoutedBackend implements Candidate {
   readonly backend: Backend;
@@ -59,6 +70,9 @@ export class RoutedBackend implements Candidate {
   }
   get idleSlot(): boolean {
     return hasIdleSlot(this.backend);
+  }
+  get ownQueue(): number {
+    return ownQueue(this.backend);
   }
   /** Its KV pool in tokens, when reported: how much of a prompt record it can still hold. */
   get kvTokens(): number | null {

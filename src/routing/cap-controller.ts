@@ -10,15 +10,19 @@ export interface CapControllerOptions {
   registry: FleetRegistry;
   /** The load scraper runs (`routing.load_interval` > 0): without it nothing would read an unread backend. */
   scraping: boolean;
+  /** Slots of each cap only the highest priority class may fill (`queue.reserve`; see nextAdaptiveCap). */
+  heldBack?: number;
 }
 
 export class CapController {
   readonly #registry: FleetRegistry;
   readonly #unread = new WeakSet<Backend>();
+  readonly #heldBack: number;
 
   constructor(opts: CapControllerOptions) {
     const registry = opts.registry;
     this.#registry = registry;
+    this.#heldBack = opts.heldBack ?? 0;
     const slowStart = opts.scraping;
     const unread = (backend: Backend) => {
       this.#unread.add(backend);
@@ -45,7 +49,12 @@ export class CapController {
       return;
     }
     const queuedBefore = previous?.queued ?? null;
-    const cap = nextAdaptiveCap({ ...report, queuedBefore }, firstRead ? 0 : backend.cap, report.inflightAtScrape);
+    const cap = nextAdaptiveCap(
+      { ...report, queuedBefore },
+      firstRead ? 0 : backend.cap,
+      report.inflightAtScrape,
+      this.#heldBack,
+    );
     this.#registry.setCap(backend, cap);
   }
 }

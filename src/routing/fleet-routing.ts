@@ -9,7 +9,7 @@ import { ModelQueues } from './model-queues.js';
 import { ModelRouter } from './model-route.js';
 import { createPolicy } from './policies.js';
 import type { PrefixAware } from './prefix-aware.js';
-import { queueClassOptions } from './queue-classes.js';
+import { capHeldBack, queueClassOptions } from './queue-classes.js';
 import { drainOnCapacity } from './registry-wiring.js';
 import { WaitQueue } from './wait-queue.js';
 
@@ -54,7 +54,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   // A freed slot may serve a waiter of any queue its backend belongs to, hence all are drained.
   drainOnCapacity(registry, queue);
   if (config.routing.max_inflight_per_backend === 'auto') {
-    new CapController({ registry, scraping: config.routing.load_interval > 0 });
+    new CapController({ registry, scraping: config.routing.load_interval > 0, heldBack: capHeldBack(config) });
   }
   registry.on('transition', ({ backend, to }) => {
     if (to !== 'ready') sharedPolicy?.forget?.(backend.name);

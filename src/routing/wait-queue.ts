@@ -191,7 +191,7 @@ export class WaitQueue {
     // Waiters of this class or above were here first; lower ones yield (they would have taken a
     // slot free to them already, so one free now is a reserved slot or appeared this tick).
     if (!this.#anyWaitingFrom(queue.rank)) {
-      const lease = this.#tryLease(avoid, traits, this.#mayUseReserve(queue));
+      const lease = this.#tryLease(avoid, traits, queue);
       if (lease) return lease;
     }
     if (this.#waiting >= this.#opts.maxWaiting) {
@@ -241,13 +241,13 @@ export class WaitQueue {
     while (this.#waiting > 0) {
       const now = this.#now();
       let waiter = this.#preferCached(this.#nextWaiter(now), now);
-      let lease = this.#tryLease(waiter.avoid, waiter.traits, this.#mayUseReserve(waiter.queue));
+      let lease = this.#tryLease(waiter.avoid, waiter.traits, waiter.queue);
       if (!lease && this.#reserve > 0 && waiter.queue.rank > 0) {
         // A promoted or lower waiter cannot fill a reserved slot, but a top-class one may.
         const top = this.#classes[0].peek();
         if (top) {
           waiter = top;
-          lease = this.#tryLease(waiter.avoid, waiter.traits, true);
+          lease = this.#tryLease(waiter.avoid, waiter.traits, waiter.queue);
         }
       }
       if (!lease) return;
@@ -336,11 +336,25 @@ export class WaitQueue {
     return backend.inflight < (mayUseReserve ? backend.cap : backend.cap - this.#reserve);
   }
 
+  /**
+   * A top-class request goes where the fewest wait in the backend's own queue, which fleetgate does
+   * not order: SGLang admits first come first served, so there it would wait behind every batch
+   * request already queued (docs/decisions.md, "Priority classes"). Among those, the policy picks.
+   */
+  #leastQueued(free: RoutedBackend[]): void {
+    let least = Number.POSITIVE_INFINITY;
+    for (const backend of free) least = Math.min(least, backend.ownQueue);
+    let kept = 0;
+    for (const backend of free) if (backend.ownQueue === least) free[kept++] = backend;
+    free.length = kept;
+  }
+
   #tryLease(
     avoid: ReadonlySet<Backend> | undefined,
     traits: RequestTraits | undefined,
-    mayUseReserve: boolean,
+    queue: ClassQueue<Waiter>,
   ): Lease | null {
+    const mayUseReserve = this.#mayUseReserve(queue);
     const free = this.#scratch;
     free.length = 0;
     for (const backend of this.#opts.ready()) {
@@ -351,6 +365,7 @@ export class WaitQueue {
         if (this.#hasRoom(backend, mayUseReserve)) free.push(candidateOf(backend));
     }
     if (free.length === 0) return null;
+    if (queue.rank === 0 && this.#classes.length > 1 && free.length > 1) this.#leastQueued(free);
     const policy = this.#opts.policy;
     const picked = policy.pick(free, traits);
     free.length = 0;

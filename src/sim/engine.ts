@@ -25,6 +25,8 @@ export interface EngineRequest {
   readonly stopReason: 'length' | 'stop';
   /** Keys of the prompt's full pages (prefix-cache.ts), fewer than `promptTokens / pageSize`. */
   readonly prefixKeys?: readonly string[];
+  /** Its `priority` field; read only with `priorityScheduling`. */
+  readonly priority?: number;
   /** Prompt tokens found in the prefix cache when the request was first admitted. */
   cachedTokens?: number;
   generated: number;
@@ -249,6 +251,8 @@ export class Engine {
     let cachedTokens = 0;
     for (const request of this.#running) reserved += this.#reserve(request);
     const runningBefore = this.#running.size;
+    // Array.prototype.sort is stable: within a priority the queue keeps its order (arrival, retracted first).
+    if (o.priorityScheduling) this.#queue.sort((a, b) => (b.priority ?? 0) - (a.priority ?? 0));
     while (this.#queue.length > 0 && this.#running.size < o.maxRunningRequests) {
       const head = this.#queue[0];
       const keys = head.prefixKeys ?? [];

@@ -39,6 +39,8 @@ export interface GenerationSpec {
   maxTokens: number;
   target: number;
   stopReason: 'length' | 'stop';
+  /** The request's `priority` (SGLang's priority scheduling), if it names one. */
+  priority?: number;
 }
 
 type Body = Record<string, unknown>;
@@ -139,6 +141,7 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
     maxTokens,
     target,
     stopReason: early !== null && early < maxTokens ? 'stop' : 'length',
+    priority: typeof b.priority === 'number' && Number.isInteger(b.priority) ? b.priority : undefined,
   };
 }
 
@@ -174,6 +177,7 @@ export function runGeneration(
     targetTokens: spec.target,
     stopReason: spec.stopReason,
     prefixKeys: spec.prefixKeys,
+    priority: spec.priority,
     generated: 0,
     retractions: 0,
     onToken(r) {

@@ -36,6 +36,10 @@ export function resolveOptions(opts: SimOptions): ResolvedSimOptions {
   check(timing.shards >= 1 && timing.graphBatches >= 1, 'timing.shards and timing.graphBatches must be >= 1');
   const engine = engineFor('fast', opts.engine);
   for (const [key, value] of Object.entries(engine)) {
+    if (key === 'priorityScheduling') {
+      check(typeof value === 'boolean', `engine.priorityScheduling must be a boolean, got ${value}`);
+      continue;
+    }
     check(Number.isFinite(value) && value >= 0, `engine.${key} must be a number >= 0, got ${value}`);
   }
   check(engine.maxRunningRequests >= 1, 'engine.maxRunningRequests must be >= 1');

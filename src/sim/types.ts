@@ -101,6 +101,13 @@ export interface SimEngineOptions {
   defaultMaxTokens: number;
   /** Tokens per prefix-cache page (SGLang `--page-size`, vLLM's block size); only full pages are cached. */
   pageSize: number;
+  /**
+   * SGLang's `--enable-priority-scheduling`: the waiting queue is admitted in order of each request's
+   * `priority`, larger first, then arrival (a request without one counts as 0, as with
+   * `--default-priority-value 0`). Without it `priority` is ignored. Preemption of running requests
+   * (`--priority-scheduling-preemption-threshold`) is not modelled.
+   */
+  priorityScheduling?: boolean;
 }
 
 export interface SimOptions {

@@ -75,3 +75,9 @@ test('the cap never closes below one request', () => {
   assert.equal(nextAdaptiveCap(queueing({ running: 0, queued: 4, maxRunning: 32 }), 10, 4), QUEUE_ALLOWANCE);
   assert.ok(nextAdaptiveCap(queueing({ running: 0, queued: 4, maxRunning: 0 }), 10, 4) >= 1);
 });
+
+test('a cap whose lower classes are at their limit (queue.reserve held back) was reached: it opens', () => {
+  // cap 12, reserve 2: batch fills 10 and stops; without counting the held-back slots it never grows.
+  assert.equal(nextAdaptiveCap(report({ running: 10 }), 12, 10), 12, 'without heldBack: looks idle');
+  assert.equal(nextAdaptiveCap(report({ running: 10 }), 12, 10, 2), 15, 'with heldBack: reached, opens');
+});

@@ -46,8 +46,8 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     max_waiting: 10_000,
     timeout: 120_000,
     classes: [
-      { name: 'interactive', max_waiting: null, timeout: null, api_keys: [] },
-      { name: 'batch', max_waiting: null, timeout: null, api_keys: [] },
+      { name: 'interactive', max_waiting: null, timeout: null, api_keys: [], backend_priority: null },
+      { name: 'batch', max_waiting: null, timeout: null, api_keys: [], backend_priority: null },
     ],
     default_class: 'batch',
     max_starvation: 60_000,
@@ -165,8 +165,8 @@ test('every key is read and converted', () => {
       max_waiting: 0,
       timeout: 60_000,
       classes: [
-        { name: 'interactive', max_waiting: null, timeout: null, api_keys: [] },
-        { name: 'batch', max_waiting: null, timeout: null, api_keys: [] },
+        { name: 'interactive', max_waiting: null, timeout: null, api_keys: [], backend_priority: null },
+        { name: 'batch', max_waiting: null, timeout: null, api_keys: [], backend_priority: null },
       ],
       default_class: 'batch',
       max_starvation: 60_000,

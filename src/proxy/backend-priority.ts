@@ -1,0 +1,42 @@
+/**
+ * `queue.classes[].backend_priority`: the request's class also orders the backend's own queue. SGLang
+ * started with `--enable-priority-scheduling` sorts its waiting queue by each request's `priority`
+ * (larger first unless `--schedule-low-priority-values-first`), then by arrival; without it the
+ * field is ignored (sgl-project/sglang#8746, `schedule_policy.py` `_sort_by_priority_and_fcfs`).
+ * fleetgate's queue orders only what has not been dispatched yet; a request dispatched to a backend
+ * whose queue holds batch requests waits behind them first come first served, unless the backend
+ * knows its priority. The class's value replaces any `priority` the client sent: the class decides.
+ */
+import type { PriorityClassConfig } from '../config/types.js';
+
+/** The body to send upstream for a request of `className` to `path`. */
+export type PriorityStamp = (path: string, className: string, body: Buffer | null) => Buffer | null;
+
+/** Where SGLang takes a `priority`: its native and OpenAI generation endpoints. */
+const GENERATION_PATHS = new Set(['/generate', '/v1/chat/completions', '/v1/completions']);
+
+/** A stamp for the classes that set `backend_priority`; undefined when none does (bodies go as they are). */
+export function createPriorityStamp(classes: readonly PriorityClassConfig[]): PriorityStamp | undefined {
+  const values = new Map<string, number>();
+  for (const cls of classes) if (cls.backend_priority !== null) values.set(cls.name, cls.backend_priority);
+  if (values.size === 0) return undefined;
+  return (path, className, body) => {
+    const value = values.get(className);
+    if (value === undefined || body === null) return body;
+    const query = path.indexOf('?');
+    return GENERATION_PATHS.has(query < 0 ? path : path.slice(0, query)) ? withPriority(body, value) : body;
+  };
+}
+
+/** The JSON object `body` with `priority` set; any other body unchanged (the backend answers it). */
+export function withPriority(body: Buffer, priority: number): Buffer {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return body;
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return body;
+  (parsed as Record<string, unknown>).priority = priority;
+  return Buffer.from(JSON.stringify(parsed));
+}
