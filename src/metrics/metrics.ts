@@ -58,6 +58,7 @@ export class GatewayMetrics {
     events.on('request', this.#onRequest);
     events.on('upstream_error', this.#onUpstreamError);
     events.on('retry', this.#onRetry);
+    events.on('rate_limited', ({ by }) => this.#families.rateLimited.inc({ by }));
   }
 
   get contentType(): string {

@@ -1,7 +1,7 @@
 /**
  * Assembles a running fleetgate: the fleet (registry + health shells), admission queue, upstream
- * pools, one HTTP server whose requests go to the data plane (the proxy) or, for fleetgate's own
- * endpoints, to fastify.
+ * pools and the fleet dispatcher over them, and one fastify app serving fleetgate's own endpoints
+ * and, on every other path, the traffic path (@fastify/http-proxy over the fleet dispatcher).
  */
 import { createServer, type Server } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
@@ -11,14 +11,14 @@ import type { Config } from '../config/types.js';
 import type { DnsResolver } from '../fleet/dns-discovery.js';
 import { Fleet } from '../fleet/fleet.js';
 import { GatewayMetrics } from '../metrics/metrics.js';
+import { FleetDispatcher } from '../routing/fleet-dispatcher.js';
 import { createPolicy } from '../routing/policies.js';
+import { UpstreamPools } from '../routing/upstream-pools.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
-import { createDataPlane, OWN_PATHS } from './data-plane.js';
-import { createForwarder } from './forward.js';
 import { clientErrorHandler, registerServerGuards } from './guards.js';
 import { ProxyEventBus } from './request-record.js';
-import { UpstreamPools } from './upstream-pools.js';
+import { registerTrafficRoutes } from './traffic-routes.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -68,23 +68,17 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const metrics = new GatewayMetrics(registry, events, queue);
   const pools = new UpstreamPools(registry, config.upstream);
   attachAccessLog(opts.logger, registry, events, config.log.access);
-  let closing = false;
-  const dataPlane = createDataPlane({
-    config: () => gateway.config,
-    closing: () => closing,
-    logger: opts.logger,
-    forward: createForwarder({
-      registry,
-      queue,
-      pools,
-      events,
-      retries: config.routing.retries,
-      retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
-      upstreamApiKey: config.upstream.api_key,
-      clientStallTimeout: config.upstream.stream_idle_timeout,
-      logger: opts.logger,
-    }),
+  const dispatcher = new FleetDispatcher({
+    registry,
+    queue,
+    pools,
+    retries: config.routing.retries,
+    observer: {
+      failed: (backend, failure) => events.emit('upstream_error', { backend: backend.name, kind: failure.kind }),
+      retried: (backend) => events.emit('retry', { backend: backend.name }),
+    },
   });
+  let closing = false;
 
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
@@ -103,7 +97,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
           // every 30 s by default: a slowloris client would hold a socket that long.
           connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.limits.headers_timeout / 4))),
         },
-        (req, res) => (OWN_PATHS.test(req.url ?? '') ? handler(req, res) : dataPlane(req, res)),
+        handler,
       );
       server.headersTimeout = config.limits.headers_timeout;
       // The client's request must arrive in time; the response (a long generation) has no limit here.
@@ -135,13 +129,21 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       queue.close();
       await app.close();
       clearTimeout(force);
-      await Promise.all([fleet.stop(), pools.close(), metrics.close()]);
+      await Promise.all([fleet.stop(), dispatcher.close(), metrics.close()]);
     },
   };
 
-  registerServerGuards(app);
+  registerServerGuards(app, config.limits.body_size);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   await registerAdminRoutes(app, gateway, opts);
+  // Not awaited: hooks a caller adds to `app` before `listen` still apply to the traffic routes.
+  void registerTrafficRoutes(app, {
+    config: () => gateway.config,
+    dispatcher,
+    events,
+    closing: () => closing,
+    retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
+  });
 
   return gateway;
 }

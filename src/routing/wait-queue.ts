@@ -5,8 +5,8 @@
  * goes away. The policy only chooses; this owns the bookkeeping (as undici's pool-base does).
  */
 import type { Backend } from '../fleet/registry.js';
-import type { AbortLike } from '../proxy/client-gone.js';
 import type { Policy } from './policies.js';
+import type { AbortLike, RequestTraits } from './request-context.js';
 
 export interface Lease {
   readonly backend: Backend;
@@ -16,11 +16,21 @@ export interface Lease {
 
 export type AdmissionFailure = 'queue_full' | 'timeout' | 'aborted' | 'shutdown';
 
+/** The `code` a refused request's error carries to the HTTP side (undici errors carry theirs the same way). */
+const ADMISSION_CODES = {
+  queue_full: 'FLEETGATE_QUEUE_FULL',
+  timeout: 'FLEETGATE_QUEUE_TIMEOUT',
+  aborted: 'FLEETGATE_CLIENT_GONE',
+  shutdown: 'FLEETGATE_SHUTDOWN',
+} as const satisfies Record<AdmissionFailure, string>;
+
 export class AdmissionError extends Error {
   readonly reason: AdmissionFailure;
+  readonly code: (typeof ADMISSION_CODES)[AdmissionFailure];
   constructor(reason: AdmissionFailure, message: string) {
     super(message);
     this.reason = reason;
+    this.code = ADMISSION_CODES[reason];
   }
 }
 
@@ -66,9 +76,10 @@ export class WaitQueue {
 
   /**
    * A lease now if a slot is free, else a place in the queue. `avoid`: backends that already failed
-   * this request; they are used only if nothing else is available.
+   * this request; they are used only if nothing else is available. `_traits`: what the request is
+   * (key, model, priority), for admission rules that tell requests apart; none does yet.
    */
-  acquire(signal?: AbortLike, avoid?: ReadonlySet<Backend>): Lease | Promise<Lease> {
+  acquire(signal?: AbortLike, avoid?: ReadonlySet<Backend>, _traits?: RequestTraits): Lease | Promise<Lease> {
     // A client already gone gets no slot, even a free one: nothing would release it in time.
     if (signal?.aborted) return Promise.reject(this.#reject('aborted', 'client went away'));
     if (this.#waiters.length === 0) {

@@ -40,6 +40,7 @@ const CATALOGUE: Record<string, CatalogueEntry> = {
   UND_ERR_RES_CONTENT_LENGTH_MISMATCH: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
   UND_ERR_RES_EXCEEDED_MAX_SIZE: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
   UND_ERR_INFO: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
+  FLEETGATE_HTML_ANSWER: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
 };
 
 const BAD_RESPONSE: CatalogueEntry = { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false };
@@ -79,9 +80,4 @@ function describe(kind: string, error: unknown): string {
     default:
       return `upstream error (${detail})`;
   }
-}
-
-/** OpenAI-style error body, the form SGLang and OpenAI clients already parse. */
-export function errorBody(message: string, type: string, code: number): string {
-  return JSON.stringify({ error: { message, type, code } });
 }
