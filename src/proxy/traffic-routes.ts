@@ -63,6 +63,21 @@ export async function registerTrafficRoutes(app: FastifyInstance, opts: TrafficO
   const record = (request: FastifyRequest, status: number, outcome: RequestOutcome, relay: RelayResult | null) => {
     const traffic = request.traffic as Traffic;
     unwatchConnection(request.raw.socket, traffic.onClientClose);
+    // A bug in an observer costs its record, never the process: this runs in stream callbacks.
+    try {
+      emitRecord(request, traffic, status, outcome, relay);
+    } catch (error) {
+      request.log.error({ err: error, method: request.raw.method, path: request.raw.url }, 'request observer failed');
+    }
+  };
+
+  const emitRecord = (
+    request: FastifyRequest,
+    traffic: Traffic,
+    status: number,
+    outcome: RequestOutcome,
+    relay: RelayResult | null,
+  ) => {
     events.emit('request', {
       backend: traffic.context.backend,
       method: request.raw.method ?? 'GET',
