@@ -24,8 +24,8 @@ export interface UpstreamHeaderOptions {
 }
 
 /** Turns the client's headers (node's lower-cased object, a copy) into the upstream request's, in place. */
-export function upstreamRequestHeaders<H extends RequestHeaders>(headers: H, opts: UpstreamHeaderOptions): H {
-  const out: RequestHeaders = headers;
+export function upstreamRequestHeaders(headers: RequestHeaders, opts: UpstreamHeaderOptions): RequestHeaders {
+  const out = headers;
   const connection = out.connection;
   if (connection !== undefined) for (const name of namesIn(String(connection))) delete out[name];
   for (const name of NOT_FORWARDED) if (out[name] !== undefined) delete out[name];
@@ -34,7 +34,7 @@ export function upstreamRequestHeaders<H extends RequestHeaders>(headers: H, opt
   out['x-forwarded-for'] = forwardedFor === '' ? opts.peer : `${forwardedFor}, ${opts.peer}`;
   out['x-forwarded-proto'] = 'http';
   if (opts.apiKey !== null) out.authorization = `Bearer ${opts.apiKey}`;
-  return headers;
+  return out;
 }
 
 /** The upstream's response headers for the client, hop-by-hop ones dropped. */

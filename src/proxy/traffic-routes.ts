@@ -115,10 +115,13 @@ export async function registerTrafficRoutes(app: FastifyInstance, opts: TrafficO
       return;
     }
     if (cause instanceof AdmissionError) {
-      if (cause.reason === 'shutdown') return sendError(reply, 503, cause.message, 'fleet_unavailable', 'shutdown');
+      if (cause.reason === 'shutdown') {
+        sendError(reply, 503, cause.message, 'fleet_unavailable', 'shutdown');
+        return;
+      }
       const outcome = cause.reason === 'queue_full' ? 'queue_full' : 'queue_timeout';
-      const message = `no backend ready to serve the request: ${cause.message}`;
-      return sendError(reply, 503, message, 'fleet_unavailable', outcome);
+      sendError(reply, 503, `no backend ready to serve the request: ${cause.message}`, 'fleet_unavailable', outcome);
+      return;
     }
     const failure = classifyUpstreamError(cause);
     const type = failure.status === 504 ? 'upstream_timeout' : 'upstream_error';

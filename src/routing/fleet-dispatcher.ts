@@ -129,8 +129,14 @@ export class FleetRequest implements Dispatcher.DispatchController {
 
   start(closed: boolean): void {
     this.#handler.onRequestStart?.(this, {});
-    if (this.#reason !== null) return this.#fail(this.#reason);
-    if (closed) return this.#fail(new AdmissionError('shutdown', 'fleetgate is shutting down'));
+    if (this.#reason !== null) {
+      this.#fail(this.#reason);
+      return;
+    }
+    if (closed) {
+      this.#fail(new AdmissionError('shutdown', 'fleetgate is shutting down'));
+      return;
+    }
     this.#context.clientGone.addEventListener('abort', this.#onClientGone);
     this.#acquire();
   }
@@ -152,7 +158,8 @@ export class FleetRequest implements Dispatcher.DispatchController {
   #send(lease: Lease): void {
     if (this.#reason !== null) {
       lease.release();
-      return this.#fail(this.#reason);
+      this.#fail(this.#reason);
+      return;
     }
     this.#tried ??= new Set();
     this.#tried.add(lease.backend);
@@ -169,7 +176,10 @@ export class FleetRequest implements Dispatcher.DispatchController {
   /** The attempt ended without success; `started`: its response had reached the handler. */
   attemptFailed(backend: Backend, error: Error, started: boolean, known?: UpstreamFailure): void {
     this.#attempt = null;
-    if (this.#reason !== null) return this.#fail(this.#reason);
+    if (this.#reason !== null) {
+      this.#fail(this.#reason);
+      return;
+    }
     const failure = known ?? classifyUpstreamError(error);
     this.#deps.registry.apply(backend, { type: 'traffic', outcome: failure.outcome, detail: failure.kind });
     this.#deps.observer?.failed(backend, failure);
