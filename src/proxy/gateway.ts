@@ -136,8 +136,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   registerServerGuards(app, config.limits.body_size);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   await registerAdminRoutes(app, gateway, opts);
-  // Not awaited: hooks a caller adds to `app` before `listen` still apply to the traffic routes.
-  void registerTrafficRoutes(app, {
+  registerTrafficRoutes(app, {
     config: () => gateway.config,
     dispatcher,
     events,

@@ -24,13 +24,9 @@ function clientKey(config: () => Config) {
   };
 }
 
-export async function registerRateLimit(
-  scope: FastifyInstance,
-  config: () => Config,
-  events: ProxyEventBus,
-): Promise<void> {
+export function registerRateLimit(scope: FastifyInstance, config: () => Config, events: ProxyEventBus): void {
   if (!config().rate_limit.enabled) return;
-  await scope.register(rateLimit, {
+  scope.register(rateLimit, {
     global: true,
     hook: 'onRequest',
     max: () => config().rate_limit.max,

@@ -53,7 +53,11 @@ declare module 'fastify' {
 /** Not a real host: the fleet dispatcher picks the backend and ignores the origin. */
 const FLEET_ORIGIN = 'http://fleet.invalid';
 
-export async function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions): Promise<void> {
+/**
+ * Registers the traffic routes; they load with the app, so that hooks added to `app` before it is
+ * ready apply to them too.
+ */
+export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions): void {
   const now = opts.now ?? performance.now.bind(performance);
   const { events } = opts;
   const startConfig = opts.config();
@@ -170,14 +174,14 @@ export async function registerTrafficRoutes(app: FastifyInstance, opts: TrafficO
     retryDelay: () => null,
   };
 
-  await app.register(async (scope) => {
+  app.register(async (scope) => {
     scope.decorateRequest('traffic', null);
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     scope.addHook('onRequest', apiKeyAndShutdownGuard(opts));
-    await registerRateLimit(scope, opts.config, events);
+    registerRateLimit(scope, opts.config, events);
 
-    await scope.register(httpProxy, {
+    scope.register(httpProxy, {
       upstream: FLEET_ORIGIN,
       undici: opts.dispatcher as unknown as { request: FleetDispatcher['request'] },
       proxyPayloads: false,
