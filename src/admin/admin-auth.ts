@@ -9,8 +9,8 @@
  */
 import { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { errorBody } from '../proxy/error-body.js';
 import { hasValidKey, keyDigest } from '../proxy/guards.js';
-import { errorBody } from '../proxy/upstream-errors.js';
 
 /** 127.0.0.0/8, ::1, and IPv4 loopback mapped into IPv6 (`::ffff:127.0.0.1`, a dual-stack listener). */
 export function isLoopback(address: string | undefined): boolean {

@@ -1,7 +1,7 @@
 /**
  * Assembles a running fleetgate: the fleet (registry + health shells), admission queue, upstream
- * pools, one HTTP server whose requests go to the data plane (the proxy) or, for fleetgate's own
- * endpoints, to fastify.
+ * pools and the fleet dispatcher over them, and one fastify app serving fleetgate's own endpoints
+ * and, on every other path, the traffic path (@fastify/http-proxy over the fleet dispatcher).
  */
 import { createServer, type Server } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
@@ -12,22 +12,23 @@ import type { DnsResolver } from '../fleet/dns-discovery.js';
 import { Fleet } from '../fleet/fleet.js';
 import { Launcher } from '../launch/launcher.js';
 import { GatewayMetrics } from '../metrics/metrics.js';
+import { FleetDispatcher } from '../routing/fleet-dispatcher.js';
 import { ModelQueues } from '../routing/model-queues.js';
 import { ModelRouter } from '../routing/model-route.js';
 import { createPolicy } from '../routing/policies.js';
 import type { PrefixAware } from '../routing/prefix-aware.js';
 import { queueClassOptions } from '../routing/queue-classes.js';
 import { promptTraits } from '../routing/request-traits.js';
+import { UpstreamPools } from '../routing/upstream-pools.js';
 import { WaitQueue } from '../routing/wait-queue.js';
 import { attachAccessLog } from './access-log.js';
-import { createDataPlane, OWN_PATHS } from './data-plane.js';
-import { createForwarder } from './forward.js';
 import { clientErrorHandler, registerServerGuards } from './guards.js';
 import { createModelAdmission } from './model-admission.js';
 import { registerModelsRoute } from './models-route.js';
+import { createContextReader } from './request-context-from.js';
 import { ProxyEventBus } from './request-record.js';
 import { createTraitsReader } from './request-traits-from.js';
-import { UpstreamPools } from './upstream-pools.js';
+import { registerTrafficRoutes } from './traffic-routes.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -121,26 +122,18 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const metrics = new GatewayMetrics(registry, events, queue, prefixAware ? (sharedPolicy as PrefixAware) : null);
   const pools = new UpstreamPools(registry, config.upstream);
   attachAccessLog(opts.logger, registry, events, config.log.access);
-  let closing = false;
-  const dataPlane = createDataPlane({
-    config: () => gateway.config,
-    closing: () => closing,
-    logger: opts.logger,
-    forward: createForwarder({
-      registry,
-      admission: createModelAdmission(models, queue),
-      pools,
-      events,
-      retries: config.routing.retries,
-      retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
-      upstreamApiKey: config.upstream.api_key,
-      traitsOf: createTraitsReader(config.queue),
-      clientStallTimeout: config.upstream.stream_idle_timeout,
-      watchdog: fleet.watchdog,
-      logger: opts.logger,
-      promptTraits: prefixAware ? (path, headers, body) => promptTraits(path, headers, body, traitsOptions) : undefined,
-    }),
+  const dispatcher = new FleetDispatcher({
+    registry,
+    queue: queue.any,
+    pools,
+    retries: config.routing.retries,
+    observer: {
+      failed: (backend, failure) => events.emit('upstream_error', { backend: backend.name, kind: failure.kind }),
+      retried: (backend) => events.emit('retry', { backend: backend.name }),
+    },
+    watchdog: fleet.watchdog,
   });
+  let closing = false;
 
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
@@ -159,7 +152,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
           // every 30 s by default: a slowloris client would hold a socket that long.
           connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.limits.headers_timeout / 4))),
         },
-        (req, res) => (OWN_PATHS.test(req.url ?? '') ? handler(req, res) : dataPlane(req, res)),
+        handler,
       );
       server.headersTimeout = config.limits.headers_timeout;
       // The client's request must arrive in time; the response (a long generation) has no limit here.
@@ -195,14 +188,27 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       queue.close();
       await app.close();
       clearTimeout(force);
-      await Promise.all([fleet.stop(), pools.close(), metrics.close(), launcher?.stop()]);
+      await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
     },
   };
 
-  registerServerGuards(app);
+  registerServerGuards(app, config.limits.body_size);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   registerModelsRoute(app, registry, () => gateway.config);
   await registerAdminRoutes(app, gateway, opts);
+  registerTrafficRoutes(app, {
+    config: () => gateway.config,
+    dispatcher,
+    contextOf: createContextReader({
+      traitsOf: createTraitsReader(config.queue),
+      admission: createModelAdmission(models, queue),
+      promptTraits: prefixAware ? (path, headers, body) => promptTraits(path, headers, body, traitsOptions) : undefined,
+      watchStreams: () => fleet.watchdog.enabled,
+    }),
+    events,
+    closing: () => closing,
+    retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
+  });
 
   return gateway;
 }

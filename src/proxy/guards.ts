@@ -1,14 +1,13 @@
 /**
  * What the HTTP server refuses before any routing: requests node's parser rejects or that come too
- * slowly, and `CONNECT` (fleetgate is not an open proxy; the data plane refuses absolute-form
- * targets). API keys are checked by the data plane (data-plane.ts), with `keyDigest` and
- * `hasValidKey` from here.
+ * slowly, `CONNECT` and absolute-form targets (fleetgate is not an open proxy). API keys are checked
+ * on the traffic path (traffic-routes.ts), with `keyDigest` and `hasValidKey` from here.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { errorBody } from './upstream-errors.js';
+import { errorBody } from './error-body.js';
 
 /** What a malformed or too-slow request gets before fastify ever sees it. */
 const CLIENT_ERRORS: Record<string, [number, string, string]> = {
@@ -52,17 +51,33 @@ function answerAndClose(socket: Duplex, response: string): void {
 }
 
 /**
- * CONNECT is refused with a reason; errors fastify raises on fleetgate's own endpoints (body too
- * large, schema validation) get the same OpenAI-style body as the proxy's.
+ * CONNECT and absolute-form targets are refused with a reason; errors fastify raises (body too
+ * large, schema validation, rate limits) get the same OpenAI-style body as the proxy's.
  */
-export function registerServerGuards(app: FastifyInstance): void {
+export function registerServerGuards(app: FastifyInstance, bodyLimit: number): void {
   // Without a listener node closes CONNECT connections silently; say why, then close.
   app.server.on('connect', (_request: IncomingMessage, socket: Duplex) => answerAndClose(socket, CONNECT_REFUSAL));
+
+  // On the root, so that it runs before routing's 404 too: an absolute-form URL matches no route.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.raw.url?.charCodeAt(0) === 47 /* / */) return done();
+    const message = 'absolute-form request targets are not accepted: fleetgate is not an open proxy';
+    reply
+      .code(400)
+      .header('connection', 'close')
+      .type('application/json; charset=utf-8')
+      .send(errorBody(message, 'invalid_request_error', 400));
+  });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500) request.log.error({ err: error }, 'request failed');
-    const message = status >= 500 ? 'internal error' : error.message;
+    let message = status >= 500 ? 'internal error' : error.message;
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      message = `request body too large: more than limits.body_size (${bodyLimit} bytes)`;
+      // The rest of the body is not read: the connection cannot carry another request.
+      reply.header('connection', 'close');
+    }
     return reply
       .code(status)
       .type('application/json')
@@ -75,6 +90,7 @@ function errorType(status: number): string {
   if (status === 403) return 'permission_error';
   if (status === 404) return 'not_found_error';
   if (status === 409) return 'conflict_error';
+  if (status === 429) return 'rate_limit_error';
   return status >= 500 ? 'server_error' : 'invalid_request_error';
 }
 

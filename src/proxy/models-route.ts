@@ -6,8 +6,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
+import { errorBody } from './error-body.js';
 import { hasValidKey, keyDigest } from './guards.js';
-import { errorBody } from './upstream-errors.js';
 
 export function registerModelsRoute(app: FastifyInstance, registry: FleetRegistry, config: () => Config): void {
   app.get('/v1/models', async (request, reply) => {
