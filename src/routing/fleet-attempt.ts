@@ -4,13 +4,15 @@
  * API's, and passes the response through to the request's handler. This is the one place that sees
  * an attempt dispatched, its response bytes and its end, and that can end it (`abort`): the progress
  * watchdog's hooks are here (`track` at the start, `done` at the end, `end` aborts).
+ *
+ * It speaks undici's callback interface (onConnect, onHeaders, onData, onComplete, onError), the
+ * one undici's client calls and its `request()` (hence @fastify/reply-from) hands in: the raw headers
+ * and each chunk pass straight through, with no conversion to and from the controller interface.
  */
-import type { IncomingHttpHeaders } from 'node:http';
-import type { Dispatcher } from 'undici';
 import type { ProgressWatchdog, TrackedRequest } from '../fleet/progress-watchdog.js';
 import type { Backend } from '../fleet/registry.js';
-import type { FleetRequest } from './fleet-dispatcher.js';
-import { classifyUpstreamError, NoProgressError } from './upstream-failures.js';
+import type { CallbackHandler, FleetRequest } from './fleet-dispatcher.js';
+import { NoProgressError } from './upstream-failures.js';
 import type { Lease } from './wait-queue.js';
 
 class HtmlAnswerError extends Error {
@@ -18,21 +20,31 @@ class HtmlAnswerError extends Error {
   readonly code = 'FLEETGATE_HTML_ANSWER';
 }
 
+const CONTENT_TYPE = 'content-type';
+const HTML = /^\s*text\/html/i;
+
 /**
  * A web page in answer to an API call (POST) means something else answers on the backend's port (a
  * dashboard, a default nginx page); SGLang, vLLM and OpenAI servers answer JSON or SSE. A GET (e.g.
  * FastAPI's `/docs`) is passed as it is.
  */
-function isHtmlAnswerToApiCall(method: string, status: number, headers: IncomingHttpHeaders): boolean {
-  return method === 'POST' && status < 300 && /^\s*text\/html/i.test(String(headers['content-type']));
+function isHtmlAnswerToApiCall(method: string, status: number, rawHeaders: ReadonlyArray<Buffer | string>): boolean {
+  if (method !== 'POST' || status >= 300) return false;
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i];
+    if (name.length === CONTENT_TYPE.length && name.toString().toLowerCase() === CONTENT_TYPE) {
+      return HTML.test(rawHeaders[i + 1].toString());
+    }
+  }
+  return false;
 }
 
-export class FleetAttempt implements Dispatcher.DispatchHandler {
+export class FleetAttempt implements CallbackHandler {
   readonly #request: FleetRequest;
   readonly #lease: Lease;
-  readonly #handler: Dispatcher.DispatchHandler;
+  readonly #handler: CallbackHandler;
   readonly #tracked: TrackedRequest | null;
-  #controller: Dispatcher.DispatchController | null = null;
+  #abort: ((reason: Error) => void) | null = null;
   #abortReason: Error | null = null;
   #status = 0;
   /** Body bytes of a 2xx answer passed on: the watchdog's measure of progress. */
@@ -43,86 +55,76 @@ export class FleetAttempt implements Dispatcher.DispatchHandler {
   constructor(
     request: FleetRequest,
     lease: Lease,
-    handler: Dispatcher.DispatchHandler,
-    watchdog?: ProgressWatchdog<Backend>,
+    handler: CallbackHandler,
+    watchdog: ProgressWatchdog<Backend> | undefined,
   ) {
     this.#request = request;
     this.#lease = lease;
     this.#handler = handler;
-    this.#tracked =
-      watchdog?.enabled === true
-        ? watchdog.track(lease.backend, {
-            streamed: request.context.streamed,
-            bytes: () => this.#okBytes,
-            // Ends as an upstream failure would: re-sent if nothing reached the client, else cut.
-            end: (reason) => this.abort(new NoProgressError(reason)),
-          })
-        : null;
+    this.#tracked = watchdog?.enabled === true ? watchdog.track(lease.backend, this) : null;
   }
 
-  get paused(): boolean {
-    return this.#controller?.paused ?? false;
+  // What the progress watchdog reads and calls (its TrackedRequestSpec).
+
+  get streamed(): boolean {
+    return this.#request.context.streamed;
   }
 
-  /** Ends the attempt (the client left, or a watchdog gave up on it). */
+  bytes(): number {
+    return this.#okBytes;
+  }
+
+  /** The watchdog gives up: ends as an upstream failure would (re-sent if nothing reached the client, else cut). */
+  end(reason: string): void {
+    this.abort(new NoProgressError(reason));
+  }
+
+  /** Ends the attempt (the client left, or the watchdog gave up on it). */
   abort(reason: Error): void {
     if (this.#ended) return;
     this.#abortReason = reason;
-    // Before the pool started the request there is nothing to abort yet; onRequestStart does it.
-    this.#controller?.abort(reason);
+    // Before the pool connected the request there is nothing to abort yet; onConnect does it.
+    this.#abort?.(reason);
   }
 
-  pause(): void {
-    this.#controller?.pause();
+  onConnect(abort: (reason?: Error) => void): void {
+    this.#abort = abort;
+    if (this.#abortReason !== null) abort(this.#abortReason);
   }
 
-  resume(): void {
-    this.#controller?.resume();
-  }
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.#controller = controller;
-    if (this.#abortReason !== null) controller.abort(this.#abortReason);
-  }
-
-  onResponseStart(
-    controller: Dispatcher.DispatchController,
-    status: number,
-    headers: IncomingHttpHeaders,
-    statusMessage?: string,
-  ): void {
-    if (this.#ended) return;
+  onHeaders(status: number, rawHeaders: Buffer[], resume: () => void, statusMessage: string): boolean {
+    if (this.#ended) return false;
     // 1xx interim responses (e.g. 100 Continue) are not the answer.
-    if (status < 200) return;
-    if (isHtmlAnswerToApiCall(this.#request.method, status, headers)) {
+    if (status < 200) return true;
+    if (isHtmlAnswerToApiCall(this.#request.method, status, rawHeaders)) {
       const error = new HtmlAnswerError(
         'backend answered an API call with an HTML page (is another server listening on its port?)',
       );
       this.#end(false);
-      this.#request.attemptFailed(this.#lease.backend, error, false, classifyUpstreamError(error));
-      controller.abort(error);
-      return;
+      this.#request.attemptFailed(this.#lease.backend, error, false);
+      this.#abort?.(error);
+      return false;
     }
     this.#started = true;
     this.#status = status;
     this.#request.responded(this.#lease.backend, status);
-    this.#handler.onResponseStart?.(this.#request, status, headers, statusMessage);
+    return this.#handler.onHeaders(status, rawHeaders, resume, statusMessage);
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.#ended) return;
+  onData(chunk: Buffer): boolean {
+    if (this.#ended) return false;
     if (this.#status < 300) this.#okBytes += chunk.length;
-    this.#handler.onResponseData?.(this.#request, chunk);
+    return this.#handler.onData(chunk);
   }
 
-  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
+  onComplete(trailers: string[] | null): void {
     if (this.#ended) return;
     this.#end(this.#status < 300);
     this.#request.attemptEnded();
-    this.#handler.onResponseEnd?.(this.#request, trailers);
+    this.#handler.onComplete(trailers);
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
+  onError(error: Error): void {
     if (this.#ended) return;
     this.#end(false);
     this.#request.attemptFailed(this.#lease.backend, error, this.#started);

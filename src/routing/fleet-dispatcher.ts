@@ -6,15 +6,35 @@
  * byte reached the handler, the request is re-sent to another ready backend; the body is a buffer
  * so POSTs can be re-sent too. A refusal by the queue (timeout, full, shutdown) reaches the handler
  * as an `AdmissionError`, whose `code` the HTTP side answers with 503 + `Retry-After`.
+ *
+ * Handlers are undici's callback handlers (onConnect, onHeaders, onData, onComplete, onError): the
+ * interface undici's client calls, and the one its `request()`, `stream()` and `fetch()` (and so
+ * @fastify/reply-from) hand in. Passing them through untouched spares each response a conversion of
+ * its headers to an object and back, and each chunk two wrappers.
  */
-import { DecoratorHandler, type Dispatcher, Dispatcher as UndiciDispatcher } from 'undici';
+import { type Dispatcher, Dispatcher as UndiciDispatcher } from 'undici';
 import type { ProgressWatchdog } from '../fleet/progress-watchdog.js';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
 import { FleetAttempt } from './fleet-attempt.js';
-import { contextIn, RequestContext } from './request-context.js';
+import { ClientGone, contextIn, RequestContext } from './request-context.js';
 import { classifyUpstreamError, type UpstreamFailure } from './upstream-failures.js';
 import type { UpstreamPools, UpstreamRequest } from './upstream-pools.js';
 import { AdmissionError, type Lease, type WaitQueue } from './wait-queue.js';
+
+/** undici's callback handler, all of whose methods the fleet calls. */
+export type CallbackHandler = Required<
+  Pick<Dispatcher.DispatchHandler, 'onConnect' | 'onHeaders' | 'onData' | 'onComplete' | 'onError'>
+>;
+
+function isCallbackHandler(handler: Dispatcher.DispatchHandler): handler is CallbackHandler {
+  return (
+    typeof handler.onConnect === 'function' &&
+    typeof handler.onHeaders === 'function' &&
+    typeof handler.onData === 'function' &&
+    typeof handler.onComplete === 'function' &&
+    typeof handler.onError === 'function'
+  );
+}
 
 /** What observers (metrics) hear of attempts; the registry hears outcomes directly. */
 export interface AttemptObserver {
@@ -44,9 +64,10 @@ export class FleetDispatcher extends UndiciDispatcher {
   }
 
   override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    // Old-style handlers (undici's own `request()` uses one) are adapted to the controller API.
-    const request = new FleetRequest(this.#opts, opts, new DecoratorHandler(handler));
-    request.start(this.#closed);
+    if (!isCallbackHandler(handler)) {
+      throw new TypeError('the fleet dispatcher takes undici callback handlers (onConnect, onHeaders, onData, ...)');
+    }
+    new FleetRequest(this.#opts, opts, handler).start(this.#closed);
     return true;
   }
 
@@ -67,24 +88,24 @@ class ClientGoneError extends Error {
 }
 
 /**
- * One request across its attempts. To its handler it is the one controller for the whole exchange:
- * pause and resume reach the running attempt, abort cancels the wait or the attempt.
+ * One request across its attempts. Its handler hears `onConnect` once, with `abort`, which cancels
+ * the wait or the running attempt; then one attempt's response, or one error.
  */
-export class FleetRequest implements Dispatcher.DispatchController {
+export class FleetRequest {
   readonly #deps: FleetDispatcherOptions;
-  readonly #handler: Dispatcher.DispatchHandler;
+  readonly #handler: CallbackHandler;
   readonly #context: RequestContext;
   readonly #upstream: UpstreamRequest;
   readonly #method: string;
   /** Cancels a wait in the queue: aborted with the request. */
-  readonly #cancelWait = new RequestContext().clientGone;
+  readonly #cancelWait = new ClientGone();
   readonly #maxRetries: number;
   #tried: Set<Backend> | undefined;
   #attempt: FleetAttempt | null = null;
   #reason: Error | null = null;
   #done = false;
 
-  constructor(deps: FleetDispatcherOptions, opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
+  constructor(deps: FleetDispatcherOptions, opts: Dispatcher.DispatchOptions, handler: CallbackHandler) {
     this.#deps = deps;
     this.#handler = handler;
     this.#context = contextIn(opts.headers) ?? new RequestContext();
@@ -103,44 +124,24 @@ export class FleetRequest implements Dispatcher.DispatchController {
     return this.#method;
   }
 
-  get aborted(): boolean {
-    return this.#reason !== null;
-  }
-
-  get paused(): boolean {
-    return this.#attempt?.paused ?? false;
-  }
-
-  get reason(): Error | null {
-    return this.#reason;
-  }
-
-  abort(reason: Error): void {
+  /** The `abort` the handler gets: the caller gives up (its body stream was destroyed, or its signal fired). */
+  readonly abort = (reason?: Error): void => {
     if (this.#reason !== null || this.#done) return;
-    this.#reason = reason;
+    this.#reason = reason ?? new ClientGoneError('request aborted');
     this.#context.clientGone.removeEventListener('abort', this.#onClientGone);
-    if (this.#attempt !== null) this.#attempt.abort(reason);
+    if (this.#attempt !== null) this.#attempt.abort(this.#reason);
     else this.#cancelWait.abort();
-  }
-
-  pause(): void {
-    this.#attempt?.pause();
-  }
-
-  resume(): void {
-    this.#attempt?.resume();
-  }
+  };
 
   start(closed: boolean): void {
-    this.#handler.onRequestStart?.(this, {});
+    this.#handler.onConnect(this.abort);
     if (this.#reason !== null) {
       this.#fail(this.#reason);
       return;
     }
     if (closed) {
-      this.#fail(
-        new AdmissionError('shutdown', 'fleetgate is shutting down', this.#context.traits?.priority ?? '', true),
-      );
+      const priority = this.#context.traits?.priority ?? '';
+      this.#fail(new AdmissionError('shutdown', 'fleetgate is shutting down', priority, true));
       return;
     }
     this.#context.clientGone.addEventListener('abort', this.#onClientGone);
@@ -209,7 +210,7 @@ export class FleetRequest implements Dispatcher.DispatchController {
   #fail(error: Error): void {
     if (this.#done) return;
     this.#finish();
-    this.#handler.onResponseError?.(this, error);
+    this.#handler.onError(error);
   }
 
   #finish(): void {
