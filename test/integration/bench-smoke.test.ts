@@ -45,7 +45,7 @@ const BENCHES = [
   {
     bench: 'overhead',
     targets: 'direct,fleetgate,fastify-floor',
-    header: /### \(a-cpu\)[^|]+\| target\s+\| req\/s[^\n]+\n[^\n]+\n\| fleetgate [^\n]+\n\| node-floor /,
+    header: /### \(a-cpu\)[^|]+\| target\s+\| req\/s[^\n]+\n[^\n]+\n\| fleetgate [^\n]+\n\| fastify-floor /,
     fleetgateRow: /\| fleetgate /,
   },
   {
