@@ -1,9 +1,9 @@
 /**
  * The composition root: builds a running fleetgate from its config, layer by layer (fleet, routing,
  * the traffic path, metrics, fleetgate's own endpoints), and starts and stops them in order. One
- * HTTP server: fleetgate's own endpoints go to fastify, every other request to the traffic path.
+ * HTTP server and one fastify app: fleetgate's own endpoints, and on every other path the traffic
+ * path (@fastify/http-proxy over the fleet dispatcher).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { ControlPlane } from './admin/control-plane.js';
@@ -15,23 +15,24 @@ import { Fleet } from './fleet/fleet.js';
 import { logTransitions } from './fleet/transition-log.js';
 import { createHttpServer } from './http/http-server.js';
 import { registerOwnErrorHandler } from './http/own-error-handler.js';
-import { clientErrorHandler, refuseConnect } from './http/server-guards.js';
+import { clientErrorHandler, refuseAbsoluteForm, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
 import { attachAccessLog } from './proxy/access-log.js';
 import { createPriorityStamp } from './proxy/backend-priority.js';
-import { createDataPlane, OWN_PATHS } from './proxy/data-plane.js';
-import { createForwarder } from './proxy/forward.js';
 import { createModelAdmission } from './proxy/model-admission.js';
 import { registerModelsRoute } from './proxy/models-route.js';
 import { ProxyEventBus } from './proxy/proxy-events.js';
+import { createContextReader } from './proxy/request-context-from.js';
 import { createTraitsReader } from './proxy/request-traits-from.js';
-import { UpstreamPools } from './proxy/upstream-pools.js';
+import { registerTrafficRoutes } from './proxy/traffic-routes.js';
 import { queuesOwnRequests } from './routing/backend-load.js';
-import { createRouting, type FleetRouting } from './routing/fleet-routing.js';
+import { FleetDispatcher } from './routing/fleet-dispatcher.js';
+import { createRouting } from './routing/fleet-routing.js';
 import type { ModelQueues } from './routing/model-queues.js';
 import type { ModelRouter } from './routing/model-route.js';
 import { promptTraits } from './routing/request-traits.js';
+import { UpstreamPools } from './routing/upstream-pools.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -66,14 +67,6 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-/** The traffic path: every request that is not for fleetgate's own endpoints. */
-interface Traffic {
-  handle(req: IncomingMessage, res: ServerResponse): void;
-  /** Shutdown began: new requests are refused. */
-  stopAccepting(): void;
-  close(): Promise<void>;
-}
-
 export async function createGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
   const { logger } = opts;
   const fleet = new Fleet(config, {
@@ -91,7 +84,20 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       : null;
   const routing = createRouting(config, registry);
   const events = new ProxyEventBus();
-  const traffic = createTraffic(config, fleet, routing, events, logger);
+  if (config.log.access) attachAccessLog(logger, events);
+  const pools = new UpstreamPools(registry, config.upstream);
+  const dispatcher = new FleetDispatcher({
+    registry,
+    queue: routing.queue.any,
+    pools,
+    retries: config.routing.retries,
+    observer: {
+      failed: (backend, failure) => events.emit('upstream_error', { backend: backend.name, kind: failure.kind }),
+      retried: (backend) => events.emit('retry', { backend: backend.name }),
+    },
+    watchdog: fleet.watchdog,
+  });
+  let closing = false;
   const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix);
 
   const app = Fastify({
@@ -102,13 +108,11 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     forceCloseConnections: 'idle',
     // Bad requests, header overflow and slow headers get an OpenAI-style error like every other one.
     clientErrorHandler,
-    serverFactory: (ownEndpoints) =>
-      createHttpServer(config.limits, (req, res) =>
-        OWN_PATHS.test(req.url ?? '') ? ownEndpoints(req, res) : traffic.handle(req, res),
-      ),
+    serverFactory: (handler) => createHttpServer(config.limits, handler),
   });
   refuseConnect(app.server);
-  registerOwnErrorHandler(app);
+  refuseAbsoluteForm(app);
+  registerOwnErrorHandler(app, config.limits.body_size);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   registerModelsRoute(app, registry, () => config);
   const reloadConfig = opts.reloadConfig;
@@ -119,6 +123,23 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     reload: reloadConfig ? () => reload(fleet, config, reloadConfig) : null,
   };
   await registerAdminRoutes(app, control, { events, queue: routing.queue });
+  const prefix = config.routing.prefix;
+  const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
+  registerTrafficRoutes(app, {
+    config: () => config,
+    dispatcher,
+    contextOf: createContextReader({
+      traitsOf: createTraitsReader(config.queue),
+      admission: createModelAdmission(routing.models, routing.queue),
+      promptTraits:
+        routing.prefix !== null ? (path, headers, body) => promptTraits(path, headers, body, traitsOptions) : undefined,
+      watchStreams: () => fleet.watchdog.enabled,
+    }),
+    events,
+    closing: () => closing,
+    retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
+    stampPriority: createPriorityStamp(config.queue.classes),
+  });
 
   return {
     app,
@@ -139,57 +160,14 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       return address;
     },
     close: async () => {
-      traffic.stopAccepting();
+      closing = true;
       const server = app.server;
       const force = setTimeout(() => server.closeAllConnections(), config.shutdown.drain_timeout);
       force.unref();
       routing.queue.close();
       await app.close();
       clearTimeout(force);
-      await Promise.all([fleet.stop(), traffic.close(), metrics.close(), launcher?.stop()]);
+      await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
     },
-  };
-}
-
-function createTraffic(
-  config: Config,
-  fleet: Fleet,
-  routing: FleetRouting,
-  events: ProxyEventBus,
-  logger: Logger,
-): Traffic {
-  const registry = fleet.registry;
-  const prefix = config.routing.prefix;
-  const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
-  const pools = new UpstreamPools(registry, config.upstream);
-  if (config.log.access) attachAccessLog(logger, events);
-  let closing = false;
-  const handle = createDataPlane({
-    config: () => config,
-    closing: () => closing,
-    logger,
-    forward: createForwarder({
-      registry,
-      admission: createModelAdmission(routing.models, routing.queue),
-      pools,
-      events,
-      retries: config.routing.retries,
-      retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
-      upstreamApiKey: config.upstream.api_key,
-      traitsOf: createTraitsReader(config.queue),
-      stampPriority: createPriorityStamp(config.queue.classes),
-      clientStallTimeout: config.upstream.stream_idle_timeout,
-      watchdog: fleet.watchdog,
-      logger,
-      promptTraits:
-        routing.prefix !== null ? (path, headers, body) => promptTraits(path, headers, body, traitsOptions) : undefined,
-    }),
-  });
-  return {
-    handle,
-    stopAccepting: () => {
-      closing = true;
-    },
-    close: () => pools.close(),
   };
 }

@@ -11,8 +11,13 @@ import { freePort, type Managed, spawnPinned, waitFor } from './procs.js';
 import { fleetgateConfig, haproxyConfig, nginxConfig } from './proxy-configs.js';
 import { REPO_ROOT } from './sim-control.js';
 
-/** `node-floor`: a bare node:http + undici proxy (node-floor-proxy.ts), the floor for any Node proxy. */
-export type TargetKind = 'direct' | 'fleetgate' | 'nginx' | 'haproxy' | 'node-floor';
+/**
+ * `node-floor`: a bare node:http + undici proxy (node-floor-proxy.ts), the floor for any Node proxy.
+ * `fastify-floor`: bare fastify + @fastify/http-proxy with a least-connections picker
+ * (fastify-floor-proxy.ts), the floor of fleetgate's own stack.
+ */
+export type TargetKind = 'direct' | 'fleetgate' | 'nginx' | 'haproxy' | 'node-floor' | 'fastify-floor';
+type FloorKind = 'node-floor' | 'fastify-floor';
 
 export interface TargetSpec {
   /** Unique label in reports, e.g. `nginx least_conn`. */
@@ -43,7 +48,13 @@ export const NGINX = process.env.NGINX_BIN ?? '/usr/sbin/nginx';
 export const HAPROXY = process.env.HAPROXY_BIN ?? '/usr/sbin/haproxy';
 /** `FLEETGATE_CLI`: another build to run, e.g. to compare two commits. */
 export const FLEETGATE_CLI = process.env.FLEETGATE_CLI ?? join(REPO_ROOT, 'dist/cli/index.js');
-const NODE_FLOOR = join(REPO_ROOT, 'bench/lib/node-floor-proxy.ts');
+const FLOOR_SCRIPTS: Record<FloorKind, { path: string; modules: string[] }> = {
+  'node-floor': { path: join(REPO_ROOT, 'bench/lib/node-floor-proxy.ts'), modules: ['undici'] },
+  'fastify-floor': {
+    path: join(REPO_ROOT, 'bench/lib/fastify-floor-proxy.ts'),
+    modules: ['undici', 'fastify', '@fastify/http-proxy'],
+  },
+};
 
 export interface StartOptions {
   backends: string[];
@@ -67,14 +78,18 @@ export function missingBinaries(kinds: Iterable<TargetKind>): string[] {
   return missing;
 }
 
-/** node-floor-proxy.ts as plain JS, with undici imported by absolute URL so it runs from a temp dir. */
-async function transpileNodeFloor(): Promise<string> {
+/** A floor proxy's script as plain JS, its packages imported by absolute URL so it runs from a temp dir. */
+async function transpileFloor(kind: FloorKind): Promise<string> {
   const ts = (await import('typescript')).default;
-  const undici = pathToFileURL(createRequire(import.meta.url).resolve('undici')).href;
-  const { outputText } = ts.transpileModule(readFileSync(NODE_FLOOR, 'utf8'), {
-    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+  const { path, modules } = FLOOR_SCRIPTS[kind];
+  let { outputText } = ts.transpileModule(readFileSync(path, 'utf8'), {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
   });
-  return outputText.replace(/from 'undici'/, `from '${undici}'`);
+  const require = createRequire(import.meta.url);
+  for (const name of modules) {
+    outputText = outputText.replace(`from '${name}'`, `from '${pathToFileURL(require.resolve(name)).href}'`);
+  }
+  return outputText;
 }
 
 async function httpStatus(url: string): Promise<number> {
@@ -118,11 +133,11 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
     const balance = spec.balance === 'roundrobin' || spec.balance === 'hdr(X-Session-Id)' ? spec.balance : 'leastconn';
     writeFileSync(conf, haproxyConfig({ port, backends: opts.backends, balance }));
     proc = spawnPinned('haproxy', HAPROXY, ['-db', '-f', conf], { cpu: opts.cpu, logFile: log });
-  } else if (spec.kind === 'node-floor') {
+  } else if (spec.kind === 'node-floor' || spec.kind === 'fastify-floor') {
     // Plain node like fleetgate from dist/, not under tsx (whose loader adds ~30 MB of RSS).
-    const script = join(opts.dir, 'node-floor-proxy.mjs');
-    writeFileSync(script, await transpileNodeFloor());
-    proc = spawnPinned('node-floor', process.execPath, [script, String(port), ...opts.backends], {
+    const script = join(opts.dir, `${spec.kind}-proxy.mjs`);
+    writeFileSync(script, await transpileFloor(spec.kind));
+    proc = spawnPinned(spec.kind, process.execPath, [script, String(port), ...opts.backends], {
       cpu: opts.cpu,
       logFile: log,
       cwd: REPO_ROOT,

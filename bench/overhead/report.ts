@@ -18,6 +18,8 @@ const COMPARISONS: [ScenarioId, string, string, string][] = [
   ['a', 'cpuPer1kReq', 'haproxy', 'cpuVsHaproxy'],
   ['a', 'cpuPer1kReq', 'nginx', 'cpuVsNginx'],
   ['a', 'reqPerSec', 'direct', 'rateVsDirect'],
+  ['a', 'cpuPer1kReq', 'fastify-floor', 'cpuVsFastifyFloor'],
+  ['a-cpu', 'cpuPer1kReq', 'fastify-floor', 'cpuVsFastifyFloor'],
   ['a-cpu', 'cpuPer1kReq', 'haproxy', 'cpuVsHaproxy'],
   ['a-cpu', 'cpuPer1kReq', 'nginx', 'cpuVsNginx'],
   ['b', 'cpuPer100kChunks', 'haproxy', 'cpuVsHaproxy'],
@@ -97,6 +99,7 @@ const NON_STREAMED: Column[] = [
   ['p99 ms', (m) => fmt(m.p99Ms, 2)],
   ...cpuColumns('cpuPer1kReq', '1k req'),
   ['CPU vs NGINX', (m) => times(m.cpuVsNginx)],
+  ['CPU vs fastify floor', (m) => times(m.cpuVsFastifyFloor)],
   ['req/s vs direct', (m) => times(m.rateVsDirect)],
   ...loadColumns,
   errorsColumn,
@@ -192,17 +195,22 @@ export function checkTargets(medians: Medians): TargetCheck[] {
       met: cmp === 'le' ? value <= limit : value >= limit,
     });
   };
-  add('CPU per 100k streamed chunks <= 2x HAProxy (b)', fg('b')?.cpuVsHaproxy, 2, 'le');
-  add('CPU per 100k streamed chunks <= 2x HAProxy, every proxy at once (b-cpu)', fg('b-cpu')?.cpuVsHaproxy, 2, 'le');
-  add('CPU per 1k non-streamed requests <= 2.5x HAProxy (a)', fg('a')?.cpuVsHaproxy, 2.5, 'le');
+  add('CPU per 100k streamed chunks <= 1.3x HAProxy (b)', fg('b')?.cpuVsHaproxy, 1.3, 'le');
   add(
-    'CPU per 1k non-streamed requests <= 2.5x HAProxy, every proxy at once (a-cpu)',
-    fg('a-cpu')?.cpuVsHaproxy,
-    2.5,
+    'CPU per 100k streamed chunks <= 1.3x HAProxy, every proxy at once (b-cpu)',
+    fg('b-cpu')?.cpuVsHaproxy,
+    1.3,
+    'le',
+  );
+  add('CPU per 1k non-streamed requests <= 1.15x fastify floor (a)', fg('a')?.cpuVsFastifyFloor, 1.15, 'le');
+  add(
+    'CPU per 1k non-streamed requests <= 1.15x fastify floor, every proxy at once (a-cpu)',
+    fg('a-cpu')?.cpuVsFastifyFloor,
+    1.15,
     'le',
   );
   add('added TTFC p50 <= 1 ms over direct at concurrency 1 (d)', fg('d')?.addedTtfcMs, 1, 'le', 'ms');
-  add('1000 paced streams: chunk rate >= 0.9x NGINX (c)', fg('c')?.rateVsNginx, 0.9, 'ge');
+  add('1000 paced streams: chunk rate >= 0.95x NGINX (c)', fg('c')?.rateVsNginx, 0.95, 'ge');
   add('1000 paced streams: peak RSS <= 200 MB (c)', fg('c')?.peakRssMB, 200, 'le', 'MB');
   return checks;
 }

@@ -28,9 +28,12 @@ const usage = `usage: npm run bench:overhead -- [options]
 
   --runs N              repetitions of each scenario (default 3; --quick: 1)
   --quick               tiny sizes, for a smoke run
-  --targets LIST        direct,fleetgate,nginx,haproxy (default); also node-floor: a bare node:http +
-                        undici.dispatch proxy (bench/lib/node-floor-proxy.ts), what any Node proxy costs at least;
-                        fleetgate-models: fleetgate routing by model (each body parsed for its model)
+  --targets LIST        direct,fleetgate,fastify-floor,nginx,haproxy (default); fastify-floor is bare
+                        fastify + @fastify/http-proxy with a least-connections picker
+                        (bench/lib/fastify-floor-proxy.ts), the floor of fleetgate's own stack; also
+                        node-floor: a bare node:http + undici.dispatch proxy (bench/lib/node-floor-proxy.ts),
+                        what any Node proxy costs at least; fleetgate-models: fleetgate routing by
+                        model (each body parsed for its model)
   --scenarios LIST      a,a-cpu,b,b-cpu,c,d (default all); a-cpu and b-cpu run (a)'s and (b)'s load
                         on every proxy target at once (same core, requests in turn), for CPU ratios
                         that a machine drifting in speed moves alike
@@ -71,6 +74,7 @@ const TARGETS: Record<TargetId, TargetSpec> = {
   nginx: { name: 'nginx', kind: 'nginx', balance: 'least_conn' },
   haproxy: { name: 'haproxy', kind: 'haproxy', balance: 'leastconn' },
   'node-floor': { name: 'node-floor', kind: 'node-floor' },
+  'fastify-floor': { name: 'fastify-floor', kind: 'fastify-floor' },
 };
 
 function parse(argv: string[]) {
@@ -108,7 +112,7 @@ function parse(argv: string[]) {
     paceMs: int(values['pace-ms'], 'pace-ms', base.paceMs),
     sequential: int(values.sequential, 'sequential', base.sequential),
   };
-  const targets = (values.targets ?? 'direct,fleetgate,nginx,haproxy').split(',').map((t) => t.trim());
+  const targets = (values.targets ?? 'direct,fleetgate,fastify-floor,nginx,haproxy').split(',').map((t) => t.trim());
   for (const t of targets) {
     if (!(t in TARGETS)) throw new Error(`--targets: unknown target '${t}' (${Object.keys(TARGETS).join(', ')})`);
   }

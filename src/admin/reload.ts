@@ -22,6 +22,8 @@ export interface ReloadResult extends BackendDiff {
 
 /** Applied live: read per request (`min_ready`, keys, token), or by the fleet on change (`discovery`). */
 const LIVE = new Set(['backends', 'discovery', 'min_ready', 'kind', 'auth', 'admin']);
+/** Live one level down: the rate limit's figures are read per request, its plugin is registered at start. */
+const LIVE_KEYS = new Set(['rate_limit.max', 'rate_limit.window', 'rate_limit.by']);
 
 /** Values reported whole, though they are objects. */
 const ADDRESSES = new Set(['listen', 'metrics_listen']);
@@ -76,11 +78,12 @@ function applyConfig(fleet: Fleet, running: Config, next: Config): ReloadResult 
   running.kind = next.kind;
   running.auth = next.auth;
   running.admin = next.admin;
-  const topKey = (key: string) => key.split('.')[0];
+  running.rate_limit = { ...next.rate_limit, enabled: running.rate_limit.enabled };
+  const live = (key: string) => LIVE.has(key.split('.')[0]) || LIVE_KEYS.has(key);
   return {
     ...diff,
-    applied: changed.filter((key) => LIVE.has(topKey(key))),
-    restart_required: changed.filter((key) => !LIVE.has(topKey(key))),
+    applied: changed.filter(live),
+    restart_required: changed.filter((key) => !live(key)),
   };
 }
 

@@ -1,6 +1,6 @@
 /** Default values of every config key (durations in ms, sizes in bytes). config/fleetgate.yaml shows the same. */
 
-import type { BackendKind, Config, HostPort, PolicyName } from './types.js';
+import type { BackendKind, Config, HostPort, PolicyName, RateLimitKey } from './types.js';
 
 export const DEFAULT_LISTEN: Readonly<HostPort> = { host: '0.0.0.0', port: 8080 };
 /** Host for `listen: ":8080"`. */
@@ -71,6 +71,10 @@ export const DEFAULT_LOG_DESTINATION = 'stdout';
 export const DEFAULT_LOG_ACCESS = true;
 
 export const DEFAULT_DRAIN_TIMEOUT = 30_000;
+export const DEFAULT_RATE_LIMIT_ENABLED = false;
+export const DEFAULT_RATE_LIMIT_MAX = 60;
+export const DEFAULT_RATE_LIMIT_WINDOW = 60_000;
+export const DEFAULT_RATE_LIMIT_BY: RateLimitKey = 'api_key';
 
 /** `launch:` */
 export const DEFAULT_LAUNCH_NAME = 'gpu{i}';

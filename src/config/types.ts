@@ -6,6 +6,9 @@ export const BACKEND_KINDS: readonly BackendKind[] = ['sglang', 'vllm', 'openai'
 export type PolicyName = 'least-loaded' | 'round-robin' | 'power-of-two' | 'prefix-aware';
 export const POLICY_NAMES: readonly PolicyName[] = ['least-loaded', 'round-robin', 'power-of-two', 'prefix-aware'];
 
+export type RateLimitKey = 'api_key' | 'address';
+export const RATE_LIMIT_KEYS: readonly RateLimitKey[] = ['api_key', 'address'];
+
 export interface BackendConfig {
   /** Origin only, e.g. `http://127.0.0.1:30000` (no trailing slash). */
   url: string;
@@ -124,6 +127,15 @@ export interface Config {
   };
   auth: {
     api_keys: string[];
+  };
+  /** Requests per client over a sliding window (@fastify/rate-limit); off by default. */
+  rate_limit: {
+    enabled: boolean;
+    /** Requests allowed per key in each `window`. */
+    max: number;
+    window: number;
+    /** What a client is: its API key (falling back to its address when it sends none), or its address. */
+    by: RateLimitKey;
   };
   admin: {
     token: string | null;

@@ -26,7 +26,7 @@ import {
   text,
   textToInteger,
 } from './rules.js';
-import { BACKEND_KINDS, type Config, POLICY_NAMES } from './types.js';
+import { BACKEND_KINDS, type Config, POLICY_NAMES, RATE_LIMIT_KEYS } from './types.js';
 
 export const LOG_LEVELS: readonly Config['log']['level'][] = [
   'trace',
@@ -116,6 +116,12 @@ const topLevel = section({
     max_connections: integer({ min: 0, fallback: defaults.DEFAULT_MAX_CONNECTIONS }),
   }),
   auth: section({ api_keys: list(text()) }),
+  rate_limit: section({
+    enabled: boolean(defaults.DEFAULT_RATE_LIMIT_ENABLED),
+    max: integer({ min: 1, fallback: defaults.DEFAULT_RATE_LIMIT_MAX }),
+    window: duration(defaults.DEFAULT_RATE_LIMIT_WINDOW, { mayBeZero: false }),
+    by: oneOf(RATE_LIMIT_KEYS, defaults.DEFAULT_RATE_LIMIT_BY),
+  }),
   admin: section({ token: nullable(text()) }),
   discovery: nullable(
     section({

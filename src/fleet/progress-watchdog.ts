@@ -59,7 +59,9 @@ export interface ProgressWatchdogOptions<B> {
   eject: (backend: B, reason: string) => void;
 }
 
-interface Request extends TrackedRequestSpec {
+/** The spec is kept as given (not copied): an attempt object may be its own spec. */
+interface Request {
+  spec: TrackedRequestSpec;
   dispatchedAt: number;
   seenBytes: number;
   firstByteAt: number | null;
@@ -96,7 +98,7 @@ export class ProgressWatchdog<B> {
     const now = this.#opts.now();
     const watch = this.#watch(backend);
     if (watch.requests.size === 0) watch.silentSince = Math.max(watch.silentSince, now);
-    const request: Request = { ...spec, dispatchedAt: now, seenBytes: 0, firstByteAt: null, ended: false };
+    const request: Request = { spec, dispatchedAt: now, seenBytes: 0, firstByteAt: null, ended: false };
     watch.requests.add(request);
     return {
       done: (completed) => {
@@ -155,7 +157,7 @@ export class ProgressWatchdog<B> {
     if (this.#opts.hasOwnQueue(backend)) return;
     const stuck = live.filter(
       (r) =>
-        r.streamed &&
+        r.spec.streamed &&
         r.firstByteAt === null &&
         now - r.dispatchedAt >= timeout &&
         r.dispatchedAt < watch.latestAnswered,
@@ -176,11 +178,11 @@ export class ProgressWatchdog<B> {
 
   #end(requests: Request[], reason: string): void {
     for (const request of requests) request.ended = true;
-    for (const request of requests) request.end(reason);
+    for (const request of requests) request.spec.end(reason);
   }
 
   #seeBytes(watch: Watch, request: Request): void {
-    const bytes = request.bytes();
+    const bytes = request.spec.bytes();
     if (bytes <= request.seenBytes) return;
     request.seenBytes = bytes;
     const now = this.#opts.now();

@@ -3,9 +3,7 @@
  * `{"error": {"message", "type", "code"}}`. The proxy, the admin API, fleetgate's own endpoints and
  * the server's socket-level refusals all answer through here.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
-import type { Logger } from 'pino';
 
 export type ErrorType =
   | 'invalid_request_error'
@@ -15,6 +13,7 @@ export type ErrorType =
   | 'model_not_found'
   | 'conflict_error'
   | 'rate_limit_exceeded'
+  | 'rate_limit_error'
   | 'fleet_unavailable'
   | 'upstream_error'
   | 'upstream_timeout'
@@ -32,7 +31,7 @@ export function errorTypeFor(status: number): ErrorType {
     case 409:
       return 'conflict_error';
     case 429:
-      return 'rate_limit_exceeded';
+      return 'rate_limit_error';
     case 502:
       return 'upstream_error';
     case 503:
@@ -48,26 +47,6 @@ export function errorBody(message: string, type: ErrorType, status: number): str
   return JSON.stringify({ error: { message, type, code: status } });
 }
 
-/** On a raw response: `close` ends the connection after it (the rest of a body is not read). */
-export function answerError(
-  res: ServerResponse,
-  status: number,
-  message: string,
-  type: ErrorType = errorTypeFor(status),
-  opts: { close?: boolean; retryAfter?: number } = {},
-): void {
-  if (res.headersSent || res.destroyed) return;
-  const body = errorBody(message, type, status);
-  const headers: Record<string, string | number> = {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(body),
-  };
-  if (opts.retryAfter !== undefined) headers['retry-after'] = opts.retryAfter;
-  if (opts.close) res.shouldKeepAlive = false;
-  res.writeHead(status, headers);
-  res.end(body);
-}
-
 /** On a fastify reply (fleetgate's own endpoints). */
 export function sendError(
   reply: FastifyReply,
@@ -79,20 +58,4 @@ export function sendError(
     .code(status)
     .type('application/json; charset=utf-8')
     .send(errorBody(message, type, status));
-}
-
-/**
- * A bug in fleetgate costs the request it happened on, never the process: logged, and answered
- * 500 if nothing went out yet; an answer already under way is cut, one already ended went out whole.
- */
-export function answerInternalError(
-  logger: Logger,
-  error: unknown,
-  req: Pick<IncomingMessage, 'method' | 'url'>,
-  res: ServerResponse,
-): void {
-  logger.error({ err: error, method: req.method, path: req.url }, 'proxy internal error');
-  if (res.writableEnded) return;
-  if (res.headersSent || res.destroyed) res.destroy();
-  else answerError(res, 500, 'internal proxy error', 'internal_error');
 }

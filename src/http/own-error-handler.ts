@@ -1,14 +1,19 @@
 /**
- * Errors fastify raises on fleetgate's own endpoints (body too large, schema validation, a bug in a
- * handler) get the same OpenAI-style body as the proxy's.
+ * Errors fastify raises, on fleetgate's own endpoints and on the traffic path (body too large, schema
+ * validation, rate limits, a bug in a handler), get the same OpenAI-style body as the proxy's.
  */
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { sendError } from './openai-error.js';
 
-export function registerOwnErrorHandler(app: FastifyInstance): void {
+export function registerOwnErrorHandler(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error.statusCode !== undefined && error.statusCode >= 400 ? error.statusCode : 500;
     if (status >= 500) request.log.error({ err: error }, 'request failed');
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      // The rest of the body is not read: the connection cannot carry another request.
+      reply.header('connection', 'close');
+      return sendError(reply, status, `request body too large: more than limits.body_size (${bodyLimit} bytes)`);
+    }
     return sendError(reply, status, status >= 500 ? 'internal error' : error.message);
   });
 }

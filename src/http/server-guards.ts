@@ -1,11 +1,12 @@
 /**
  * What the HTTP server refuses before any routing: requests node's parser rejects or that come too
- * slowly, and `CONNECT` (fleetgate is not an open proxy; the data plane refuses absolute-form
- * targets). These answers go straight to the socket: there is no request to answer through.
+ * slowly, `CONNECT` and absolute-form targets (fleetgate is not an open proxy). The first two are
+ * answered straight on the socket: there is no request to answer through.
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { errorBody } from './openai-error.js';
+import type { FastifyInstance } from 'fastify';
+import { errorBody, sendError } from './openai-error.js';
 
 /** What a malformed or too-slow request gets before fastify ever sees it. */
 const CLIENT_ERRORS: Record<string, [number, string, string]> = {
@@ -51,4 +52,13 @@ function answerAndClose(socket: Duplex, response: string): void {
 /** Without a listener node closes CONNECT connections silently; say why, then close. */
 export function refuseConnect(server: Server): void {
   server.on('connect', (_request: IncomingMessage, socket: Duplex) => answerAndClose(socket, CONNECT_REFUSAL));
+}
+
+/** On the root, so that it runs before routing's 404 too: an absolute-form URL matches no route. */
+export function refuseAbsoluteForm(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.raw.url?.charCodeAt(0) === 47 /* / */) return done();
+    reply.header('connection', 'close');
+    sendError(reply, 400, 'absolute-form request targets are not accepted: fleetgate is not an open proxy');
+  });
 }

@@ -171,6 +171,12 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       registers,
       collect: () => sources.prefixDecisions(),
     }),
+    rateLimited: new Counter({
+      name: 'fleetgate_rate_limited_total',
+      help: 'Requests refused with 429 by rate_limit, by what identified the client (api_key, address).',
+      labelNames: ['by'] as const,
+      registers,
+    }),
   };
 }
 

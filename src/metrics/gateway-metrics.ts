@@ -86,6 +86,9 @@ export class GatewayMetrics {
     events.on('request', this.#onRequest);
     events.on('upstream_error', this.#onUpstreamError);
     events.on('retry', this.#onRetry);
+    // Zero from the start, so that dashboards and alerts find the series before the first refusal.
+    for (const by of ['api_key', 'address'] as const) this.#families.rateLimited.inc({ by }, 0);
+    events.on('rate_limited', ({ by }) => this.#families.rateLimited.inc({ by }));
   }
 
   get contentType(): string {

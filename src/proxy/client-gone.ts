@@ -1,30 +1,5 @@
-/**
- * A one-shot "the client went away" signal. `AbortController` builds on EventTarget, which cost
- * a visible share of a small proxied request's CPU in the profile (creation plus two listeners); the wait queue
- * and the forwarder need only `aborted` and add/removeEventListener('abort').
- */
+/** Client connections and their end. */
 import type { Socket } from 'node:net';
-import type { AbortLike } from '../routing/wait-queue.js';
-
-export class ClientGone implements AbortLike {
-  aborted = false;
-  #listeners: Array<() => void> = [];
-
-  addEventListener(_type: 'abort', listener: () => void): void {
-    this.#listeners.push(listener);
-  }
-
-  removeEventListener(_type: 'abort', listener: () => void): void {
-    const index = this.#listeners.indexOf(listener);
-    if (index >= 0) this.#listeners.splice(index, 1);
-  }
-
-  abort(): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    for (const listener of this.#listeners.splice(0)) listener();
-  }
-}
 
 /**
  * One 'close' listener per client connection, however many requests it carries: adding and

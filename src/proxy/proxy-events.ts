@@ -34,6 +34,8 @@ export interface ProxyEvents {
   /** A failed attempt, by error kind (`connect_refused`, `reset`, `headers_timeout`, ...). */
   upstream_error: [{ backend: string; kind: string }];
   retry: [{ backend: string }];
+  /** A request refused by `rate_limit`; `by` says what identified the client. */
+  rate_limited: [{ by: 'api_key' | 'address' }];
 }
 
 export class ProxyEventBus extends EventEmitter<ProxyEvents> {}

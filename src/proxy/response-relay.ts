@@ -1,20 +1,17 @@
 /**
- * Relays one upstream exchange to the client as an undici dispatch handler: bytes go from undici's
- * parser straight to the client socket (no Readable in between, no copies), with backpressure both
- * ways. Every ending is deliberate and reported once: the client leaving aborts the upstream (SGLang
- * then frees the GPU work); an upstream dying mid-SSE ends the stream with one error event and no
- * `data: [DONE]`, so no client takes a cut answer for a whole one; a cut plain body destroys the
- * client connection so it cannot look complete. A failure before any response byte leaves the
- * client untouched, so the caller may retry elsewhere. A client that takes no bytes for the stream
- * idle timeout is cut off like an upstream that sends none: while it stalls, undici's own body
- * timeout is suspended, and the backend would hold the request's GPU slot for as long as the client
- * keeps the connection open.
+ * Relays an upstream response body (the Readable that @fastify/reply-from hands to `onResponse`) to
+ * the client, with backpressure both ways. Every ending is deliberate and reported once: the client
+ * leaving destroys the body, which aborts the upstream (SGLang then frees the GPU work); an upstream
+ * dying mid-SSE ends the stream with one error event and no `data: [DONE]`, so no client takes a cut
+ * answer for a whole one; a cut plain body destroys the client connection so it cannot look
+ * complete. A client that takes no bytes for the stream idle timeout is cut off like an upstream
+ * that sends none: while it stalls, undici's own body timeout is suspended, and the backend would
+ * hold the request's GPU slot for as long as the client keeps the connection open.
  */
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import type { Dispatcher } from 'undici';
+import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import { errorBody, errorTypeFor } from '../http/openai-error.js';
-import { clientResponseHeaders } from './headers.js';
-import { classifyUpstreamError, type UpstreamFailure } from './upstream-errors.js';
+import { classifyUpstreamError, type UpstreamFailure } from '../routing/upstream-failures.js';
 
 export type RelayEnd =
   | { type: 'complete' }
@@ -23,8 +20,6 @@ export type RelayEnd =
 
 export interface RelayResult {
   end: RelayEnd;
-  /** Whether the response started (its status went to the client): if not, a retry is safe. */
-  started: boolean;
   bytes: number;
   /** When (on the relay's clock) the first body chunk was written; null if none. */
   firstByteAt: number | null;
@@ -32,149 +27,108 @@ export interface RelayResult {
   tail: Buffer | null;
 }
 
-export interface RelayHooks {
-  /** Status and headers are in and nothing went to the client yet: a failure refuses the response. */
-  check(status: number, headers: IncomingHttpHeaders): UpstreamFailure | null;
-  /** The response starts: called right before its status and headers are written. */
-  started(status: number, sse: boolean): void;
-  ended(result: RelayResult): void;
-}
-
 export interface RelayOptions {
+  sse: boolean;
   now: () => number;
   /** ms a client may take no bytes before it is cut off; 0 = no limit. */
   clientStallTimeout: number;
+  ended(result: RelayResult): void;
 }
 
 const TAIL_BYTES = 2048;
 
-class ClientGoneError extends Error {
-  override name = 'ClientGoneError';
+/** Starts relaying `body` to `raw`, whose status and headers were written. */
+export function relayBody(body: Readable, raw: ServerResponse, opts: RelayOptions): void {
+  new ResponseRelay(body, raw, opts).start();
 }
 
-export class ResponseRelay implements Dispatcher.DispatchHandler {
+class ResponseRelay {
+  readonly #body: Readable;
   readonly #raw: ServerResponse;
-  readonly #hooks: RelayHooks;
-  readonly #now: () => number;
-  readonly #stallTimeout: number;
+  readonly #opts: RelayOptions;
   #stallTimer: NodeJS.Timeout | null = null;
-  #controller: Dispatcher.DispatchController | null = null;
-  #state: 'waiting' | 'relaying' | 'done' = 'waiting';
-  #sse = false;
+  #done = false;
   #corked = false;
   #bytes = 0;
   #firstByteAt: number | null = null;
   #last: Buffer | null = null;
   #previous: Buffer | null = null;
 
-  constructor(raw: ServerResponse, hooks: RelayHooks, opts: RelayOptions) {
+  constructor(body: Readable, raw: ServerResponse, opts: RelayOptions) {
+    this.#body = body;
     this.#raw = raw;
-    this.#hooks = hooks;
-    this.#now = opts.now;
-    this.#stallTimeout = opts.clientStallTimeout;
+    this.#opts = opts;
   }
 
-  /** The client left: abort the upstream exchange, whatever its stage. */
-  cancel(): void {
-    if (this.#state === 'done') return;
-    this.#finish({ type: 'client_abort' });
-    // Before undici connected the request there is nothing to abort yet; onRequestStart does it.
-    this.#controller?.abort(new ClientGoneError('client closed the connection'));
+  start(): void {
+    const body = this.#body;
+    this.#raw.once('close', this.#onClientClose);
+    body.on('data', this.#onData);
+    body.once('end', this.#onEnd);
+    body.once('error', this.#onError);
   }
 
-  /** Response body bytes relayed so far. */
-  get bytes(): number {
-    return this.#bytes;
-  }
-
-  /** fleetgate gives up on the exchange (the progress watchdog): it ends as that upstream failure would. */
-  abandon(failure: UpstreamFailure): void {
-    if (this.#state === 'done') return;
-    if (this.#state === 'relaying') this.#cutResponse(failure);
-    this.#finish({ type: 'upstream_error', failure });
-    this.#controller?.abort(new Error(failure.message));
-  }
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.#controller = controller;
-    // Cancelled or abandoned before undici connected the request.
-    if (this.#state === 'done') controller.abort(new ClientGoneError('client closed the connection'));
-  }
-
-  onResponseStart(controller: Dispatcher.DispatchController, status: number, headers: IncomingHttpHeaders): void {
-    if (this.#state !== 'waiting') return;
-    // 1xx interim responses (e.g. 100 Continue) are not the answer.
-    if (status < 200) return;
-    const refusal = this.#hooks.check(status, headers);
-    if (refusal !== null) {
-      this.#finish({ type: 'upstream_error', failure: refusal });
-      controller.abort(new Error(refusal.message));
-      return;
-    }
-    this.#state = 'relaying';
-    this.#sse = String(headers['content-type'] ?? '').startsWith('text/event-stream');
-    this.#hooks.started(status, this.#sse);
-    this.#raw.writeHead(status, clientResponseHeaders(headers));
-  }
-
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.#state !== 'relaying') return;
-    if (this.#firstByteAt === null) this.#firstByteAt = this.#now();
+  readonly #onData = (chunk: Buffer) => {
+    if (this.#done) return;
+    if (this.#firstByteAt === null) this.#firstByteAt = this.#opts.now();
     this.#bytes += chunk.length;
     this.#previous = this.#last;
     this.#last = chunk;
     const raw = this.#raw;
     // The chunks undici parses from one read leave in one writev, as NGINX and HAProxy send them.
-    if (this.#sse && !this.#corked) {
+    if (this.#opts.sse && !this.#corked) {
       this.#corked = true;
       raw.cork();
       process.nextTick(uncork, this);
     }
-    if (!raw.write(chunk) && !controller.paused) {
-      controller.pause();
+    if (!raw.write(chunk) && !this.#body.isPaused()) {
+      this.#body.pause();
       // Listened for only while paused: most answers never fill the socket's buffer.
-      raw.once('drain', () => {
-        if (this.#state !== 'relaying') return;
-        this.#clearStallTimer();
-        controller.resume();
-      });
-      if (this.#stallTimeout > 0 && this.#stallTimer === null) {
-        this.#stallTimer = setTimeout(() => this.#clientStalled(), this.#stallTimeout);
+      raw.once('drain', this.#onDrain);
+      if (this.#opts.clientStallTimeout > 0 && this.#stallTimer === null) {
+        this.#stallTimer = setTimeout(this.#clientStalled, this.#opts.clientStallTimeout);
       }
     }
-  }
+  };
 
-  #clientStalled(): void {
+  readonly #onDrain = () => {
+    if (this.#done) return;
+    this.#clearStallTimer();
+    this.#body.resume();
+  };
+
+  readonly #clientStalled = () => {
     this.#stallTimer = null;
-    if (this.#state !== 'relaying') return;
-    this.cancel();
+    if (this.#done) return;
+    this.#finish({ type: 'client_abort' });
+    this.#body.destroy();
     this.#raw.destroy();
-  }
+  };
 
-  #clearStallTimer(): void {
-    if (this.#stallTimer === null) return;
-    clearTimeout(this.#stallTimer);
-    this.#stallTimer = null;
-  }
-
-  onResponseEnd(): void {
-    if (this.#state !== 'relaying') return;
+  readonly #onEnd = () => {
+    if (this.#done) return;
     this.#uncork();
     this.#raw.end();
     this.#finish({ type: 'complete' });
-  }
+  };
 
-  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
-    if (this.#state === 'done') return;
+  readonly #onError = (error: Error) => {
+    if (this.#done) return;
     const failure = classifyUpstreamError(error);
-    if (this.#state === 'relaying') this.#cutResponse(failure);
+    this.#cutResponse(failure);
     this.#finish({ type: 'upstream_error', failure });
-  }
+  };
+
+  readonly #onClientClose = () => {
+    if (this.#done || this.#raw.writableFinished) return;
+    this.#finish({ type: 'client_abort' });
+    this.#body.destroy();
+  };
 
   #cutResponse(failure: UpstreamFailure): void {
     const raw = this.#raw;
     if (raw.writableEnded || raw.destroyed) return;
-    if (!this.#sse) {
+    if (!this.#opts.sse) {
       raw.destroy();
       return;
     }
@@ -183,13 +137,21 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
     raw.end(`${separator}data: ${errorBody(failure.message, errorTypeFor(failure.status), failure.status)}\n\n`);
   }
 
+  #clearStallTimer(): void {
+    if (this.#stallTimer === null) return;
+    clearTimeout(this.#stallTimer);
+    this.#stallTimer = null;
+  }
+
   #finish(end: RelayEnd): void {
-    const started = this.#state === 'relaying';
-    this.#state = 'done';
+    this.#done = true;
     this.#clearStallTimer();
-    this.#hooks.ended({
+    this.#raw.off('close', this.#onClientClose);
+    this.#body.off('data', this.#onData);
+    // A late 'error' (a destroyed body) must not be unhandled.
+    this.#body.on('error', noop);
+    this.#opts.ended({
       end,
-      started,
       bytes: this.#bytes,
       firstByteAt: this.#firstByteAt,
       tail: tailOf(this.#previous, this.#last),
@@ -212,6 +174,8 @@ export class ResponseRelay implements Dispatcher.DispatchHandler {
 }
 
 const uncork = ResponseRelay.uncork;
+
+function noop(): void {}
 
 function endsEvent(chunk: Buffer | null): boolean {
   return chunk !== null && chunk.length >= 2 && chunk[chunk.length - 1] === 0x0a && chunk[chunk.length - 2] === 0x0a;

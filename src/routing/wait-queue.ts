@@ -38,8 +38,17 @@ export interface Lease {
 export type AdmissionFailure = 'queue_full' | 'timeout' | 'aborted' | 'shutdown';
 export const ADMISSION_FAILURES: readonly AdmissionFailure[] = ['queue_full', 'timeout', 'aborted', 'shutdown'];
 
+/** The `code` a refused request's error carries to the HTTP side (undici errors carry theirs the same way). */
+const ADMISSION_CODES = {
+  queue_full: 'FLEETGATE_QUEUE_FULL',
+  timeout: 'FLEETGATE_QUEUE_TIMEOUT',
+  aborted: 'FLEETGATE_CLIENT_GONE',
+  shutdown: 'FLEETGATE_SHUTDOWN',
+} as const satisfies Record<AdmissionFailure, string>;
+
 export class AdmissionError extends Error {
   readonly reason: AdmissionFailure;
+  readonly code: (typeof ADMISSION_CODES)[AdmissionFailure];
   /** The request's priority class. */
   readonly className: string;
   /** No backend was ready when it was refused: the fleet, not only its capacity, is unavailable. */
@@ -47,6 +56,7 @@ export class AdmissionError extends Error {
   constructor(reason: AdmissionFailure, message: string, className: string, fleetUnavailable: boolean) {
     super(message);
     this.reason = reason;
+    this.code = ADMISSION_CODES[reason];
     this.className = className;
     this.fleetUnavailable = fleetUnavailable;
   }

@@ -1,6 +1,6 @@
 /**
  * The benchmarks run and report: each with tiny sizes (`--quick`) against direct, fleetgate and
- * (overhead) the bare Node proxy, so the side-by-side scenarios load two proxies at once. Asserts
+ * (overhead) the bare fastify + @fastify/http-proxy proxy, so the side-by-side scenarios load two proxies at once. Asserts
  * nothing about the figures (benchmarks are not tests): exit 0, the markdown tables on stdout, the
  * JSON results file written.
  */
@@ -44,8 +44,8 @@ const skip = built ? false : 'dist/ is missing: run npm run build';
 const BENCHES = [
   {
     bench: 'overhead',
-    targets: 'direct,fleetgate,node-floor',
-    header: /### \(a-cpu\)[^|]+\| target\s+\| req\/s[^\n]+\n[^\n]+\n\| fleetgate [^\n]+\n\| node-floor /,
+    targets: 'direct,fleetgate,fastify-floor',
+    header: /### \(a-cpu\)[^|]+\| target\s+\| req\/s[^\n]+\n[^\n]+\n\| fleetgate [^\n]+\n\| fastify-floor /,
     fleetgateRow: /\| fleetgate /,
   },
   {

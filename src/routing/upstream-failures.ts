@@ -17,7 +17,7 @@ export interface UpstreamFailure {
 
 interface CatalogueEntry {
   kind: string;
-  outcome: TrafficOutcome;
+  outcome: TrafficOutcome | null;
   status: 502 | 504;
   retryable: boolean;
 }
@@ -41,7 +41,16 @@ const CATALOGUE: Record<string, CatalogueEntry> = {
   UND_ERR_RES_CONTENT_LENGTH_MISMATCH: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
   UND_ERR_RES_EXCEEDED_MAX_SIZE: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
   UND_ERR_INFO: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
+  FLEETGATE_HTML_ANSWER: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
+  // The progress watchdog ended the attempt; it already told the registry what it saw.
+  FLEETGATE_NO_PROGRESS: { kind: 'no_progress', outcome: null, status: 502, retryable: true },
 };
+
+/** The progress watchdog gave up on an attempt; `message` is its reason. */
+export class NoProgressError extends Error {
+  override name = 'NoProgressError';
+  readonly code = 'FLEETGATE_NO_PROGRESS';
+}
 
 const BAD_RESPONSE: CatalogueEntry = { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false };
 const OTHER: CatalogueEntry = { kind: 'other', outcome: 'http_5xx', status: 502, retryable: false };
@@ -77,12 +86,9 @@ function describe(kind: string, error: unknown): string {
       return 'backend stopped sending data mid-response';
     case 'bad_response':
       return `backend sent a malformed response (${detail})`;
+    case 'no_progress':
+      return detail;
     default:
       return `upstream error (${detail})`;
   }
-}
-
-/** The progress watchdog ended the exchange; it already told the registry what it saw. */
-export function stalledFailure(reason: string): UpstreamFailure {
-  return { kind: 'no_progress', outcome: null, status: 502, retryable: true, message: reason };
 }

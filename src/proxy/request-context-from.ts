@@ -1,0 +1,70 @@
+/**
+ * Fills a proxied request's context, once, from its headers and buffered body: its priority class
+ * and API key, the prompt traits of a policy that routes on them, the queue of the model it names,
+ * and whether it asks for a stream (for the progress watchdog). The one place that reads a request
+ * for admission; a request that cannot be admitted gets the refusal to answer instead.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { ErrorType } from '../http/openai-error.js';
+import { RequestContext } from '../routing/request-context.js';
+import type { PromptTraits } from '../routing/request-traits.js';
+import type { Admission } from './model-admission.js';
+import type { RequestOutcome } from './proxy-events.js';
+import type { TraitsReader } from './request-traits-from.js';
+
+export interface ContextRefusal {
+  status: 400 | 404;
+  type: ErrorType;
+  message: string;
+  /** What the access record says; null: no record (a malformed request, as for a 400 from a guard). */
+  outcome: RequestOutcome | null;
+}
+
+export interface ContextReaderOptions {
+  traitsOf: TraitsReader;
+  /** The queue a request waits in (its model's), or why it is refused. */
+  admission: Admission;
+  /** The prompt traits the policy routes on; set only for a policy that uses them. */
+  promptTraits?: (path: string, headers: IncomingHttpHeaders, body: Buffer | null) => PromptTraits | undefined;
+  /** The progress watchdog is on: it judges streams apart, so the body's `"stream"` is read. */
+  watchStreams: () => boolean;
+}
+
+export type ContextReader = (
+  path: string,
+  headers: IncomingHttpHeaders,
+  body: Buffer | null,
+) => RequestContext | ContextRefusal;
+
+export function createContextReader(opts: ContextReaderOptions): ContextReader {
+  return (path, headers, body) => {
+    const { traits, problem } = opts.traitsOf(headers);
+    if (problem !== null) {
+      return { status: 400, type: 'invalid_request_error', message: problem, outcome: null };
+    }
+    const queue = opts.admission(body);
+    if (!('acquire' in queue)) return { ...queue, outcome: 'model_refused' };
+    const context = new RequestContext();
+    const prompt = opts.promptTraits?.(path, headers, body);
+    context.traits = prompt === undefined ? traits : { ...traits, ...prompt };
+    context.queue = queue;
+    context.streamed = opts.watchStreams() && asksForStream(body);
+    return context;
+  };
+}
+
+const STREAM_KEY = Buffer.from('"stream"');
+
+/** Whether a JSON body asks for `"stream": true`, without parsing it (the body may be megabytes). */
+export function asksForStream(body: Buffer | null): boolean {
+  if (body === null) return false;
+  for (let at = body.indexOf(STREAM_KEY); at >= 0; at = body.indexOf(STREAM_KEY, at + 1)) {
+    let i = at + STREAM_KEY.length;
+    while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
+    if (body[i] !== 0x3a /* : */) continue;
+    i++;
+    while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
+    if (body.subarray(i, i + 4).toString('latin1') === 'true') return true;
+  }
+  return false;
+}

@@ -1,0 +1,215 @@
+/**
+ * The fleet as one undici `Dispatcher`, the way undici's `BalancedPool` is one: `dispatch` waits in
+ * the central queue for a ready backend with a free slot, lets the policy pick it, and sends the
+ * request on that backend's pool. The origin in the options is ignored: the fleet picks the backend.
+ * A refused or reset connection is reported to the registry (which ejects) and, while no response
+ * byte reached the handler, the request is re-sent to another ready backend; the body is a buffer
+ * so POSTs can be re-sent too. A refusal by the queue (timeout, full, shutdown) reaches the handler
+ * as an `AdmissionError`, whose `code` the HTTP side answers with 503 + `Retry-After`.
+ *
+ * Handlers are undici's callback handlers (onConnect, onHeaders, onData, onComplete, onError): the
+ * interface undici's client calls, and the one its `request()`, `stream()` and `fetch()` (and so
+ * @fastify/reply-from) hand in. Passing them through untouched spares each response a conversion of
+ * its headers to an object and back, and each chunk two wrappers.
+ */
+import { type Dispatcher, Dispatcher as UndiciDispatcher } from 'undici';
+import type { ProgressWatchdog } from '../fleet/progress-watchdog.js';
+import type { Backend, FleetRegistry } from '../fleet/registry.js';
+import { type AttemptOwner, type CallbackHandler, FleetAttempt } from './fleet-attempt.js';
+import { ClientGone, contextIn, RequestContext } from './request-context.js';
+import { classifyUpstreamError, type UpstreamFailure } from './upstream-failures.js';
+import type { UpstreamPools, UpstreamRequest } from './upstream-pools.js';
+import { AdmissionError, type Lease, type WaitQueue } from './wait-queue.js';
+
+function isCallbackHandler(handler: Dispatcher.DispatchHandler): handler is CallbackHandler {
+  return (
+    typeof handler.onConnect === 'function' &&
+    typeof handler.onHeaders === 'function' &&
+    typeof handler.onData === 'function' &&
+    typeof handler.onComplete === 'function' &&
+    typeof handler.onError === 'function'
+  );
+}
+
+/** What observers (metrics) hear of attempts; the registry hears outcomes directly. */
+export interface AttemptObserver {
+  failed(backend: Backend, failure: UpstreamFailure): void;
+  retried(backend: Backend): void;
+}
+
+export interface FleetDispatcherOptions {
+  registry: Pick<FleetRegistry, 'apply'>;
+  /** Where a request waits unless its context names its own queue (its model's). */
+  queue: WaitQueue;
+  pools: UpstreamPools;
+  /** Re-sends after a connect-level failure, each to another backend where one is free. */
+  retries: number;
+  observer?: AttemptObserver;
+  /** Told of every attempt; ends the ones stuck on a backend that makes no progress. */
+  watchdog?: ProgressWatchdog<Backend>;
+}
+
+export class FleetDispatcher extends UndiciDispatcher {
+  readonly #opts: FleetDispatcherOptions;
+  #closed = false;
+
+  constructor(opts: FleetDispatcherOptions) {
+    super();
+    this.#opts = opts;
+  }
+
+  override dispatch(opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    if (!isCallbackHandler(handler)) {
+      throw new TypeError('the fleet dispatcher takes undici callback handlers (onConnect, onHeaders, onData, ...)');
+    }
+    new FleetRequest(this.#opts, opts, handler).start(this.#closed);
+    return true;
+  }
+
+  override async close(): Promise<void> {
+    this.#closed = true;
+    this.#opts.queue.close();
+    await this.#opts.pools.close();
+  }
+
+  override async destroy(): Promise<void> {
+    await this.close();
+  }
+}
+
+class ClientGoneError extends Error {
+  override name = 'ClientGoneError';
+  readonly code = 'FLEETGATE_CLIENT_GONE';
+}
+
+/**
+ * One request across its attempts. Its handler hears `onConnect` once, with `abort`, which cancels
+ * the wait or the running attempt; then one attempt's response, or one error.
+ */
+export class FleetRequest implements AttemptOwner {
+  readonly #deps: FleetDispatcherOptions;
+  readonly #handler: CallbackHandler;
+  readonly #context: RequestContext;
+  readonly #upstream: UpstreamRequest;
+  readonly #method: string;
+  /** Cancels a wait in the queue: aborted with the request. */
+  readonly #cancelWait = new ClientGone();
+  readonly #maxRetries: number;
+  #tried: Set<Backend> | undefined;
+  #attempt: FleetAttempt | null = null;
+  #reason: Error | null = null;
+  #done = false;
+
+  constructor(deps: FleetDispatcherOptions, opts: Dispatcher.DispatchOptions, handler: CallbackHandler) {
+    this.#deps = deps;
+    this.#handler = handler;
+    this.#context = contextIn(opts.headers) ?? new RequestContext();
+    this.#method = opts.method;
+    this.#upstream = { method: opts.method, path: opts.path, headers: opts.headers, body: opts.body };
+    // A streamed body cannot be sent twice.
+    const replayable = opts.body == null || typeof opts.body === 'string' || opts.body instanceof Uint8Array;
+    this.#maxRetries = replayable ? deps.retries : 0;
+  }
+
+  get context(): RequestContext {
+    return this.#context;
+  }
+
+  get method(): string {
+    return this.#method;
+  }
+
+  /** The `abort` the handler gets: the caller gives up (its body stream was destroyed, or its signal fired). */
+  readonly abort = (reason?: Error): void => {
+    if (this.#reason !== null || this.#done) return;
+    this.#reason = reason ?? new ClientGoneError('request aborted');
+    this.#context.clientGone.removeEventListener('abort', this.#onClientGone);
+    if (this.#attempt !== null) this.#attempt.abort(this.#reason);
+    else this.#cancelWait.abort();
+  };
+
+  start(closed: boolean): void {
+    this.#handler.onConnect(this.abort);
+    if (this.#reason !== null) {
+      this.#fail(this.#reason);
+      return;
+    }
+    if (closed) {
+      const priority = this.#context.traits?.priority ?? '';
+      this.#fail(new AdmissionError('shutdown', 'fleetgate is shutting down', priority, true));
+      return;
+    }
+    this.#context.clientGone.addEventListener('abort', this.#onClientGone);
+    this.#acquire();
+  }
+
+  readonly #onClientGone = () => this.abort(new ClientGoneError('client closed the connection'));
+
+  #acquire(): void {
+    const queue = this.#context.queue ?? this.#deps.queue;
+    const admitted = queue.acquire(this.#cancelWait, this.#tried, this.#context.traits);
+    if (admitted instanceof Promise) {
+      admitted.then(
+        (lease) => this.#send(lease),
+        (error: unknown) => this.#fail(this.#reason ?? (error as Error)),
+      );
+    } else {
+      this.#send(admitted);
+    }
+  }
+
+  #send(lease: Lease): void {
+    if (this.#reason !== null) {
+      lease.release();
+      this.#fail(this.#reason);
+      return;
+    }
+    this.#tried ??= new Set();
+    this.#tried.add(lease.backend);
+    this.#context.backend = lease.backend.name;
+    this.#attempt = new FleetAttempt(this, lease, this.#handler, this.#deps.watchdog);
+    this.#deps.pools.dispatch(lease.backend, this.#upstream, this.#attempt);
+  }
+
+  /** The attempt's response starts: the registry hears the status. */
+  responded(backend: Backend, status: number): void {
+    this.#deps.registry.apply(backend, { type: 'traffic', outcome: status >= 500 ? 'http_5xx' : 'ok' });
+  }
+
+  /** The attempt ended without success; `started`: its response had reached the handler. */
+  attemptFailed(backend: Backend, error: Error, started: boolean, known?: UpstreamFailure): void {
+    this.#attempt = null;
+    if (this.#reason !== null) {
+      this.#fail(this.#reason);
+      return;
+    }
+    const failure = known ?? classifyUpstreamError(error);
+    if (failure.outcome !== null) {
+      this.#deps.registry.apply(backend, { type: 'traffic', outcome: failure.outcome, detail: failure.kind });
+    }
+    this.#deps.observer?.failed(backend, failure);
+    if (!started && failure.retryable && this.#context.retries < this.#maxRetries) {
+      this.#context.retries++;
+      this.#deps.observer?.retried(backend);
+      this.#acquire();
+      return;
+    }
+    this.#fail(error);
+  }
+
+  attemptEnded(): void {
+    this.#attempt = null;
+    this.#finish();
+  }
+
+  #fail(error: Error): void {
+    if (this.#done) return;
+    this.#finish();
+    this.#handler.onError(error);
+  }
+
+  #finish(): void {
+    this.#done = true;
+    this.#context.clientGone.removeEventListener('abort', this.#onClientGone);
+  }
+}

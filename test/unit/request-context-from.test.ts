@@ -1,0 +1,57 @@
+/** The one reader of a proxied request for admission: class, prompt traits, model queue, stream flag. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { ModelRefusal } from '../../src/proxy/model-admission.js';
+import { asksForStream, type ContextRefusal, createContextReader } from '../../src/proxy/request-context-from.js';
+import type { TraitsReader } from '../../src/proxy/request-traits-from.js';
+import { RequestContext } from '../../src/routing/request-context.js';
+import type { WaitQueue } from '../../src/routing/wait-queue.js';
+
+const queueA = { acquire: () => Promise.reject(new Error('not used')) } as unknown as WaitQueue;
+const traitsOf: TraitsReader = (headers) =>
+  headers['x-fleetgate-priority'] === 'nope'
+    ? { traits: null, problem: 'unknown priority class "nope"' }
+    : { traits: { priority: 'default', apiKey: null }, problem: null };
+const body = (json: unknown) => Buffer.from(JSON.stringify(json));
+
+test('a request is read into one context: its class, its model queue and its stream flag', () => {
+  const read = createContextReader({ traitsOf, admission: () => queueA, watchStreams: () => true });
+  const context = read('/v1/chat/completions', {}, body({ model: 'a', stream: true }));
+  assert.ok(context instanceof RequestContext);
+  assert.deepEqual(context.traits, { priority: 'default', apiKey: null });
+  assert.equal(context.queue, queueA);
+  assert.equal(context.streamed, true);
+});
+
+test('prompt traits join the class traits only when the policy asks for them', () => {
+  const read = createContextReader({
+    traitsOf,
+    admission: () => queueA,
+    promptTraits: () => ({ prefix: [7], blockChars: 64 }),
+    watchStreams: () => false,
+  });
+  const context = read('/v1/completions', {}, body({ prompt: 'x' })) as RequestContext;
+  assert.deepEqual(context.traits, { priority: 'default', apiKey: null, prefix: [7], blockChars: 64 });
+  assert.equal(context.streamed, false, 'the stream flag is read only while the watchdog is on');
+});
+
+test('an unknown class is refused 400 with no record; an unserved model with the admission refusal', () => {
+  const refusal: ModelRefusal = { status: 404, type: 'model_not_found', message: 'model "b" is not served here' };
+  const read = createContextReader({ traitsOf, admission: () => refusal, watchStreams: () => false });
+  const badClass = read('/v1/completions', { 'x-fleetgate-priority': 'nope' }, null) as ContextRefusal;
+  assert.deepEqual(badClass, {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'unknown priority class "nope"',
+    outcome: null,
+  });
+  const badModel = read('/v1/completions', {}, body({ model: 'b' })) as ContextRefusal;
+  assert.deepEqual(badModel, { ...refusal, outcome: 'model_refused' });
+});
+
+test('asksForStream finds "stream": true with any spacing, and not false or a string mention', () => {
+  assert.equal(asksForStream(Buffer.from('{"model":"m","stream" :\n true}')), true);
+  assert.equal(asksForStream(Buffer.from('{"stream": false}')), false);
+  assert.equal(asksForStream(Buffer.from('{"prompt":"the \\"stream\\" word","stream":false}')), false);
+  assert.equal(asksForStream(null), false);
+});
