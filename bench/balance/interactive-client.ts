@@ -119,10 +119,13 @@ function loopDelayPerSecond() {
 }
 
 type ToChild = { start: { url: string; opts: InteractiveOptions } } | { stop: true };
-type ToParent = { finished: true } | { result: InteractiveResult };
+type ToParent = { ready: true } | { finished: true } | { result: InteractiveResult };
 
-/** The same client in a child process; talks over IPC. */
-export function forkInteractiveClient(url: string, opts: InteractiveOptions): InteractiveClient {
+/**
+ * The same client in a child process; talks over IPC. Resolves once the child has loaded (a second
+ * or two on a busy machine), so that its first request goes out with a job started next.
+ */
+export async function forkInteractiveClient(url: string, opts: InteractiveOptions): Promise<InteractiveClient> {
   const child = fork(fileURLToPath(import.meta.url), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const exited = new Promise<never>((_, reject) =>
     child.once('exit', (code) => reject(new Error(`interactive client exited with code ${code}`))),
@@ -140,6 +143,7 @@ export function forkInteractiveClient(url: string, opts: InteractiveOptions): In
       }),
       exited,
     ]);
+  await message((m): m is { ready: true } => 'ready' in m);
   const finished = message((m): m is { finished: true } => 'finished' in m).then(() => {});
   const result = message((m): m is { result: InteractiveResult } => 'result' in m);
   child.send({ start: { url, opts } } satisfies ToChild);
@@ -165,6 +169,7 @@ function runAsChild(send: (m: ToParent) => void): void {
     }
   });
   process.once('disconnect', () => process.exit(0));
+  send({ ready: true });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url) && process.send) {

@@ -157,7 +157,7 @@ async function main(argv: string[]): Promise<number> {
   const engines = Array.from({ length: SERVERS }, (_, i) => engineFor(opts.engine, i));
   const records: MixedRecord[] = [];
   const started = Date.now();
-  const startClient = (url: string, header: boolean, maxRequests: number): InteractiveClient => {
+  const startClient = async (url: string, header: boolean, maxRequests: number): Promise<InteractiveClient> => {
     const clientOpts: InteractiveOptions = {
       intervalMs: opts.intervalMs,
       maxRequests,
@@ -188,7 +188,7 @@ async function main(argv: string[]): Promise<number> {
                 dir: join(dir, 'proxy'),
               });
               try {
-                const client = startClient(target.urls[0], spec.header, opts.idleRequests);
+                const client = await startClient(target.urls[0], spec.header, opts.idleRequests);
                 await client.finished;
                 record = toRecord(run, spec, await client.stop(), null, null);
               } finally {
@@ -209,8 +209,8 @@ async function main(argv: string[]): Promise<number> {
               clientCpu: opts.clientCpu,
               dir,
               deadlineMs: 10 * 60_000,
-              alongside: (urls) => {
-                const client = startClient(urls[0], spec.header, 600);
+              alongside: async (urls) => {
+                const client = await startClient(urls[0], spec.header, 600);
                 return {
                   stop: async () => {
                     measured = await client.stop();
