@@ -47,8 +47,8 @@ export interface JobOptions {
   clientCpu: number | null;
   dir: string;
   deadlineMs: number;
-  /** Started once the balancer is ready, just before the job; stopped when the job is done. */
-  alongside?: (urls: string[]) => { stop(): Promise<void> };
+  /** Started (and awaited) once the balancer is ready, just before the job; stopped when the job is done. */
+  alongside?: (urls: string[]) => Promise<{ stop(): Promise<void> }>;
 }
 
 export interface JobMetrics {
@@ -101,7 +101,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
       const crashAt = fault ? Math.floor(opts.jobs.length * fault.crashAtShare) : Number.POSITIVE_INFINITY;
       const deadAt = dead ? Math.floor(opts.jobs.length * dead.atShare) : Number.POSITIVE_INFINITY;
       if (fault) await sims.go();
-      const side = opts.alongside?.(target.urls);
+      const side = await opts.alongside?.(target.urls);
       const result = await closedLoop(client, {
         concurrency: opts.concurrency,
         total: opts.jobs.length,

@@ -9,7 +9,6 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Pool } from 'undici';
 import {
   COMMON_OPTIONS,
   commonSettings,
@@ -25,6 +24,13 @@ import { SimHost } from '../lib/sim-control.js';
 import { median, percentileSorted } from '../lib/stats.js';
 import { startTarget, type TargetSpec } from '../lib/targets.js';
 import { engineFor, engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
+import {
+  forkInteractiveClient,
+  type InteractiveClient,
+  type InteractiveOptions,
+  type InteractiveResult,
+  interactiveClient,
+} from './interactive-client.js';
 import { runJob } from './job.js';
 import { makeWorkload } from './workload.js';
 
@@ -76,6 +82,7 @@ const usage = `usage: npm run bench:mixed -- [options]
   --interval-ms MS    between two interactive requests (default 1000)
   --idle-requests N   interactive requests on the idle fleet (default 30)
   --interactive-tokens N  max_tokens of an interactive request (default 16)
+  --interactive-in-process  run the interactive client in the bench's own process (as before), not a child
   --proxy-cpu N / --client-cpu N / --no-pin / --out FILE / --quiet-wait SEC / --keep   as bench:balance
 `;
 
@@ -88,6 +95,7 @@ function parse(argv: string[]) {
       'interval-ms': { type: 'string' },
       'idle-requests': { type: 'string' },
       'interactive-tokens': { type: 'string' },
+      'interactive-in-process': { type: 'boolean' },
     },
   });
   if (values.help) return null;
@@ -101,77 +109,10 @@ function parse(argv: string[]) {
     intervalMs: numberFlag(values['interval-ms'], 'interval-ms', 1000),
     idleRequests: numberFlag(values['idle-requests'], 'idle-requests', sizes.quick ? 5 : 30),
     interactiveTokens: numberFlag(values['interactive-tokens'], 'interactive-tokens', 16),
+    interactiveInProcess: values['interactive-in-process'] === true,
     workload: workloadSpec(sizes),
     engine,
     concurrency: SCRIPT_CONCURRENCY_PER_SLOT * engine.maxRunningRequests * SERVERS,
-  };
-}
-
-interface InteractiveSample {
-  /** ms from send to the first body byte (the first SSE event: the first token); null if it failed. */
-  ttftMs: number | null;
-  status: number;
-}
-
-/**
- * One short streamed chat request every `intervalMs` (open loop: the next one does not wait for the
- * last), over one keep-alive connection pool of its own; bounded by `maxRequests` and `stop()`.
- */
-function interactiveClient(
-  url: string,
-  opts: { intervalMs: number; maxRequests: number; header: boolean; tokens: number },
-) {
-  // A connection per request that can be in flight at once: a request never waits in the client's own pool.
-  const pool = new Pool(url, { connections: opts.maxRequests, headersTimeout: 10 * 60_000, bodyTimeout: 10 * 60_000 });
-  const samples: InteractiveSample[] = [];
-  const pending = new Set<Promise<void>>();
-  const body = JSON.stringify({
-    model: 'default',
-    messages: [{ role: 'user', content: 'What is 2 + 2?' }],
-    max_tokens: opts.tokens,
-    stream: true,
-  });
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (opts.header) headers['x-fleetgate-priority'] = 'interactive';
-  const one = async () => {
-    const started = performance.now();
-    let first: number | null = null;
-    let status = 0;
-    try {
-      const res = await pool.request({ path: '/v1/chat/completions', method: 'POST', headers, body });
-      status = res.statusCode;
-      for await (const _chunk of res.body) first ??= performance.now();
-    } catch {
-      status = status || -1;
-    }
-    samples.push({ ttftMs: status === 200 && first !== null ? first - started : null, status });
-  };
-  let sent = 0;
-  let done: () => void = () => {};
-  const finished = new Promise<void>((resolve) => {
-    done = resolve;
-  });
-  const tick = () => {
-    if (sent >= opts.maxRequests) {
-      clearInterval(timer);
-      done();
-      return;
-    }
-    sent++;
-    const p = one().finally(() => pending.delete(p));
-    pending.add(p);
-  };
-  const timer = setInterval(tick, opts.intervalMs);
-  tick();
-  return {
-    samples,
-    finished,
-    async stop(): Promise<void> {
-      clearInterval(timer);
-      done();
-      await Promise.all(pending);
-      await pool.close();
-    },
   };
 }
 
@@ -180,6 +121,10 @@ interface MixedRecord {
   target: string;
   ttftMs: number[];
   interactiveErrors: number;
+  /** Each interactive request: when it was sent (ms since the client started), its TTFT and status. */
+  interactive: InteractiveResult['samples'];
+  /** The interactive client's process: its worst event-loop delay in each second, ms. */
+  loopDelayMaxMs: number[];
   makespanSec: number | null;
   batchErrors: number | null;
   /** The batch job's errors by kind (HTTP status or client error). */
@@ -212,12 +157,15 @@ async function main(argv: string[]): Promise<number> {
   const engines = Array.from({ length: SERVERS }, (_, i) => engineFor(opts.engine, i));
   const records: MixedRecord[] = [];
   const started = Date.now();
-  const clientOpts = (header: boolean, maxRequests: number) => ({
-    intervalMs: opts.intervalMs,
-    maxRequests,
-    header,
-    tokens: opts.interactiveTokens,
-  });
+  const startClient = async (url: string, header: boolean, maxRequests: number): Promise<InteractiveClient> => {
+    const clientOpts: InteractiveOptions = {
+      intervalMs: opts.intervalMs,
+      maxRequests,
+      header,
+      tokens: opts.interactiveTokens,
+    };
+    return opts.interactiveInProcess ? interactiveClient(url, clientOpts) : forkInteractiveClient(url, clientOpts);
+  };
   try {
     for (let run = 1; run <= opts.runs; run++) {
       for (const spec of inRunOrder(opts.targets, run)) {
@@ -240,10 +188,9 @@ async function main(argv: string[]): Promise<number> {
                 dir: join(dir, 'proxy'),
               });
               try {
-                const client = interactiveClient(target.urls[0], clientOpts(spec.header, opts.idleRequests));
+                const client = await startClient(target.urls[0], spec.header, opts.idleRequests);
                 await client.finished;
-                await client.stop();
-                record = toRecord(run, spec, client.samples, null, null);
+                record = toRecord(run, spec, await client.stop(), null, null);
               } finally {
                 await target.stop();
               }
@@ -251,7 +198,7 @@ async function main(argv: string[]): Promise<number> {
               await sims.stop();
             }
           } else {
-            let client: ReturnType<typeof interactiveClient> | null = null;
+            let measured: InteractiveResult = { samples: [], loopDelayMaxMs: [] };
             const metrics = await runJob(spec, {
               servers: SERVERS,
               engine: (i) => (spec.priorityScheduling ? { ...engines[i], priorityScheduling: true } : engines[i]),
@@ -262,18 +209,21 @@ async function main(argv: string[]): Promise<number> {
               clientCpu: opts.clientCpu,
               dir,
               deadlineMs: 10 * 60_000,
-              alongside: (urls) => {
-                client = interactiveClient(urls[0], clientOpts(spec.header, 600));
-                return client;
+              alongside: async (urls) => {
+                const client = await startClient(urls[0], spec.header, 600);
+                return {
+                  stop: async () => {
+                    measured = await client.stop();
+                  },
+                };
               },
             });
-            const samples = (client as ReturnType<typeof interactiveClient> | null)?.samples ?? [];
-            record = toRecord(run, spec, samples, metrics.makespanSec, metrics.errors, metrics.errorKinds);
+            record = toRecord(run, spec, measured, metrics.makespanSec, metrics.errors, metrics.errorKinds);
           }
           records.push(record);
           const ttft = [...record.ttftMs].sort((a, b) => a - b);
           progress(
-            `run ${run}/${opts.runs} ${spec.name}: interactive n=${ttft.length} TTFT p50 ${percentileSorted(ttft, 50).toFixed(0)} ms p99 ${percentileSorted(ttft, 99).toFixed(0)} ms, errors ${record.interactiveErrors}; makespan ${record.makespanSec?.toFixed(2) ?? '-'} s`,
+            `run ${run}/${opts.runs} ${spec.name}: interactive n=${ttft.length} TTFT p50 ${percentileSorted(ttft, 50).toFixed(0)} ms p99 ${percentileSorted(ttft, 99).toFixed(0)} ms, errors ${record.interactiveErrors}; makespan ${record.makespanSec?.toFixed(2) ?? '-'} s; first 5 s: ${firstSeconds(record)}`,
           );
         } catch (error) {
           records.push({
@@ -281,6 +231,8 @@ async function main(argv: string[]): Promise<number> {
             target: spec.name,
             ttftMs: [],
             interactiveErrors: 0,
+            interactive: [],
+            loopDelayMaxMs: [],
             makespanSec: null,
             batchErrors: null,
             batchErrorKinds: {},
@@ -345,10 +297,17 @@ async function main(argv: string[]): Promise<number> {
   return records.some((r) => r.error === null) ? 0 : 1;
 }
 
+/** The interactive requests sent in the first 5 s, and the client process's worst event-loop delay then. */
+function firstSeconds(record: MixedRecord): string {
+  const early = record.interactive.filter((s) => s.sentMs < 5000).map((s) => s.ttftMs?.toFixed(0) ?? 'error');
+  const loopMs = Math.max(0, ...record.loopDelayMaxMs.slice(0, 5));
+  return `TTFT ${early.join(', ')} ms, client event-loop delay max ${loopMs.toFixed(0)} ms`;
+}
+
 function toRecord(
   run: number,
   spec: MixedTarget,
-  samples: InteractiveSample[],
+  { samples, loopDelayMaxMs }: InteractiveResult,
   makespanSec: number | null,
   batchErrors: number | null,
   batchErrorKinds: Record<string, number> = {},
@@ -359,6 +318,8 @@ function toRecord(
     target: spec.name,
     ttftMs,
     interactiveErrors: samples.length - ttftMs.length,
+    interactive: samples,
+    loopDelayMaxMs,
     makespanSec,
     batchErrors,
     batchErrorKinds,

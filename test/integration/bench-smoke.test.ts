@@ -74,3 +74,26 @@ for (const { bench, targets, header, fleetgateRow } of BENCHES) {
     assert.ok(json.runs.length > 0);
   });
 }
+
+test("bench:mixed --quick runs and reports each interactive request and the client's event-loop delay", {
+  skip,
+  timeout: 120_000,
+}, async () => {
+  const out = join(dir, 'mixed.json');
+  const { code, stdout, stderr } = await runBench('bench/balance/mixed.ts', [
+    '--quick',
+    '--targets',
+    'idle,fleetgate-classes',
+    '--out',
+    out,
+  ]);
+  assert.equal(code, 0, stderr);
+  assert.match(stdout, /\| fleetgate with classes \| [1-9]/);
+  const json = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(json.runs.length, 2);
+  for (const run of json.runs) {
+    assert.equal(run.error, null);
+    assert.ok(run.interactive.length > 0 && run.interactive.every((s: { status: number }) => s.status === 200));
+    assert.ok(run.loopDelayMaxMs.length > 0);
+  }
+});
