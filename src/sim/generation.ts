@@ -168,6 +168,8 @@ export function runGeneration(
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
     onHead();
+    host.counters.openStreams++;
+    res.once('close', () => host.counters.openStreams--);
   }
 
   const request: EngineRequest = {

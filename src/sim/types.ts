@@ -159,6 +159,8 @@ export interface SimCounters {
   deadRank: number;
   /** Of those, the streamed ones. */
   deadRankStreams: number;
+  /** Streamed answers under way now: their headers went out and they have not ended. */
+  openStreams: number;
 }
 
 /** Paths that do not count in `SimCounters.requests`. */
@@ -188,5 +190,6 @@ export function newCounters(): SimCounters {
     cachedTokens: 0,
     deadRank: 0,
     deadRankStreams: 0,
+    openStreams: 0,
   };
 }
