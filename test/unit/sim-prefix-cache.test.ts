@@ -7,32 +7,7 @@ import { test } from 'node:test';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
 import { PrefixCache, prefixKeys } from '../../src/sim/prefix-cache.js';
 import { engineFor } from '../../src/sim/presets.js';
-
-/** A scheduler whose time moves only when the test runs it. */
-function manualClock() {
-  let now = 0;
-  let tasks: { at: number; fn: () => void; id: number }[] = [];
-  let ids = 0;
-  return {
-    now: () => now,
-    schedule: (fn: () => void, ms: number) => {
-      const id = ids++;
-      tasks.push({ at: now + ms, fn, id });
-      return () => {
-        tasks = tasks.filter((task) => task.id !== id);
-      };
-    },
-    /** Runs tasks in time order until none is left or `until` returns true (bounded). */
-    run(until: () => boolean = () => false) {
-      for (let i = 0; i < 100_000 && tasks.length > 0 && !until(); i++) {
-        tasks.sort((a, b) => a.at - b.at || a.id - b.id);
-        const task = tasks.shift() as (typeof tasks)[number];
-        now = task.at;
-        task.fn();
-      }
-    },
-  };
-}
+import { manualClock } from '../helpers/manual-clock.js';
 
 function request(id: string, text: string, pageSize: number, tokens: number, maxTokens: number): EngineRequest {
   const promptTokens = Math.ceil(text.length / 4);

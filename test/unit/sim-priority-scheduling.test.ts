@@ -6,31 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
 import { engineFor } from '../../src/sim/presets.js';
-
-/** A scheduler whose time moves only when the test runs it. */
-function manualClock() {
-  let now = 0;
-  let tasks: { at: number; fn: () => void; id: number }[] = [];
-  let ids = 0;
-  return {
-    now: () => now,
-    schedule: (fn: () => void, ms: number) => {
-      const id = ids++;
-      tasks.push({ at: now + ms, fn, id });
-      return () => {
-        tasks = tasks.filter((task) => task.id !== id);
-      };
-    },
-    run() {
-      for (let i = 0; i < 100_000 && tasks.length > 0; i++) {
-        tasks.sort((a, b) => a.at - b.at || a.id - b.id);
-        const task = tasks.shift() as (typeof tasks)[number];
-        now = task.at;
-        task.fn();
-      }
-    },
-  };
-}
+import { manualClock } from '../helpers/manual-clock.js';
 
 /** One running slot; a long request holds it while `queued` wait; returns the order they finish in. */
 function finishOrder(priorityScheduling: boolean, queued: Array<[string, number | undefined]>): string[] {
