@@ -120,7 +120,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     fleet,
     config,
     supervisorOf: (name) => launcher?.get(name),
-    reload: reloadConfig ? () => reload(fleet, config, reloadConfig) : null,
+    reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
   };
   await registerAdminRoutes(app, control, { events, queue: routing.queue });
   const prefix = config.routing.prefix;

@@ -30,6 +30,9 @@ export interface LaunchedFleetgate {
   child: ChildProcess;
   url: string;
   dir: string;
+  /** The config as written; `rewrite` writes a changed copy to the same file. */
+  config: Record<string, unknown>;
+  rewrite(config: Record<string, unknown>): void;
   output(): string;
   exit: Promise<number | null>;
   status(): Promise<FleetStatus>;
@@ -104,7 +107,8 @@ export async function startLaunch(t: TestContext, opts: LaunchOptions): Promise<
     if (found === undefined) throw new Error(`no backend ${name}`);
     return found;
   };
-  return { child, url, dir, output: () => output, exit, status, backend };
+  const rewrite = (next: Record<string, unknown>) => writeFileSync(file, JSON.stringify(next));
+  return { child, url, dir, config, rewrite, output: () => output, exit, status, backend };
 }
 
 /** Whether a process exists and is not a zombie. */
