@@ -2,10 +2,16 @@
  * One engine process, in a process group of its own (`detached`), with stdout and stderr appended to
  * its log. Stopping signals the whole group: SGLang's scheduler and detokenizer children outlive a
  * killed parent otherwise, still holding the GPU.
+ *
+ * An engine that must stop with fleetgate (`on_exit: stop`) is started through util-linux's
+ * `setpriv --pdeathsig SIGTERM`, which execs it (same pid) with the kernel's parent-death signal set:
+ * a fleetgate killed by SIGKILL or the OOM killer, which runs no shutdown code, still takes its
+ * engines down instead of leaving stale servers on their GPUs and ports. SGLang's own children set
+ * the same signal on themselves, so the engine's tree follows it.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { accessSync, closeSync, constants, mkdirSync, openSync } from 'node:fs';
+import { delimiter, dirname, join } from 'node:path';
 import { liveGroupMembers } from './process-group.js';
 
 export interface EngineExit {
@@ -19,6 +25,32 @@ export interface EngineSpawn {
   argv: readonly string[];
   env: Readonly<Record<string, string>>;
   log: string;
+  /** The engine gets SIGTERM if fleetgate dies (where `setpriv` is installed). */
+  stopWithParent: boolean;
+}
+
+/** Whether `program` (a path, or a name looked up on PATH) names an executable file. */
+export function runnable(program: string, path = process.env.PATH ?? ''): boolean {
+  const candidates = program.includes('/') ? [program] : path.split(delimiter).map((dir) => join(dir, program));
+  return candidates.some((file) => {
+    try {
+      accessSync(file, constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
+const SETPRIV = 'setpriv';
+
+/**
+ * The argv to spawn with `path` as PATH. A program that cannot be found is spawned as is, so that its
+ * start fails with Node's own `spawn X ENOENT` rather than inside setpriv.
+ */
+export function spawnArgv(argv: readonly string[], stopWithParent: boolean, path: string): string[] {
+  if (!stopWithParent || !runnable(SETPRIV, path) || !runnable(argv[0], path)) return [...argv];
+  return [SETPRIV, '--pdeathsig', 'SIGTERM', ...argv];
 }
 
 const GROUP_POLL_MS = 50;
@@ -33,15 +65,13 @@ export class EngineProcess {
   #exit: EngineExit | null = null;
   readonly #child: ChildProcess;
 
-  constructor({ argv, env, log }: EngineSpawn) {
+  constructor({ argv, env, log, stopWithParent }: EngineSpawn) {
     mkdirSync(dirname(log), { recursive: true });
     const fd = openSync(log, 'a');
     try {
-      const child = spawn(argv[0], argv.slice(1), {
-        detached: true,
-        stdio: ['ignore', fd, fd],
-        env: { ...process.env, ...env },
-      });
+      const fullEnv = { ...process.env, ...env };
+      const [program, ...args] = spawnArgv(argv, stopWithParent, fullEnv.PATH ?? '');
+      const child = spawn(program, args, { detached: true, stdio: ['ignore', fd, fd], env: fullEnv });
       // fleetgate may exit while engines keep running (`on_exit: keep`).
       child.unref();
       this.#child = child;

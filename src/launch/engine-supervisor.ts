@@ -130,7 +130,8 @@ export class EngineSupervisor {
   #spawn(): void {
     const { env, log } = this.engine;
     this.#failure = null;
-    const proc = new EngineProcess({ argv: this.#argv, env, log });
+    const stopWithParent = this.#opts.launch.on_exit === 'stop';
+    const proc = new EngineProcess({ argv: this.#argv, env, log, stopWithParent });
     this.#proc = proc;
     this.#publish({ pid: proc.pid, nextRestartAt: null });
     this.#log.info({ pid: proc.pid, argv: this.#argv, log }, `engine ${this.engine.name} started (pid ${proc.pid})`);

@@ -6,7 +6,14 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { liveGroupMembers } from '../../src/launch/process-group.js';
-import { alive, type LaunchedFleetgate, simWithChildCommand, startLaunch, waitReady } from '../helpers/launch.js';
+import {
+  alive,
+  type LaunchedFleetgate,
+  simCommand,
+  simWithChildCommand,
+  startLaunch,
+  waitReady,
+} from '../helpers/launch.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** Engine pid and the pid of the child it started, for each engine, once all are ready. */
@@ -58,5 +65,18 @@ test('on_exit: keep: the engines and their children run on after fleetgate exits
   for (const { engine } of pids) process.kill(-engine, 'SIGKILL');
   await waitFor(() => pids.every(({ engine, child }) => !alive(engine) && !alive(child)), {
     what: 'the test killed them',
+  });
+});
+
+test('on_exit: stop: an engine stops even when fleetgate is killed with SIGKILL (parent-death signal)', async (t) => {
+  const fleetgate = await startLaunch(t, { engines: 1, launch: { command: simCommand('') } });
+  await waitReady(fleetgate, 'gpu0');
+  const engine = (await fleetgate.backend('gpu0')).supervision?.pid;
+  assert.ok(engine && alive(engine));
+  fleetgate.child.kill('SIGKILL');
+  await fleetgate.exit;
+  await waitFor(() => !alive(engine), {
+    what: `engine ${engine} stopped after fleetgate was killed`,
+    timeoutMs: 15_000,
   });
 });
