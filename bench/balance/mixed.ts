@@ -70,6 +70,17 @@ const TARGETS: readonly MixedTarget[] = [
     queueYaml: '  classes:\n    - {name: interactive, backend_priority: 1}\n    - {name: batch, backend_priority: 0}\n',
     priorityScheduling: true,
   },
+  {
+    // A gap above SGLang's default --priority-scheduling-preemption-threshold (10): the interactive
+    // request may also preempt running batch requests, which SGLang does only when the batch is full by count.
+    id: 'fleetgate-backend-preemption',
+    name: 'fleetgate with classes, backend_priority 100/0 (SGLang priority scheduling, preemption)',
+    kind: 'fleetgate',
+    header: true,
+    queueYaml:
+      '  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
+    priorityScheduling: true,
+  },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn', header: false },
   { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn', header: false },
 ];
