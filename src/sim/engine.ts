@@ -342,8 +342,10 @@ export class Engine {
    * reservations would cover what `request` needs beyond the free pool. All or none: returns the
    * ones taken out of the batch (their KV freed), or none when they would not be enough.
    * https://github.com/sgl-project/sglang/blob/00550cd11b35def9d584bf761a1e32729c20a21d/python/sglang/srt/managers/schedule_policy.py
-   * (`preempt_to_schedule`; called from scheduler.py `_get_new_batch_prefill_raw` only when the batch
-   * is full by count, so a pool full of reservations with free slots preempts nothing).
+   * (`preempt_to_schedule`), called only when the batch is full by count, so a pool full of
+   * reservations with free slots preempts nothing (`add_one_req`'s NO_TOKEN ends the pass):
+   * https://github.com/sgl-project/sglang/blob/0003215cf1464f44b389cd0b18d0b4c56f2a3da6/python/sglang/srt/managers/scheduler.py
+   * (`_get_new_batch_prefill_raw`).
    */
   #preemptFor(request: EngineRequest, cachedTokens: number, reserved: number): EngineRequest[] {
     const threshold = this.#opts.priorityPreemptionThreshold ?? PREEMPTION_THRESHOLD;
