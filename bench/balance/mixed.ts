@@ -81,6 +81,21 @@ const TARGETS: readonly MixedTarget[] = [
       '  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
     priorityScheduling: true,
   },
+  {
+    id: 'fleetgate-slow-start',
+    name: 'fleetgate with classes, cap_slow_start',
+    kind: 'fleetgate',
+    header: true,
+    capSlowStart: true,
+  },
+  {
+    id: 'fleetgate-slow-start-no-classes',
+    name: 'fleetgate without classes, cap_slow_start',
+    kind: 'fleetgate',
+    header: false,
+    queueYaml: ONE_CLASS,
+    capSlowStart: true,
+  },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn', header: false },
   { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn', header: false },
 ];
@@ -94,6 +109,7 @@ const usage = `usage: npm run bench:mixed -- [options]
   --idle-requests N   interactive requests on the idle fleet (default 30)
   --interactive-tokens N  max_tokens of an interactive request (default 16)
   --interactive-in-process  run the interactive client in the bench's own process (as before), not a child
+  --cpu-prof DIR      run fleetgate under node --cpu-prof, writing .cpuprofile files to DIR
   --proxy-cpu N / --client-cpu N / --no-pin / --out FILE / --quiet-wait SEC / --keep   as bench:balance
 `;
 
@@ -107,6 +123,7 @@ function parse(argv: string[]) {
       'idle-requests': { type: 'string' },
       'interactive-tokens': { type: 'string' },
       'interactive-in-process': { type: 'boolean' },
+      'cpu-prof': { type: 'string' },
     },
   });
   if (values.help) return null;
@@ -121,6 +138,7 @@ function parse(argv: string[]) {
     idleRequests: numberFlag(values['idle-requests'], 'idle-requests', sizes.quick ? 5 : 30),
     interactiveTokens: numberFlag(values['interactive-tokens'], 'interactive-tokens', 16),
     interactiveInProcess: values['interactive-in-process'] === true,
+    proxyNodeArgs: values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] : [],
     workload: workloadSpec(sizes),
     engine,
     concurrency: SCRIPT_CONCURRENCY_PER_SLOT * engine.maxRunningRequests * SERVERS,
@@ -217,6 +235,7 @@ async function main(argv: string[]): Promise<number> {
               concurrency: opts.concurrency,
               fault: null,
               proxyCpu: opts.proxyCpu,
+              proxyNodeArgs: opts.proxyNodeArgs,
               clientCpu: opts.clientCpu,
               dir,
               deadlineMs: 10 * 60_000,

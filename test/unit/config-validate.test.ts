@@ -30,6 +30,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     max_inflight_per_backend: 'auto',
     retries: 2,
     load_interval: 250,
+    cap_slow_start: false,
     prefix: {
       block_chars: 128,
       max_blocks: 65_536,
@@ -150,6 +151,7 @@ test('every key is read and converted', () => {
       max_inflight_per_backend: 'auto',
       retries: 0,
       load_interval: 0,
+      cap_slow_start: false,
       prefix: {
         block_chars: 128,
         max_blocks: 65_536,
