@@ -96,6 +96,16 @@ const TARGETS: readonly MixedTarget[] = [
     queueYaml: ONE_CLASS,
     capSlowStart: true,
   },
+  {
+    id: 'fleetgate-slow-start-preemption',
+    name: 'fleetgate with classes, cap_slow_start, backend_priority 100/0 (priority scheduling, preemption)',
+    kind: 'fleetgate',
+    header: true,
+    capSlowStart: true,
+    queueYaml:
+      '  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
+    priorityScheduling: true,
+  },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn', header: false },
   { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn', header: false },
 ];
