@@ -44,6 +44,8 @@ export interface JobOptions {
   /** After `deadlineMs` no request starts; after this much more the ones in flight are aborted. */
   graceMs?: number;
   proxyCpu: number | null;
+  /** Extra node flags for fleetgate, e.g. `--cpu-prof`. */
+  proxyNodeArgs?: string[];
   clientCpu: number | null;
   dir: string;
   deadlineMs: number;
@@ -91,6 +93,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
       cpu: opts.proxyCpu,
       dir: join(opts.dir, 'proxy'),
       readyBackends: fault ? opts.servers - 1 : opts.servers,
+      nodeArgs: opts.proxyNodeArgs,
     });
     const client = new LoadClient(target.urls, opts.concurrency, { requestTimeoutMs: opts.requestTimeoutMs });
     try {

@@ -70,6 +70,42 @@ const TARGETS: readonly MixedTarget[] = [
     queueYaml: '  classes:\n    - {name: interactive, backend_priority: 1}\n    - {name: batch, backend_priority: 0}\n',
     priorityScheduling: true,
   },
+  {
+    // A gap above SGLang's default --priority-scheduling-preemption-threshold (10): the interactive
+    // request may also preempt running batch requests, which SGLang does only when the batch is full by count.
+    id: 'fleetgate-backend-preemption',
+    name: 'fleetgate with classes, backend_priority 100/0 (SGLang priority scheduling, preemption)',
+    kind: 'fleetgate',
+    header: true,
+    queueYaml:
+      '  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
+    priorityScheduling: true,
+  },
+  {
+    id: 'fleetgate-slow-start',
+    name: 'fleetgate with classes, cap_slow_start',
+    kind: 'fleetgate',
+    header: true,
+    capSlowStart: true,
+  },
+  {
+    id: 'fleetgate-slow-start-no-classes',
+    name: 'fleetgate without classes, cap_slow_start',
+    kind: 'fleetgate',
+    header: false,
+    queueYaml: ONE_CLASS,
+    capSlowStart: true,
+  },
+  {
+    id: 'fleetgate-slow-start-preemption',
+    name: 'fleetgate with classes, cap_slow_start, backend_priority 100/0 (priority scheduling, preemption)',
+    kind: 'fleetgate',
+    header: true,
+    capSlowStart: true,
+    queueYaml:
+      '  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
+    priorityScheduling: true,
+  },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn', header: false },
   { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn', header: false },
 ];
@@ -83,6 +119,7 @@ const usage = `usage: npm run bench:mixed -- [options]
   --idle-requests N   interactive requests on the idle fleet (default 30)
   --interactive-tokens N  max_tokens of an interactive request (default 16)
   --interactive-in-process  run the interactive client in the bench's own process (as before), not a child
+  --cpu-prof DIR      run fleetgate under node --cpu-prof, writing .cpuprofile files to DIR
   --proxy-cpu N / --client-cpu N / --no-pin / --out FILE / --quiet-wait SEC / --keep   as bench:balance
 `;
 
@@ -96,6 +133,7 @@ function parse(argv: string[]) {
       'idle-requests': { type: 'string' },
       'interactive-tokens': { type: 'string' },
       'interactive-in-process': { type: 'boolean' },
+      'cpu-prof': { type: 'string' },
     },
   });
   if (values.help) return null;
@@ -110,6 +148,7 @@ function parse(argv: string[]) {
     idleRequests: numberFlag(values['idle-requests'], 'idle-requests', sizes.quick ? 5 : 30),
     interactiveTokens: numberFlag(values['interactive-tokens'], 'interactive-tokens', 16),
     interactiveInProcess: values['interactive-in-process'] === true,
+    proxyNodeArgs: values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] : [],
     workload: workloadSpec(sizes),
     engine,
     concurrency: SCRIPT_CONCURRENCY_PER_SLOT * engine.maxRunningRequests * SERVERS,
@@ -206,6 +245,7 @@ async function main(argv: string[]): Promise<number> {
               concurrency: opts.concurrency,
               fault: null,
               proxyCpu: opts.proxyCpu,
+              proxyNodeArgs: opts.proxyNodeArgs,
               clientCpu: opts.clientCpu,
               dir,
               deadlineMs: 10 * 60_000,

@@ -105,6 +105,7 @@ export function fleetgateConfig(
     policy?: string;
     maxInflight?: number | 'auto';
     loadInterval?: string;
+    capSlowStart?: boolean;
     queueYaml?: string;
     logLevel?: string;
     modelAliases?: Record<string, string>;
@@ -116,6 +117,7 @@ export function fleetgateConfig(
     input.policy === undefined ? '' : `  policy: ${input.policy}\n`,
     input.maxInflight === undefined ? '' : `  max_inflight_per_backend: ${input.maxInflight}\n`,
     input.loadInterval === undefined ? '' : `  load_interval: ${input.loadInterval}\n`,
+    input.capSlowStart === undefined ? '' : `  cap_slow_start: ${input.capSlowStart}\n`,
   ].join('');
   const aliases = Object.entries(input.modelAliases ?? {});
   const models =

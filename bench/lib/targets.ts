@@ -29,6 +29,8 @@ export interface TargetSpec {
   maxInflight?: number | 'auto';
   /** fleetgate only: `routing.load_interval`, e.g. `250ms`. */
   loadInterval?: string;
+  /** fleetgate only: `routing.cap_slow_start`. */
+  capSlowStart?: boolean;
   /** fleetgate only: extra `queue:` keys, YAML lines indented by two spaces (e.g. priority classes). */
   queueYaml?: string;
   /** fleetgate only: `models` aliases (turns on routing by each request's `model`). */
@@ -152,6 +154,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         policy: spec.balance,
         maxInflight: spec.maxInflight,
         loadInterval: spec.loadInterval,
+        capSlowStart: spec.capSlowStart,
         queueYaml: spec.queueYaml,
         modelAliases: spec.modelAliases,
       }),

@@ -37,7 +37,9 @@ const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
                            that hang with no byte, default 0.5)
   --restart-after DUR      relaunch a server this long after it exits on a fatal error
   --token-ms MS            decode step time (0 = as fast as possible)
-  --enable-priority-scheduling  admit queued requests by their "priority" (larger first), like SGLang's flag
+  --enable-priority-scheduling  admit queued requests by their "priority" (larger first), like SGLang's flag;
+                           a request finding every batch slot taken preempts running ones of a lower priority
+  --priority-scheduling-preemption-threshold N  by more than N (default 10, as SGLang)
   --max-running N          max running requests (continuous batch cap)
   --max-total-tokens N     KV-cache pool size in tokens
   --batch-penalty X        step time grows by X per running request
@@ -162,6 +164,7 @@ export function parseSimArgs(argv: string[]) {
       'api-key': { type: 'string' },
       'no-metrics': { type: 'boolean' },
       'enable-priority-scheduling': { type: 'boolean' },
+      'priority-scheduling-preemption-threshold': { type: 'string' },
       quiet: { type: 'boolean' },
       name: { type: 'string' },
       'log-stdout': { type: 'boolean' },
@@ -217,6 +220,7 @@ export function parseSimArgs(argv: string[]) {
   set('maxTotalNumTokens', 'max-total-tokens', 2);
   set('batchPenalty', 'batch-penalty', 0);
   set('defaultMaxTokens', 'max-tokens', 1);
+  set('priorityPreemptionThreshold', 'priority-scheduling-preemption-threshold', 0);
   const slowOn = values['slow-on'];
   if (slowOn !== undefined) {
     const [name, factor] = slowOn.split(':');

@@ -27,6 +27,7 @@ export const DEFAULT_MAX_INFLIGHT_PER_BACKEND: number | 'auto' = 'auto';
 export const DEFAULT_ROUTING_RETRIES = 2;
 /** Short enough for the adaptive cap to follow a backend's KV cache as answers grow. */
 export const DEFAULT_LOAD_INTERVAL = 250;
+export const DEFAULT_CAP_SLOW_START = false;
 
 /** prefix-aware (docs/decisions.md, "prefix-aware"): 128 characters are about 32 tokens, two SGLang pages of 16. */
 export const DEFAULT_PREFIX_BLOCK_CHARS = 128;

@@ -73,6 +73,8 @@ export interface Config {
     retries: number;
     /** Interval for scraping backend-reported load (`/metrics`); 0 disables. */
     load_interval: number;
+    /** `auto` cap: start a newly read backend low and double it at each report until it queues. */
+    cap_slow_start: boolean;
     /** `prefix-aware` policy settings. */
     prefix: {
       /** Characters per hashed block of a prompt prefix. */

@@ -78,6 +78,7 @@ const topLevel = section({
     max_inflight_per_backend: maxInflight,
     retries: integer({ min: 0, fallback: defaults.DEFAULT_ROUTING_RETRIES }),
     load_interval: duration(defaults.DEFAULT_LOAD_INTERVAL),
+    cap_slow_start: boolean(defaults.DEFAULT_CAP_SLOW_START),
     prefix: section({
       block_chars: integer({ min: 16, max: 65_536, fallback: defaults.DEFAULT_PREFIX_BLOCK_CHARS }),
       max_blocks: integer({ min: 1, fallback: defaults.DEFAULT_PREFIX_MAX_BLOCKS }),

@@ -55,7 +55,13 @@ export interface CapReport {
  * priority class may fill (wait-queue.ts): a cap whose lower classes are at their limit was reached,
  * or a backend left to batch requests would never earn a larger one.
  */
-export function nextAdaptiveCap(report: CapReport, previous: number, inflight: number, heldBack = 0): number {
+export function nextAdaptiveCap(
+  report: CapReport,
+  previous: number,
+  inflight: number,
+  heldBack = 0,
+  slowStart = false,
+): number {
   const ceiling = report.maxRunning !== null ? report.maxRunning + QUEUE_ALLOWANCE : Number.POSITIVE_INFINITY;
   const queueing = report.queued >= QUEUE_ALLOWANCE;
   const kvFull = report.tokenUsage !== null && report.tokenUsage >= KV_FULL;
@@ -67,8 +73,12 @@ export function nextAdaptiveCap(report: CapReport, previous: number, inflight: n
     report.tokenUsage < KV_NEARLY_EMPTY;
   if (stillQueueing && hasRoom) return previous;
   if (stillQueueing || kvFull) return Math.max(1, Math.min(ceiling, inflight - report.queued + QUEUE_ALLOWANCE));
-  if (previous === 0) return Number.isFinite(ceiling) ? ceiling : 0;
+  if (previous === 0) {
+    if (slowStart) return Math.min(ceiling, Math.max(UNREAD_CAP, report.running + QUEUE_ALLOWANCE));
+    return Number.isFinite(ceiling) ? ceiling : 0;
+  }
   // Only a cap that held requests back, with no queue behind it, has learned something.
   if (queueing || inflight + heldBack < previous) return previous;
-  return Math.min(ceiling, previous + Math.max(1, Math.ceil(previous * GROWTH)));
+  const step = slowStart ? previous : Math.max(1, Math.ceil(previous * GROWTH));
+  return Math.min(ceiling, previous + step);
 }

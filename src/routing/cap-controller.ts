@@ -4,7 +4,8 @@
  * `UNREAD_CAP` until its first report.
  */
 import type { Backend, FleetRegistry, ReportedLoad } from '../fleet/registry.js';
-import { nextAdaptiveCap, UNREAD_CAP } from './adaptive-cap.js';
+import { KV_FULL, nextAdaptiveCap, UNREAD_CAP } from './adaptive-cap.js';
+import { QUEUE_ALLOWANCE } from './backend-load.js';
 
 export interface CapControllerOptions {
   registry: FleetRegistry;
@@ -12,17 +13,23 @@ export interface CapControllerOptions {
   scraping: boolean;
   /** Slots of each cap only the highest priority class may fill (`queue.reserve`; see nextAdaptiveCap). */
   heldBack?: number;
+  /** `routing.cap_slow_start`: a backend read for the first time starts low and doubles until it queues. */
+  slowStart?: boolean;
 }
 
 export class CapController {
   readonly #registry: FleetRegistry;
   readonly #unread = new WeakSet<Backend>();
+  /** Backends in slow start: read since they turned ready, and not yet seen queueing or KV-full. */
+  readonly #starting = new WeakSet<Backend>();
   readonly #heldBack: number;
+  readonly #slowStart: boolean;
 
   constructor(opts: CapControllerOptions) {
     const registry = opts.registry;
     this.#registry = registry;
     this.#heldBack = opts.heldBack ?? 0;
+    this.#slowStart = opts.slowStart ?? false;
     const slowStart = opts.scraping;
     const unread = (backend: Backend) => {
       this.#unread.add(backend);
@@ -49,11 +56,14 @@ export class CapController {
       return;
     }
     const queuedBefore = previous?.queued ?? null;
+    if (firstRead && this.#slowStart) this.#starting.add(backend);
+    if (report.queued >= QUEUE_ALLOWANCE || (report.tokenUsage ?? 0) >= KV_FULL) this.#starting.delete(backend);
     const cap = nextAdaptiveCap(
       { ...report, queuedBefore },
       firstRead ? 0 : backend.cap,
       report.inflightAtScrape,
       this.#heldBack,
+      this.#starting.has(backend),
     );
     this.#registry.setCap(backend, cap);
   }

@@ -54,7 +54,12 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   // A freed slot may serve a waiter of any queue its backend belongs to, hence all are drained.
   drainOnCapacity(registry, queue);
   if (config.routing.max_inflight_per_backend === 'auto') {
-    new CapController({ registry, scraping: config.routing.load_interval > 0, heldBack: capHeldBack(config) });
+    new CapController({
+      registry,
+      scraping: config.routing.load_interval > 0,
+      heldBack: capHeldBack(config),
+      slowStart: config.routing.cap_slow_start,
+    });
   }
   registry.on('transition', ({ backend, to }) => {
     if (to !== 'ready') sharedPolicy?.forget?.(backend.name);

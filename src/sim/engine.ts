@@ -6,8 +6,9 @@
  * with the fewest output tokens is retracted to the queue and the ratio jumps to 1.0
  * (`KV cache pool is full. Retract requests.`). A prefix cache (prefix-cache.ts) keeps the full pages
  * of prompts seen: a request whose leading pages are cached prefills only the rest, and cached pages
- * no running request uses are evicted when the pool needs room. Time comes in through `schedule`
- * and `now`.
+ * no running request uses are evicted when the pool needs room. With priority scheduling the queue
+ * is admitted by priority, and a request that finds the batch full preempts running requests of a
+ * priority lower by more than a threshold (`#preemptFor`). Time comes in through `schedule` and `now`.
  */
 import { PrefixCache } from './prefix-cache.js';
 import type { DecodeStats, PrefillStats } from './runtime-log.js';
@@ -51,6 +52,8 @@ export interface EngineStats {
   /** Requests retracted by the latest retraction (a sticky gauge, like SGLang's). */
   lastRetracted: number;
   retractionsTotal: number;
+  /** Running requests sent back to the queue for a higher-priority one (priority scheduling). */
+  preemptionsTotal: number;
   promptTokensTotal: number;
   /** Prompt tokens served from the prefix cache. */
   cachedTokensTotal: number;
@@ -76,6 +79,10 @@ const MIN_RATIO = 0.1;
 const RATIO_DECAY = (INIT_RATIO - MIN_RATIO) / 600;
 /** SGLang's default `decode_log_interval`. */
 const DECODE_LOG_INTERVAL = 40;
+/** SGLang's default `--priority-scheduling-preemption-threshold`. */
+const PREEMPTION_THRESHOLD = 10;
+/** SGLang's `CLIP_MAX_NEW_TOKENS`: what preemption reckons a new request's output could reach at most. */
+const CLIP_MAX_NEW_TOKENS = 4096;
 
 export class Engine {
   #opts: SimEngineOptions;
@@ -84,6 +91,9 @@ export class Engine {
   #log: EngineLog | null;
   #onRetract: (count: number) => void;
   #queue: EngineRequest[] = [];
+  /** When each request last entered the queue (a counter): preemption takes the latest first. */
+  readonly #entered = new Map<EngineRequest, number>();
+  #entries = 0;
   #running = new Set<EngineRequest>();
   /** Tokens owned by running requests outside the cache (see Hold). */
   #own = 0;
@@ -104,6 +114,7 @@ export class Engine {
     genThroughput: 0,
     lastRetracted: 0,
     retractions: 0,
+    preemptions: 0,
     prompt: 0,
     cached: 0,
     cacheHitRate: 0,
@@ -157,7 +168,7 @@ export class Engine {
 
   submit(request: EngineRequest): void {
     this.#stats.requests++;
-    this.#queue.push(request);
+    this.#enqueue(request);
     this.#kick();
   }
 
@@ -170,6 +181,7 @@ export class Engine {
       if (index < 0) return false;
       this.#queue.splice(index, 1);
     }
+    this.#entered.delete(request);
     this.#stats.aborted++;
     request.onFinish(request, 'abort');
     return true;
@@ -191,6 +203,7 @@ export class Engine {
   clear(): void {
     this.halt();
     this.#queue = [];
+    this.#entered.clear();
     this.#running.clear();
     this.#holds.clear();
     this.#own = 0;
@@ -209,6 +222,7 @@ export class Engine {
       genThroughput: s.genThroughput,
       lastRetracted: s.lastRetracted,
       retractionsTotal: s.retractions,
+      preemptionsTotal: s.preemptions,
       promptTokensTotal: s.prompt,
       cachedTokensTotal: s.cached,
       cacheHitRate: s.cacheHitRate,
@@ -217,6 +231,12 @@ export class Engine {
       requestsTotal: s.requests,
       abortedTotal: s.aborted,
     };
+  }
+
+  #enqueue(request: EngineRequest, front = false): void {
+    this.#entered.set(request, this.#entries++);
+    if (front) this.#queue.unshift(request);
+    else this.#queue.push(request);
   }
 
   #kick(): void {
@@ -253,13 +273,22 @@ export class Engine {
     const runningBefore = this.#running.size;
     // Array.prototype.sort is stable: within a priority the queue keeps its order (arrival, retracted first).
     if (o.priorityScheduling) this.#queue.sort((a, b) => (b.priority ?? 0) - (a.priority ?? 0));
-    while (this.#queue.length > 0 && this.#running.size < o.maxRunningRequests) {
+    const preempted: EngineRequest[] = [];
+    while (this.#queue.length > 0) {
       const head = this.#queue[0];
       const keys = head.prefixKeys ?? [];
-      const hit = this.#cache.match(keys);
+      let hit = this.#cache.match(keys);
+      if (this.#running.size >= o.maxRunningRequests) {
+        const victims = o.priorityScheduling ? this.#preemptFor(head, hit.blocks * page, reserved) : [];
+        if (victims.length === 0) break;
+        for (const victim of victims) reserved -= this.#reserve(victim);
+        preempted.push(...victims);
+        hit = this.#cache.match(keys);
+      }
       // Cached pages another running request already holds cost nothing more; evictable ones become held.
       const occupies = head.promptTokens + head.generated - hit.locked * page;
       const wants = occupies + Math.max(1, this.#reserve(head));
+      // No room in the pool: SGLang's NO_TOKEN, which ends the pass without trying preemption.
       if (this.#running.size > 0 && this.#used + reserved + wants > o.maxTotalNumTokens) break;
       this.#queue.shift();
       this.#cache.lock(keys);
@@ -284,6 +313,8 @@ export class Engine {
       this.#windowPrompt += head.promptTokens;
       this.#windowCached += Math.min(cached, head.promptTokens);
     }
+    // Preempted requests rejoin the queue after the pass (SGLang's `_add_request_to_queue`), to be prefilled again.
+    for (const victim of preempted) this.#enqueue(victim);
     this.#stats.cached += cachedTokens;
     if (this.#windowPrompt > 0) this.#stats.cacheHitRate = this.#windowCached / this.#windowPrompt;
     this.#evictBeyondPool(0);
@@ -302,6 +333,43 @@ export class Engine {
       });
     }
     return prefillTokens;
+  }
+
+  /**
+   * SGLang's `PrefillAdder.preempt_to_schedule`, tried when `request` heads the queue but the batch
+   * holds `max_running_requests`: running requests whose priority is lower by more than the threshold,
+   * lowest priority first and, within one, the latest to have entered the queue, until their
+   * reservations would cover what `request` needs beyond the free pool. All or none: returns the
+   * ones taken out of the batch (their KV freed), or none when they would not be enough.
+   * https://github.com/sgl-project/sglang/blob/00550cd11b35def9d584bf761a1e32729c20a21d/python/sglang/srt/managers/schedule_policy.py
+   * (`preempt_to_schedule`), called only when the batch is full by count, so a pool full of
+   * reservations with free slots preempts nothing (`add_one_req`'s NO_TOKEN ends the pass):
+   * https://github.com/sgl-project/sglang/blob/0003215cf1464f44b389cd0b18d0b4c56f2a3da6/python/sglang/srt/managers/scheduler.py
+   * (`_get_new_batch_prefill_raw`).
+   */
+  #preemptFor(request: EngineRequest, cachedTokens: number, reserved: number): EngineRequest[] {
+    const threshold = this.#opts.priorityPreemptionThreshold ?? PREEMPTION_THRESHOLD;
+    const priority = request.priority ?? 0;
+    const candidates = [...this.#running].sort(
+      (a, b) => (a.priority ?? 0) - (b.priority ?? 0) || (this.#entered.get(b) ?? 0) - (this.#entered.get(a) ?? 0),
+    );
+    const free = this.#opts.maxTotalNumTokens - this.#used - reserved;
+    let missing =
+      request.promptTokens + request.generated - cachedTokens + Math.min(request.maxTokens, CLIP_MAX_NEW_TOKENS) - free;
+    const victims: EngineRequest[] = [];
+    for (const candidate of candidates) {
+      if (priority - (candidate.priority ?? 0) <= threshold) break;
+      victims.push(candidate);
+      missing -= this.#reserve(candidate);
+      if (missing <= 0) break;
+    }
+    if (victims.length === 0 || missing > 0) return [];
+    for (const victim of victims) {
+      this.#running.delete(victim);
+      this.#release(victim);
+    }
+    this.#stats.preemptions += victims.length;
+    return victims;
   }
 
   /** Evicts unused cache pages until the pool has `room` tokens free besides what it holds. */
@@ -349,7 +417,7 @@ export class Engine {
       this.#running.delete(victim);
       this.#release(victim);
       victim.retractions++;
-      this.#queue.unshift(victim);
+      this.#enqueue(victim, true);
       retracted++;
     }
     this.#evictBeyondPool(this.#running.size);
@@ -410,6 +478,7 @@ export class Engine {
   #finish(request: EngineRequest, reason: FinishReason): void {
     if (!this.#running.delete(request)) return;
     this.#release(request);
+    this.#entered.delete(request);
     request.onFinish(request, reason);
   }
 }

@@ -104,10 +104,16 @@ export interface SimEngineOptions {
   /**
    * SGLang's `--enable-priority-scheduling`: the waiting queue is admitted in order of each request's
    * `priority`, larger first, then arrival (a request without one counts as 0, as with
-   * `--default-priority-value 0`). Without it `priority` is ignored. Preemption of running requests
-   * (`--priority-scheduling-preemption-threshold`) is not modelled.
+   * `--default-priority-value 0`). Without it `priority` is ignored. With it, a waiting request may
+   * also preempt running ones (engine.ts, `#preemptFor`), as SGLang does unless started with
+   * `--disable-priority-preemption`.
    */
   priorityScheduling?: boolean;
+  /**
+   * SGLang's `--priority-scheduling-preemption-threshold` (default 10): a waiting request preempts a
+   * running one only when its priority is larger by more than this.
+   */
+  priorityPreemptionThreshold?: number;
 }
 
 export interface SimOptions {

@@ -9,10 +9,10 @@ const OK = { ok: true, reachable: true, reason: null };
 const FAIL = { ok: false, reachable: false, reason: 'connection refused' };
 const load = { running: 3, queued: 0, tokenUsage: 0.05, maxRunning: 32 };
 
-function setup(scraping = true) {
+function setup(scraping = true, slowStart = false) {
   const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: 60_000, defaultCap: 0 });
   const early = registry.add({ url: 'http://127.0.0.1:1', name: 'early', kind: 'sglang', log: null });
-  new CapController({ registry, scraping });
+  new CapController({ registry, scraping, slowStart });
   const late = registry.add({ url: 'http://127.0.0.1:2', name: 'late', kind: 'sglang', log: null });
   return { registry, early, late };
 }
@@ -50,4 +50,23 @@ test('without scraping nothing would read a backend: caps stay off', () => {
   registry.apply(late, { type: 'probe', result: OK });
   registry.apply(late, { type: 'probe', result: FAIL });
   assert.equal(late.cap, 0);
+});
+
+test('cap_slow_start: a backend starts low and doubles while it does not queue; its first queue ends the doubling', () => {
+  const { registry, late } = setup(true, true);
+  registry.reportLoad(late, { ...load, running: 0 });
+  assert.equal(late.cap, QUEUE_ALLOWANCE, 'what it runs (0) plus the allowance');
+  /** fleetgate holds `cap` requests on it (the cap was reached) and it runs them all. */
+  const reached = (cap: number, over: Partial<typeof load> = {}) => {
+    while (late.inflight < cap) registry.take(late);
+    registry.reportLoad(late, { ...load, running: cap, ...over });
+  };
+  reached(2);
+  assert.equal(late.cap, 4);
+  reached(4);
+  assert.equal(late.cap, 8);
+  reached(8, { queued: QUEUE_ALLOWANCE });
+  assert.equal(late.cap, 8, 'a queue seen once holds the cap');
+  reached(8);
+  assert.equal(late.cap, 10, 'after a queue it opens by a quarter, no longer doubling');
 });

@@ -30,6 +30,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     max_inflight_per_backend: 'auto',
     retries: 2,
     load_interval: 250,
+    cap_slow_start: false,
     prefix: {
       block_chars: 128,
       max_blocks: 65_536,
@@ -106,7 +107,13 @@ test('every key is read and converted', () => {
       progress_timeout: 0,
       fatal_patterns: ['NCCL error', 'Segmentation fault \\(core dumped\\)'],
     },
-    routing: { policy: 'power-of-two', max_inflight_per_backend: 'auto', retries: 0, load_interval: '0' },
+    routing: {
+      policy: 'power-of-two',
+      max_inflight_per_backend: 'auto',
+      retries: 0,
+      load_interval: '0',
+      cap_slow_start: true,
+    },
     queue: { max_waiting: 0, timeout: '1m' },
     upstream: { connect_timeout: '2s', headers_timeout: '2h', stream_idle_timeout: '30s', api_key: 'sk-backend' },
     limits: {
@@ -150,6 +157,7 @@ test('every key is read and converted', () => {
       max_inflight_per_backend: 'auto',
       retries: 0,
       load_interval: 0,
+      cap_slow_start: true,
       prefix: {
         block_chars: 128,
         max_blocks: 65_536,
@@ -376,6 +384,11 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
     'log.level: "verbose" is not one of trace, debug, info, warn, error, fatal, silent',
   ],
   ['boolean', { ...ONE_BACKEND, log: { access: 'yes' } }, 'log.access: expected true or false, got "yes"'],
+  [
+    'cap_slow_start',
+    { ...ONE_BACKEND, routing: { cap_slow_start: 'on' } },
+    'routing.cap_slow_start: expected true or false, got "on"',
+  ],
   [
     'inflight',
     { ...ONE_BACKEND, routing: { max_inflight_per_backend: 'many' } },
