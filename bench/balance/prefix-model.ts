@@ -120,6 +120,7 @@ export async function prefixModelJob(
           targetTokens: spec.target,
           stopReason: spec.stopReason,
           prefixKeys: spec.prefixKeys,
+          answerKeys: spec.answerKeys,
           generated: 0,
           retractions: 0,
           onToken: () => {
