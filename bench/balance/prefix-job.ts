@@ -5,6 +5,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { SimEngineOptions } from '../../src/sim/index.js';
 import { closedLoop, LoadClient, type Outcome } from '../lib/load.js';
 import { SimHost } from '../lib/sim-control.js';
@@ -97,7 +98,10 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
   }
 }
 
-/** Bounded by the conversations' turns and by `deadlineMs` (after which no new turn starts). */
+/**
+ * Bounded by the conversations' turns and by `deadlineMs` (after which no new turn starts). A turn
+ * waits its user's pause (`thinkMs`) after the previous answer.
+ */
 async function conversationLoop(
   conversations: PrefixRequest[][],
   workers: number,
@@ -115,6 +119,7 @@ async function conversationLoop(
           cut = true;
           return;
         }
+        if (turn.thinkMs !== undefined && turn.thinkMs > 0) await delay(turn.thinkMs);
         const outcome = await send(turn);
         if (outcome.error !== null || outcome.status !== 200) break;
       }

@@ -6,6 +6,7 @@
  * no timer jitter: one job takes a second or so, so a policy can be judged over several seeds.
  *
  *   node --import tsx bench/balance/prefix-model.ts [--seeds 5] [--workloads group,multi-turn,unique]
+ *     [--balancers LIST] [--prefill TOKENS_PER_MS]
  */
 import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -57,12 +58,10 @@ interface ModelResult {
 export async function prefixModelJob(
   balancer: PrefixModelBalancer,
   plan: ReturnType<typeof prefixPlans>[number],
+  prefillTokensPerMs = PREFIX_PREFILL_TOKENS_PER_MS,
 ): Promise<ModelResult> {
   const clock = new VirtualClock();
-  const base = {
-    ...engineOptions({ quick: false, kvTokens: plan.kvTokens }),
-    prefillTokensPerMs: PREFIX_PREFILL_TOKENS_PER_MS,
-  };
+  const base = { ...engineOptions({ quick: false, kvTokens: plan.kvTokens }), prefillTokensPerMs };
   const engines = Array.from(
     { length: SERVERS },
     (_, i) => new Engine(engineFor(base, i), clock.schedule, { now: () => clock.now }),
@@ -120,6 +119,7 @@ export async function prefixModelJob(
           targetTokens: spec.target,
           stopReason: spec.stopReason,
           prefixKeys: spec.prefixKeys,
+          answerKeys: spec.answerKeys,
           generated: 0,
           retractions: 0,
           onToken: () => {
@@ -148,7 +148,11 @@ export async function prefixModelJob(
     w.kind === 'batch'
       ? w.requests.map((r) => () => send(r))
       : w.conversations.map((turns) => async () => {
-          for (const turn of turns) await send(turn);
+          for (const turn of turns) {
+            if (turn.thinkMs !== undefined && turn.thinkMs > 0)
+              await new Promise<void>((resolve) => clock.schedule(resolve, turn.thinkMs as number));
+            await send(turn);
+          }
         });
   const next = () => (index < jobs.length ? jobs[index++] : null);
   // The client starts once fleetgate has read every backend's load, as in the bench (it waits for ready).
@@ -169,9 +173,16 @@ export async function prefixModelJob(
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { seeds: { type: 'string' }, workloads: { type: 'string' }, balancers: { type: 'string' } },
+    options: {
+      seeds: { type: 'string' },
+      workloads: { type: 'string' },
+      balancers: { type: 'string' },
+      prefill: { type: 'string' },
+    },
   });
   const seeds = numberFlag(values.seeds, 'seeds', 5);
+  // A huge prefill speed leaves only the decode steps: the part of TTFT no cache can save.
+  const prefill = numberFlag(values.prefill, 'prefill', PREFIX_PREFILL_TOKENS_PER_MS);
   const wanted = (values.workloads ?? 'group,multi-turn,unique').split(',');
   const balancers = (
     values.balancers ?? 'prefix-aware,prefix-aware-no-hold,least-loaded,least-conn,session-hash'
@@ -181,7 +192,7 @@ async function main(): Promise<void> {
     for (let seed = 1; seed <= seeds; seed++) {
       const plan = prefixPlans(false, 1, seed).find((p) => p.id === id);
       if (!plan) throw new Error(`unknown workload ${id}`);
-      for (const b of balancers) rows.get(b)?.push(await prefixModelJob(b, plan));
+      for (const b of balancers) rows.get(b)?.push(await prefixModelJob(b, plan, prefill));
     }
     console.log(
       `\n${id} (${seeds} seeds, medians)\n| balancer | makespan s | TTFT p50 ms | cached | share % |\n|---|---|---|---|---|`,

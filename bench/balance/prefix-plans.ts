@@ -50,6 +50,7 @@ export function prefixPlans(quick: boolean, scale: number, seed: number): Worklo
         userChars: [200, 800],
         replyMedian: 60,
         maxTokens: 600,
+        thinkMs: [500, 1500],
       }),
       concurrency: Math.round(slots / 2),
       kvTokens: 100_000,

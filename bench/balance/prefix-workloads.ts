@@ -4,7 +4,8 @@
  * prompt's group, the conversation, or the request itself.
  * - group sampling: each prompt sent `n` times in a row (GRPO rollouts, best-of-n);
  * - multi-turn chat: conversations of 5-10 turns, each turn's prompt the whole conversation so far
- *   (the simulator's real answers included), several conversations interleaved;
+ *   (the simulator's real answers included), sent after the user's pause to read and type (`thinkMs`),
+ *   several conversations interleaved;
  * - unique: bench:balance's batch job (prompts that share only a common opening).
  */
 import { outputText } from '../../src/sim/text-gen.js';
@@ -13,6 +14,8 @@ import { makeWorkload, rng, type WorkloadSpec } from './workload.js';
 export interface PrefixRequest {
   body: Buffer;
   session: string;
+  /** A conversation's turn: how long its user reads and types after the previous answer. */
+  thinkMs?: number;
 }
 
 /** Requests sent by a closed loop in order, or conversations whose turns go one after another. */
@@ -74,6 +77,8 @@ export interface ConversationSpec {
   userChars: [number, number];
   replyMedian: number;
   maxTokens: number;
+  /** The user's pause between an answer and the next turn, drawn uniformly from this range. */
+  thinkMs: [number, number];
 }
 
 export function multiTurn(spec: ConversationSpec): PrefixWorkload {
@@ -89,7 +94,9 @@ export function multiTurn(spec: ConversationSpec): PrefixWorkload {
       const reply = logNormal(random, spec.replyMedian, 0.6, spec.maxTokens - 1);
       const user = `${prose(random, lo + Math.floor(random() * (hi - lo)), `Conversation ${c} turn ${t}`)} <sim:len=${reply}>`;
       messages.push({ role: 'user', content: user });
-      requests.push({ body: chatBody(messages, spec.maxTokens), session: `conversation-${c}` });
+      const [minThink, maxThink] = spec.thinkMs;
+      const thinkMs = t === 0 ? 0 : minThink + random() * (maxThink - minThink);
+      requests.push({ body: chatBody(messages, spec.maxTokens), session: `conversation-${c}`, thinkMs });
       // The simulator answers exactly this text; the next turn sends it back as the assistant's message.
       messages.push({ role: 'assistant', content: outputText(reply) });
     }

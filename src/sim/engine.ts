@@ -5,10 +5,11 @@
  * optimistic `new_token_ratio` (0.7 decaying to 0.1), so the pool can overflow; then the request
  * with the fewest output tokens is retracted to the queue and the ratio jumps to 1.0
  * (`KV cache pool is full. Retract requests.`). A prefix cache (prefix-cache.ts) keeps the full pages
- * of prompts seen: a request whose leading pages are cached prefills only the rest, and cached pages
- * no running request uses are evicted when the pool needs room. With priority scheduling the queue
- * is admitted by priority, and a request that finds the batch full preempts running requests of a
- * priority lower by more than a threshold (`#preemptFor`). Time comes in through `schedule` and `now`.
+ * of prompts seen (and of a finished request's answer, where it says how the answer renders): a
+ * request whose leading pages are cached prefills only the rest, and cached pages no running request
+ * uses are evicted when the pool needs room. With priority scheduling the queue is admitted by
+ * priority, and a request that finds the batch full preempts running requests of a priority lower by
+ * more than a threshold (`#preemptFor`). Time comes in through `schedule` and `now`.
  */
 import { PrefixCache } from './prefix-cache.js';
 import type { DecodeStats, PrefillStats } from './runtime-log.js';
@@ -26,6 +27,12 @@ export interface EngineRequest {
   readonly stopReason: 'length' | 'stop';
   /** Keys of the prompt's full pages (prefix-cache.ts), fewer than `promptTokens / pageSize`. */
   readonly prefixKeys?: readonly string[];
+  /**
+   * Keys of the full pages of the prompt followed by its answer of `generated` tokens, as the next
+   * turn of a conversation renders them: SGLang caches both when a request finishes
+   * (`cache_finished_req`). Absent: only the prompt's pages stay cached.
+   */
+  readonly answerKeys?: (generated: number) => readonly string[];
   /** Its `priority` field; read only with `priorityScheduling`. */
   readonly priority?: number;
   /** Prompt tokens found in the prefix cache when the request was first admitted. */
@@ -479,6 +486,10 @@ export class Engine {
     if (!this.#running.delete(request)) return;
     this.#release(request);
     this.#entered.delete(request);
+    if (request.answerKeys !== undefined) {
+      this.#cache.insert(request.answerKeys(request.generated));
+      this.#evictBeyondPool(0);
+    }
     request.onFinish(request, reason);
   }
 }

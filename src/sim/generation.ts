@@ -17,7 +17,7 @@ import {
   openaiBody,
 } from './formats.js';
 import { prefixKeys } from './prefix-cache.js';
-import { countPromptTokens, stopAfter } from './text-gen.js';
+import { countPromptTokens, outputText, stopAfter } from './text-gen.js';
 import type { SimCounters } from './types.js';
 
 export interface GenerationHost {
@@ -36,6 +36,8 @@ export interface GenerationSpec {
   job: Job;
   /** Keys of the prompt's full cache pages; the last token is always computed, as in SGLang. */
   prefixKeys: readonly string[];
+  /** Keys of the prompt and its answer's full pages once the answer is done (EngineRequest.answerKeys). */
+  answerKeys?: (generated: number) => readonly string[];
   maxTokens: number;
   target: number;
   stopReason: 'length' | 'stop';
@@ -64,6 +66,8 @@ interface Prompt {
   tokens: number;
   /** What the chat template would render, in order: the prompt's identity for the prefix cache. */
   rendered: string;
+  /** How a following prompt renders this one with its answer, when it can (not for token ids). */
+  answered?: (answer: string) => string;
 }
 
 /** Tool definitions first, then each message's role and content, as a chat template renders them. */
@@ -81,7 +85,13 @@ function promptOf(api: Api, body: Body): Prompt | string {
     const messages = body.messages;
     if (!Array.isArray(messages) || messages.length === 0) return 'messages: Field required (a non-empty list)';
     const text = messages.map((m) => textOf((m as Body | null)?.content)).join('\n');
-    return { text, tokens: countPromptTokens(text) + 4 * messages.length, rendered: renderChat(messages, body.tools) };
+    const rendered = renderChat(messages, body.tools);
+    return {
+      text,
+      tokens: countPromptTokens(text) + 4 * messages.length,
+      rendered,
+      answered: (answer) => `${rendered}<|assistant|>${answer}\n`,
+    };
   }
   const field = api === 'generate' ? (body.text ?? body.input_ids) : body.prompt;
   if (field === undefined || field === null) {
@@ -90,7 +100,7 @@ function promptOf(api: Api, body: Body): Prompt | string {
   if (Array.isArray(field) && field.every((x) => typeof x === 'number'))
     return { text: '', tokens: Math.max(1, field.length), rendered: field.join(',') };
   const text = textOf(field);
-  return { text, tokens: countPromptTokens(text), rendered: text };
+  return { text, tokens: countPromptTokens(text), rendered: text, answered: (answer) => text + answer };
 }
 
 function positiveInt(value: unknown, name: string): number | string | null {
@@ -121,6 +131,8 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
   const target = Math.max(1, Math.min(maxTokens, early ?? maxTokens));
   const streamOptions = b.stream_options as Body | undefined;
   const rid = typeof b.rid === 'string' ? b.rid : randomUUID().replaceAll('-', '');
+  const page = host.engine.pageSize;
+  const answered = prompt.answered;
   return {
     job: {
       api,
@@ -133,11 +145,13 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
       cachedTokens: 0,
       startedMs: performance.now(),
     },
-    prefixKeys: prefixKeys(
-      prompt.rendered,
-      host.engine.pageSize,
-      Math.floor((prompt.tokens - 1) / host.engine.pageSize),
-    ),
+    prefixKeys: prefixKeys(prompt.rendered, page, Math.floor((prompt.tokens - 1) / page)),
+    ...(answered === undefined
+      ? {}
+      : {
+          answerKeys: (generated: number) =>
+            prefixKeys(answered(outputText(generated)), page, Math.floor((prompt.tokens + generated - 1) / page)),
+        }),
     maxTokens,
     target,
     stopReason: early !== null && early < maxTokens ? 'stop' : 'length',
@@ -179,6 +193,7 @@ export function runGeneration(
     targetTokens: spec.target,
     stopReason: spec.stopReason,
     prefixKeys: spec.prefixKeys,
+    answerKeys: spec.answerKeys,
     priority: spec.priority,
     generated: 0,
     retractions: 0,

@@ -57,6 +57,15 @@ export class PrefixCache {
     }
   }
 
+  /** Caches these blocks unlocked (a finished request's answer), most recent like a lock's. */
+  insert(keys: readonly string[]): void {
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const block = this.#blocks.get(keys[i]) ?? { locks: 0 };
+      this.#blocks.delete(keys[i]);
+      this.#blocks.set(keys[i], block);
+    }
+  }
+
   /** The request no longer runs; its blocks stay cached, evictable once no other request uses them. */
   unlock(keys: readonly string[]): void {
     for (const key of keys) {

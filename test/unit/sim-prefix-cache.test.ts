@@ -5,8 +5,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
+import { parseGeneration } from '../../src/sim/generation.js';
 import { PrefixCache, prefixKeys } from '../../src/sim/prefix-cache.js';
 import { engineFor } from '../../src/sim/presets.js';
+import { outputText } from '../../src/sim/text-gen.js';
 import { manualClock } from '../helpers/manual-clock.js';
 
 function request(id: string, text: string, pageSize: number, tokens: number, maxTokens: number): EngineRequest {
@@ -109,4 +111,54 @@ test('under KV pressure finished prompts are evicted, never the pages of a runni
   clock.run();
   assert.equal(long.generated, 500);
   assert.equal(engine.cachedPage(longKeys[0]), 'cached', 'its pages stay cached after it finished');
+});
+
+test("a finished request's answer stays cached: the next turn of its conversation prefills only its new text", () => {
+  const clock = manualClock();
+  const opts = engineFor('fast', { tokenMs: 1, batchPenalty: 0, prefillTokensPerMs: 1, maxTotalNumTokens: 100_000 });
+  const engine = new Engine(opts, clock.schedule, { now: clock.now });
+  const host = { engine, defaultMaxTokens: 16, model: 'm' } as unknown as Parameters<typeof parseGeneration>[2];
+  const turn = (messages: { role: string; content: string }[], answer: number): EngineRequest => {
+    const spec = parseGeneration('chat', { messages, max_tokens: 600 }, host);
+    if (typeof spec === 'string') throw new Error(spec);
+    return {
+      id: spec.job.rid,
+      promptTokens: spec.job.promptTokens,
+      maxTokens: spec.maxTokens,
+      targetTokens: answer,
+      stopReason: spec.stopReason,
+      prefixKeys: spec.prefixKeys,
+      answerKeys: spec.answerKeys,
+      generated: 0,
+      retractions: 0,
+      onToken() {},
+      onFinish() {},
+    };
+  };
+  const messages = [
+    { role: 'system', content: text('You are a guide. ', 1200) },
+    { role: 'user', content: `${text('first question ', 800)} <sim:len=300>` },
+  ];
+  const first = turn(messages, 300);
+  engine.submit(first);
+  clock.run();
+  messages.push({ role: 'assistant', content: outputText(300) }, { role: 'user', content: 'and then?' });
+  const second = turn(messages, 1);
+  engine.submit(second);
+  clock.run();
+  const promptPages = Math.floor((first.promptTokens - 1) / 16) * 16;
+  // Its answer's 300 tokens are cached too: all but the pages after the first turn's answer.
+  assert.ok(
+    (second.cachedTokens ?? 0) >= promptPages + 300 - 2 * 16,
+    `cached ${second.cachedTokens} of ${second.promptTokens} (first prompt's pages ${promptPages})`,
+  );
+  // Without the answer's pages the same turn prefills the answer again.
+  const forgetful = new Engine(opts, clock.schedule, { now: clock.now });
+  const again = { ...first, id: 'again', answerKeys: undefined, generated: 0 };
+  forgetful.submit(again);
+  clock.run();
+  const next = turn(messages, 1);
+  forgetful.submit(next);
+  clock.run();
+  assert.equal(next.cachedTokens, promptPages);
 });
