@@ -103,8 +103,11 @@ test('dp_rank_dead: two streams with no first byte while later ones got theirs e
     {
       // Its `/health` stays 200: re-admitted, it would take traffic again (see docs/decisions.md).
       config: { ...CONFIG, health: { ...CONFIG.health, starting_interval: '60s' } },
-      // A generation script: four requests in flight per backend, three in four streamed.
-      clients: 12,
+      // A generation script: eight requests in flight per backend, three in four streamed. Stuck
+      // requests keep gpu0 the most loaded, so least-loaded sends it nothing new once as many are stuck
+      // there as the others run: with four per backend, four stuck with at most one stream among them
+      // (~5 %) left the fault unseen; with eight that is ~0.04 %.
+      clients: 24,
       maxTokens: 60,
       streamed: (i, n) => (i + n) % 4 !== 0,
       // The rule judges streams that land on the dead rank (running ones finish, a plain one there
