@@ -23,6 +23,8 @@ export interface PrefixJobOptions {
   clientCpu: number | null;
   dir: string;
   deadlineMs: number;
+  /** Told of every request's outcome (for per-request traces). */
+  onOutcome?: (request: PrefixRequest, outcome: Outcome) => void;
 }
 
 export interface PrefixJobMetrics {
@@ -52,6 +54,7 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
       let errors = 0;
       const send = async (request: PrefixRequest): Promise<Outcome> => {
         const outcome = await client.post(PATH, request.body, {}, { 'x-session-id': request.session });
+        opts.onOutcome?.(request, outcome);
         if (outcome.error === null && outcome.status === 200) {
           ok++;
           ttft.push(outcome.firstMs - outcome.startMs);

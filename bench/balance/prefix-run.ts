@@ -20,10 +20,10 @@ import {
 } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
 import { median } from '../lib/stats.js';
-import type { TargetSpec } from '../lib/targets.js';
 import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from './fleet-spec.js';
 import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
 import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
+import { PREFIX_TARGETS, TARGET_IDS } from './prefix-targets.js';
 import type { PrefixWorkload } from './prefix-workloads.js';
 
 const usage = `usage: npm run bench:prefix -- [options]
@@ -39,14 +39,6 @@ const usage = `usage: npm run bench:prefix -- [options]
   --keep            keep the work directory
 `;
 
-export const PREFIX_TARGETS: readonly TargetSpec[] = [
-  { name: 'fleetgate prefix-aware', kind: 'fleetgate', balance: 'prefix-aware' },
-  { name: 'fleetgate least-loaded', kind: 'fleetgate', balance: 'least-loaded' },
-  { name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn' },
-  { name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn' },
-  { name: 'haproxy hdr(X-Session-Id) consistent', kind: 'haproxy', balance: 'hdr(X-Session-Id)' },
-];
-const TARGET_IDS = ['prefix', 'least', 'nginx', 'haproxy', 'affinity'] as const;
 const PREFIX = PREFIX_TARGETS[0].name;
 const BASELINE = PREFIX_TARGETS[1].name;
 const AFFINITY = PREFIX_TARGETS[4].name;

@@ -12,6 +12,7 @@ export function attachAccessLog(logger: Logger, events: ProxyEventBus): void {
       status: record.status,
       duration_ms: Math.round(record.durationMs * 100) / 100,
       ttfb_ms: record.ttfbMs === null ? null : Math.round(record.ttfbMs * 100) / 100,
+      queue_ms: record.queueMs === null ? null : Math.round(record.queueMs * 100) / 100,
       bytes: record.bytes,
       retried: record.retries,
       outcome: record.outcome,

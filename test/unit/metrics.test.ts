@@ -74,6 +74,7 @@ function record(over: Partial<RequestRecord>): RequestRecord {
     status: 200,
     durationMs: 10,
     ttfbMs: 5,
+    queueMs: 0,
     bytes: 100,
     retries: 0,
     outcome: 'ok',

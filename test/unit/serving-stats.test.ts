@@ -97,6 +97,7 @@ function record(fields: Partial<RequestRecord>): RequestRecord {
     status: 200,
     durationMs: 10,
     ttfbMs: 1,
+    queueMs: 0,
     bytes: 100,
     retries: 0,
     outcome: 'ok',
