@@ -37,6 +37,7 @@ const usage = `usage: npm run bench:prefix -- [options]
   --out FILE        JSON results (default bench/results/prefix-<date>.json)
   --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep            keep the work directory
+  --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see prefix-plans.ts)
 `;
 
 const PREFIX = PREFIX_TARGETS[0].name;
@@ -52,6 +53,7 @@ function parse(argv: string[]) {
       scale: { type: 'string' },
       workloads: { type: 'string' },
       seed: { type: 'string' },
+      'no-warmup': { type: 'boolean' },
     },
   });
   if (values.help) return null;
@@ -64,7 +66,10 @@ function parse(argv: string[]) {
   for (const id of ids)
     if (!(TARGET_IDS as readonly string[]).includes(id)) throw new Error(`--targets: unknown target '${id}'`);
   const targets = PREFIX_TARGETS.filter((_, i) => ids.includes(TARGET_IDS[i]));
-  return { ...common, workloads: all.filter((p) => wanted.includes(p.id)), targets };
+  const workloads = all
+    .filter((p) => wanted.includes(p.id))
+    .map((p) => (values['no-warmup'] ? { ...p, warmup: 0 } : p));
+  return { ...common, workloads, targets };
 }
 
 interface Record_ {
@@ -163,6 +168,7 @@ async function main(argv: string[]): Promise<number> {
               clientCpu: opts.clientCpu,
               dir: join(work, `${run}-${plan.id}-${spec.kind}-${spec.balance}`),
               deadlineMs: 300_000,
+              warmup: plan.warmup,
             });
             records.push({ run, workload: plan.id, target: spec.name, metrics, error: null });
             progress(
@@ -211,6 +217,7 @@ async function main(argv: string[]): Promise<number> {
         requests: requestCount(p.workload),
         concurrency: p.concurrency,
         kvTokens: p.kvTokens,
+        warmup: p.warmup,
       })),
     },
     targets: verdict,

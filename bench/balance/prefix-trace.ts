@@ -20,6 +20,8 @@ const { values } = parseArgs({
     out: { type: 'string' },
     'proxy-cpu': { type: 'string', default: '0' },
     'client-cpu': { type: 'string', default: '1' },
+    'cpu-prof': { type: 'string' },
+    'no-warmup': { type: 'boolean' },
   },
 });
 const ids: readonly string[] = TARGET_IDS;
@@ -46,6 +48,8 @@ const metrics = await runPrefixJob(spec, {
   clientCpu: Number(values['client-cpu']),
   dir,
   deadlineMs: 300_000,
+  warmup: values['no-warmup'] ? 0 : plan.warmup,
+  proxyNodeArgs: values['cpu-prof'] === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']],
   onOutcome: (request, outcome) => {
     lines.push({
       session: request.session,
