@@ -10,6 +10,7 @@ export function attachAccessLog(logger: Logger, events: ProxyEventBus): void {
       method: record.method,
       path: record.path,
       status: record.status,
+      class: record.priorityClass,
       duration_ms: Math.round(record.durationMs * 100) / 100,
       ttfb_ms: record.ttfbMs === null ? null : Math.round(record.ttfbMs * 100) / 100,
       queue_ms: record.queueMs === null ? null : Math.round(record.queueMs * 100) / 100,

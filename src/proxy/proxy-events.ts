@@ -20,6 +20,8 @@ export interface RequestRecord {
   durationMs: number;
   /** Time to the first response byte written to the client; null if none. */
   ttfbMs: number | null;
+  /** Its priority class; null where none was read (a refused request). */
+  priorityClass: string | null;
   /** Time from arrival until the latest attempt left the queue for its backend; null if none did. */
   queueMs: number | null;
   bytes: number;

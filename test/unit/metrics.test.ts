@@ -75,6 +75,7 @@ function record(over: Partial<RequestRecord>): RequestRecord {
     durationMs: 10,
     ttfbMs: 5,
     queueMs: 0,
+    priorityClass: null,
     bytes: 100,
     retries: 0,
     outcome: 'ok',

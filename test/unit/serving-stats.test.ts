@@ -98,6 +98,7 @@ function record(fields: Partial<RequestRecord>): RequestRecord {
     durationMs: 10,
     ttfbMs: 1,
     queueMs: 0,
+    priorityClass: null,
     bytes: 100,
     retries: 0,
     outcome: 'ok',
