@@ -22,7 +22,7 @@ export interface RequestRecord {
   ttfbMs: number | null;
   /** Its priority class; null where none was read (a refused request). */
   priorityClass: string | null;
-  /** Time from arrival until the latest attempt left the queue for its backend; null if none did. */
+  /** Time from when its body was read until its latest attempt left the queue; null if none did. */
   queueMs: number | null;
   bytes: number;
   /** Attempts beyond the first. */
