@@ -120,6 +120,7 @@ const usage = `usage: npm run bench:mixed -- [options]
   --interactive-tokens N  max_tokens of an interactive request (default 16)
   --interactive-in-process  run the interactive client in the bench's own process (as before), not a child
   --cpu-prof DIR      run fleetgate under node --cpu-prof, writing .cpuprofile files to DIR
+  --access-log        fleetgate writes its access log (with class and queue_ms) to its log file (see --keep)
   --proxy-cpu N / --client-cpu N / --no-pin / --out FILE / --quiet-wait SEC / --keep   as bench:balance
 `;
 
@@ -134,6 +135,7 @@ function parse(argv: string[]) {
       'interactive-tokens': { type: 'string' },
       'interactive-in-process': { type: 'boolean' },
       'cpu-prof': { type: 'string' },
+      'access-log': { type: 'boolean' },
     },
   });
   if (values.help) return null;
@@ -143,7 +145,9 @@ function parse(argv: string[]) {
   const engine = engineOptions(sizes);
   return {
     ...commonSettings(values, 'mixed'),
-    targets: TARGETS.filter((t) => wanted.includes(t.id)),
+    targets: TARGETS.filter((t) => wanted.includes(t.id)).map((t) =>
+      values['access-log'] && t.kind === 'fleetgate' ? { ...t, accessLog: true } : t,
+    ),
     intervalMs: numberFlag(values['interval-ms'], 'interval-ms', 1000),
     idleRequests: numberFlag(values['idle-requests'], 'idle-requests', sizes.quick ? 5 : 30),
     interactiveTokens: numberFlag(values['interactive-tokens'], 'interactive-tokens', 16),

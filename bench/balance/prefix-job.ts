@@ -11,7 +11,7 @@ import { closedLoop, LoadClient, type Outcome } from '../lib/load.js';
 import { SimHost } from '../lib/sim-control.js';
 import { percentileSorted, Samples } from '../lib/stats.js';
 import { startTarget, type TargetSpec } from '../lib/targets.js';
-import type { PrefixRequest, PrefixWorkload } from './prefix-workloads.js';
+import { MODEL, type PrefixRequest, type PrefixWorkload } from './prefix-workloads.js';
 
 export interface PrefixJobOptions {
   servers: number;
@@ -23,6 +23,15 @@ export interface PrefixJobOptions {
   clientCpu: number | null;
   dir: string;
   deadlineMs: number;
+  /**
+   * Before the clock starts: this many one-token requests at once, on as many client connections,
+   * with prompts that share nothing with the workload; their sim counters are left out.
+   */
+  warmup?: number;
+  /** Extra node flags for a fleetgate target, e.g. `--cpu-prof`. */
+  proxyNodeArgs?: string[];
+  /** Told of every request's outcome (for per-request traces). */
+  onOutcome?: (request: PrefixRequest, outcome: Outcome) => void;
 }
 
 export interface PrefixJobMetrics {
@@ -44,7 +53,12 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
   mkdirSync(opts.dir, { recursive: true });
   const sims = await SimHost.start({ count: opts.servers, engine: opts.engine, cpu: opts.clientCpu, logDir: opts.dir });
   try {
-    const target = await startTarget(spec, { backends: sims.urls, cpu: opts.proxyCpu, dir: join(opts.dir, 'proxy') });
+    const target = await startTarget(spec, {
+      backends: sims.urls,
+      cpu: opts.proxyCpu,
+      dir: join(opts.dir, 'proxy'),
+      nodeArgs: opts.proxyNodeArgs,
+    });
     const client = new LoadClient(target.urls, opts.concurrency);
     try {
       const ttft = new Samples(4096);
@@ -52,12 +66,14 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
       let errors = 0;
       const send = async (request: PrefixRequest): Promise<Outcome> => {
         const outcome = await client.post(PATH, request.body, {}, { 'x-session-id': request.session });
+        opts.onOutcome?.(request, outcome);
         if (outcome.error === null && outcome.status === 200) {
           ok++;
           ttft.push(outcome.firstMs - outcome.startMs);
         } else errors++;
         return outcome;
       };
+      const before = await warmUp(client, opts.warmup ?? 0, sims);
       const started = performance.now();
       let cut = false;
       const w = opts.workload;
@@ -76,8 +92,8 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
       }
       const makespanSec = (performance.now() - started) / 1000;
       const stats = await sims.stats();
-      const prompt = stats.reduce((sum, s) => sum + s.counters.promptTokens, 0);
-      const cached = stats.reduce((sum, s) => sum + s.counters.cachedTokens, 0);
+      const prompt = stats.reduce((sum, s) => sum + s.counters.promptTokens, 0) - before.promptTokens;
+      const cached = stats.reduce((sum, s) => sum + s.counters.cachedTokens, 0) - before.cachedTokens;
       const sorted = ttft.sorted();
       return {
         makespanSec,
@@ -86,7 +102,7 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
         ok,
         errors,
         cachedRatio: prompt > 0 ? cached / prompt : 0,
-        completed: stats.map((s) => s.counters.completed),
+        completed: stats.map((s, i) => s.counters.completed - before.completed[i]),
         cut,
       };
     } finally {
@@ -96,6 +112,30 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
   } finally {
     await sims.stop();
   }
+}
+
+/**
+ * A fresh proxy process meets its first burst cold (connections to accept and open, code not yet
+ * optimised); a long-running one has met many. What the warm-up left in the sims' counters is returned.
+ */
+async function warmUp(client: LoadClient, count: number, sims: SimHost) {
+  if (count > 0) {
+    const outcomes = await Promise.all(
+      Array.from({ length: count }, (_, i) => {
+        const messages = [{ role: 'user', content: `Warm-up request ${i} <sim:len=1>` }];
+        const body = Buffer.from(JSON.stringify({ model: MODEL, messages, max_tokens: 1, stream: true }));
+        return client.post(PATH, body, {}, { 'x-session-id': `warm-up-${i}` });
+      }),
+    );
+    const failed = outcomes.filter((o) => o.error !== null || o.status !== 200).length;
+    if (failed > 0) throw new Error(`warm-up: ${failed} of ${count} requests failed`);
+  }
+  const stats = await sims.stats();
+  return {
+    promptTokens: stats.reduce((sum, s) => sum + s.counters.promptTokens, 0),
+    cachedTokens: stats.reduce((sum, s) => sum + s.counters.cachedTokens, 0),
+    completed: stats.map((s) => s.counters.completed),
+  };
 }
 
 /**

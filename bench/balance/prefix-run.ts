@@ -20,10 +20,10 @@ import {
 } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
 import { median } from '../lib/stats.js';
-import type { TargetSpec } from '../lib/targets.js';
 import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from './fleet-spec.js';
 import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
 import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
+import { PREFIX_TARGETS, TARGET_IDS } from './prefix-targets.js';
 import type { PrefixWorkload } from './prefix-workloads.js';
 
 const usage = `usage: npm run bench:prefix -- [options]
@@ -37,16 +37,9 @@ const usage = `usage: npm run bench:prefix -- [options]
   --out FILE        JSON results (default bench/results/prefix-<date>.json)
   --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep            keep the work directory
+  --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see prefix-plans.ts)
 `;
 
-export const PREFIX_TARGETS: readonly TargetSpec[] = [
-  { name: 'fleetgate prefix-aware', kind: 'fleetgate', balance: 'prefix-aware' },
-  { name: 'fleetgate least-loaded', kind: 'fleetgate', balance: 'least-loaded' },
-  { name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn' },
-  { name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn' },
-  { name: 'haproxy hdr(X-Session-Id) consistent', kind: 'haproxy', balance: 'hdr(X-Session-Id)' },
-];
-const TARGET_IDS = ['prefix', 'least', 'nginx', 'haproxy', 'affinity'] as const;
 const PREFIX = PREFIX_TARGETS[0].name;
 const BASELINE = PREFIX_TARGETS[1].name;
 const AFFINITY = PREFIX_TARGETS[4].name;
@@ -60,6 +53,7 @@ function parse(argv: string[]) {
       scale: { type: 'string' },
       workloads: { type: 'string' },
       seed: { type: 'string' },
+      'no-warmup': { type: 'boolean' },
     },
   });
   if (values.help) return null;
@@ -72,7 +66,10 @@ function parse(argv: string[]) {
   for (const id of ids)
     if (!(TARGET_IDS as readonly string[]).includes(id)) throw new Error(`--targets: unknown target '${id}'`);
   const targets = PREFIX_TARGETS.filter((_, i) => ids.includes(TARGET_IDS[i]));
-  return { ...common, workloads: all.filter((p) => wanted.includes(p.id)), targets };
+  const workloads = all
+    .filter((p) => wanted.includes(p.id))
+    .map((p) => (values['no-warmup'] ? { ...p, warmup: 0 } : p));
+  return { ...common, workloads, targets };
 }
 
 interface Record_ {
@@ -171,6 +168,7 @@ async function main(argv: string[]): Promise<number> {
               clientCpu: opts.clientCpu,
               dir: join(work, `${run}-${plan.id}-${spec.kind}-${spec.balance}`),
               deadlineMs: 300_000,
+              warmup: plan.warmup,
             });
             records.push({ run, workload: plan.id, target: spec.name, metrics, error: null });
             progress(
@@ -219,6 +217,7 @@ async function main(argv: string[]): Promise<number> {
         requests: requestCount(p.workload),
         concurrency: p.concurrency,
         kvTokens: p.kvTokens,
+        warmup: p.warmup,
       })),
     },
     targets: verdict,

@@ -23,7 +23,7 @@ export type PrefixWorkload =
   | { kind: 'batch'; name: string; requests: PrefixRequest[] }
   | { kind: 'conversations'; name: string; conversations: PrefixRequest[][] };
 
-const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
+export const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 const WORDS = ['river', 'bridge', 'market', 'tower', 'garden', 'harbour', 'street', 'square', 'mill', 'canal'];
 
 function prose(random: () => number, chars: number, tag: string): string {

@@ -109,6 +109,7 @@ export function fleetgateConfig(
     queueYaml?: string;
     logLevel?: string;
     modelAliases?: Record<string, string>;
+    accessLog?: boolean;
   },
 ): string {
   const backends = input.backends.map((b, i) => `  - url: ${b}\n    name: gpu${i}`).join('\n');
@@ -129,8 +130,8 @@ ${models}${routing ? `routing:\n${routing}` : ''}queue:
   max_waiting: 100000
   timeout: 30m
 ${input.queueYaml ?? ''}log:
-  level: ${input.logLevel ?? 'warn'}
-  access: false
+  level: ${input.accessLog ? 'info' : (input.logLevel ?? 'warn')}
+  access: ${input.accessLog === true}
 shutdown:
   drain_timeout: 1s
 `;

@@ -35,6 +35,8 @@ export interface TargetSpec {
   queueYaml?: string;
   /** fleetgate only: `models` aliases (turns on routing by each request's `model`). */
   modelAliases?: Record<string, string>;
+  /** fleetgate only: write the access log (info level) to the target's log file, for traces. */
+  accessLog?: boolean;
 }
 
 export interface RunningTarget {
@@ -157,6 +159,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         capSlowStart: spec.capSlowStart,
         queueYaml: spec.queueYaml,
         modelAliases: spec.modelAliases,
+        accessLog: spec.accessLog,
       }),
     );
     proc = spawnPinned(

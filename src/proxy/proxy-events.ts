@@ -20,6 +20,10 @@ export interface RequestRecord {
   durationMs: number;
   /** Time to the first response byte written to the client; null if none. */
   ttfbMs: number | null;
+  /** Its priority class; null where none was read (a refused request). */
+  priorityClass: string | null;
+  /** Time from when its body was read until its latest attempt left the queue; null if none did. */
+  queueMs: number | null;
   bytes: number;
   /** Attempts beyond the first. */
   retries: number;

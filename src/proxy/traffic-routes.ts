@@ -98,6 +98,8 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
       status,
       durationMs: now() - traffic.started,
       ttfbMs: relay?.firstByteAt != null ? relay.firstByteAt - traffic.started : null,
+      priorityClass: traffic.context.traits?.priority ?? null,
+      queueMs: traffic.context.dispatchedAt !== null ? traffic.context.dispatchedAt - traffic.started : null,
       bytes: relay?.bytes ?? 0,
       retries: traffic.context.retries,
       outcome,

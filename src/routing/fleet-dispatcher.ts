@@ -167,6 +167,7 @@ export class FleetRequest implements AttemptOwner {
     this.#tried ??= new Set();
     this.#tried.add(lease.backend);
     this.#context.backend = lease.backend.name;
+    this.#context.dispatchedAt = performance.now();
     this.#attempt = new FleetAttempt(this, lease, this.#handler, this.#deps.watchdog);
     this.#deps.pools.dispatch(lease.backend, this.#upstream, this.#attempt);
   }

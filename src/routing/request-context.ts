@@ -48,6 +48,8 @@ export class RequestContext {
   /** Set by the dispatcher: the backend of the latest attempt, and attempts beyond the first. */
   backend: string | null = null;
   retries = 0;
+  /** Set by the dispatcher: performance.now() when the latest attempt left the queue for its backend. */
+  dispatchedAt: number | null = null;
 }
 
 export const REQUEST_CONTEXT: unique symbol = Symbol('fleetgate.request-context');

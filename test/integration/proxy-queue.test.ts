@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
+import type { RequestRecord } from '../../src/proxy/proxy-events.js';
 import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -16,14 +17,25 @@ test('a held request is served as soon as a backend turns ready', async (t) => {
     health: { starting_interval: '50ms' },
     queue: { timeout: '20s' },
   });
+  const records: RequestRecord[] = [];
+  gateway.events.on('request', (record) => records.push(record));
   const pending = post(url);
   await waitFor(() => gateway.queue.waiting === 1, { what: 'the request to wait' });
+  const waitingSeen = performance.now();
   assert.equal(sim.counters.requests, 0);
+  const startedAt = performance.now();
   sim.start();
   const res = await pending;
   assert.equal(res.statusCode, 200);
   assert.match(await res.body.text(), /"text"/);
   assert.equal(sim.counters.requestsWhileNotReady, 0);
+  // The record's queue time (the access log's queue_ms) covers the hold: it arrived before it was
+  // seen waiting and left the queue only once the backend, started after that, was ready (its
+  // warm-up of 50 ms takes at least half that).
+  await waitFor(() => records.length === 1, { what: 'the request record' });
+  const { queueMs, durationMs } = records[0];
+  assert.ok(queueMs !== null && queueMs >= startedAt - waitingSeen + 25, `queue time ${queueMs} ms`);
+  assert.ok(queueMs <= durationMs, `queue time ${queueMs} within the request's ${durationMs} ms`);
 });
 
 test('queue timeout: 503 with Retry-After and an OpenAI-style error', async (t) => {

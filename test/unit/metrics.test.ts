@@ -74,6 +74,8 @@ function record(over: Partial<RequestRecord>): RequestRecord {
     status: 200,
     durationMs: 10,
     ttfbMs: 5,
+    queueMs: 0,
+    priorityClass: null,
     bytes: 100,
     retries: 0,
     outcome: 'ok',

@@ -97,6 +97,8 @@ function record(fields: Partial<RequestRecord>): RequestRecord {
     status: 200,
     durationMs: 10,
     ttfbMs: 1,
+    queueMs: 0,
+    priorityClass: null,
     bytes: 100,
     retries: 0,
     outcome: 'ok',

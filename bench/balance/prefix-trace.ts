@@ -1,0 +1,69 @@
+/**
+ * One multi-turn run of bench:prefix through one target, with a line per request: when it was sent
+ * (ms since the job started), its session and turn, its time to first token as the client saw it;
+ * for fleetgate also its access log (backend, queue_ms, ttfb_ms) in the target's log file. For
+ * finding where a latency tail comes from: `node --import tsx bench/balance/prefix-trace.ts
+ * --target least --out /tmp/trace-least.json`.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { engineFor, engineOptions, SERVERS } from './fleet-spec.js';
+import { runPrefixJob } from './prefix-job.js';
+import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './prefix-plans.js';
+import { PREFIX_TARGETS, TARGET_IDS } from './prefix-targets.js';
+
+const { values } = parseArgs({
+  options: {
+    target: { type: 'string', default: 'least' },
+    out: { type: 'string' },
+    'proxy-cpu': { type: 'string', default: '0' },
+    'client-cpu': { type: 'string', default: '1' },
+    'cpu-prof': { type: 'string' },
+    'no-warmup': { type: 'boolean' },
+  },
+});
+const ids: readonly string[] = TARGET_IDS;
+const index = ids.indexOf(values.target ?? '');
+if (index < 0) throw new Error(`--target: one of ${ids.join(', ')}`);
+const spec = { ...PREFIX_TARGETS[index], accessLog: true };
+const plan = prefixPlans(false, 1, 7).find((p) => p.id === 'multi-turn');
+if (plan === undefined) throw new Error('no multi-turn plan');
+const engine = {
+  ...engineOptions({ quick: false, kvTokens: plan.kvTokens }),
+  prefillTokensPerMs: PREFIX_PREFILL_TOKENS_PER_MS,
+};
+const dir = mkdtempSync(join(tmpdir(), 'prefix-trace-'));
+const turnOf = new Map<Buffer, number>();
+if (plan.workload.kind === 'conversations')
+  for (const turns of plan.workload.conversations) for (const [i, t] of turns.entries()) turnOf.set(t.body, i);
+const lines: Array<{ session: string; turn: number; sentMs: number; ttftMs: number; status: number }> = [];
+const metrics = await runPrefixJob(spec, {
+  servers: SERVERS,
+  engine: (i) => engineFor(engine, i),
+  workload: plan.workload,
+  concurrency: plan.concurrency,
+  proxyCpu: Number(values['proxy-cpu']),
+  clientCpu: Number(values['client-cpu']),
+  dir,
+  deadlineMs: 300_000,
+  warmup: values['no-warmup'] ? 0 : plan.warmup,
+  proxyNodeArgs: values['cpu-prof'] === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']],
+  onOutcome: (request, outcome) => {
+    lines.push({
+      session: request.session,
+      turn: turnOf.get(request.body) ?? -1,
+      sentMs: outcome.startMs,
+      ttftMs: outcome.firstMs - outcome.startMs,
+      status: outcome.status,
+    });
+  },
+});
+const first = Math.min(...lines.map((l) => l.sentMs));
+for (const l of lines) l.sentMs -= first;
+const out = values.out ?? join(dir, 'trace.json');
+writeFileSync(out, JSON.stringify({ target: spec.name, dir, metrics, requests: lines }));
+process.stderr.write(
+  `${spec.name}: TTFT p50 ${metrics.ttftP50Ms.toFixed(1)} p99 ${metrics.ttftP99Ms.toFixed(1)} ms; trace ${out}; logs ${dir}\n`,
+);
