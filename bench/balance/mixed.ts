@@ -106,6 +106,18 @@ const TARGETS: readonly MixedTarget[] = [
       '  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
     priorityScheduling: true,
   },
+  {
+    // The same with a slot of every backend's cap kept for the top class: with the servers' queues
+    // ordered, what an interactive request still waited for was a cap slot in fleetgate's queue.
+    id: 'fleetgate-slow-start-preemption-reserve',
+    name: 'fleetgate with classes, cap_slow_start, backend_priority 100/0, reserve 1 (priority scheduling, preemption)',
+    kind: 'fleetgate',
+    header: true,
+    capSlowStart: true,
+    queueYaml:
+      '  reserve: 1\n  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
+    priorityScheduling: true,
+  },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn', header: false },
   { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn', header: false },
 ];

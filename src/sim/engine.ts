@@ -1,9 +1,11 @@
 /**
  * Continuous-batching scheduler, modelled on SGLang's: a cap on running requests with a FIFO queue
  * behind it, one token per running request per decode step, a step time that grows with the batch,
- * and a KV pool of `maxTotalNumTokens`. Admission reserves room for future tokens with SGLang's
- * optimistic `new_token_ratio` (0.7 decaying to 0.1), so the pool can overflow; then the request
- * with the fewest output tokens is retracted to the queue and the ratio jumps to 1.0
+ * and a KV pool of `maxTotalNumTokens`. As in SGLang, a request is admitted only if its prompt and
+ * all of its `max_new_tokens` fit beside what the running requests hold and are still expected to
+ * need, reckoned with the optimistic `new_token_ratio` (0.7 decaying to 0.1), so the pool can
+ * overflow; then the request with the fewest output tokens is retracted to the queue and the ratio
+ * jumps to 1.0
  * (`KV cache pool is full. Retract requests.`). A prefix cache (prefix-cache.ts) keeps the full pages
  * of prompts seen (and of a finished request's answer, where it says how the answer renders): a
  * request whose leading pages are cached prefills only the rest, and cached pages no running request
@@ -251,8 +253,23 @@ export class Engine {
     this.#cancelStep = this.#schedule(() => this.#startStep(), 0);
   }
 
+  /** What a running request is still expected to need: `new_token_ratio` x its remaining `max_new_tokens`. */
   #reserve(request: EngineRequest): number {
-    return Math.max(0, Math.ceil((request.maxTokens - request.generated) * this.#ratio));
+    return Math.ceil(this.#remainingNew(request) * this.#ratio);
+  }
+
+  /**
+   * What admission sets aside for a request it admits: all of its remaining `max_new_tokens` and a
+   * page, not the ratio's share (SGLang's `PrefillAdder.add_one_req` and `_update_prefill_budget`),
+   * so a small request still fits where the last long one stopped.
+   * https://github.com/sgl-project/sglang/blob/00550cd11b35def9d584bf761a1e32729c20a21d/python/sglang/srt/managers/schedule_policy.py
+   */
+  #admissionReserve(request: EngineRequest): number {
+    return this.#remainingNew(request) + this.#opts.pageSize;
+  }
+
+  #remainingNew(request: EngineRequest): number {
+    return Math.min(Math.max(0, request.maxTokens - request.generated), CLIP_MAX_NEW_TOKENS);
   }
 
   #startStep(): void {
@@ -294,7 +311,7 @@ export class Engine {
       }
       // Cached pages another running request already holds cost nothing more; evictable ones become held.
       const occupies = head.promptTokens + head.generated - hit.locked * page;
-      const wants = occupies + Math.max(1, this.#reserve(head));
+      const wants = occupies + this.#admissionReserve(head);
       // No room in the pool: SGLang's NO_TOKEN, which ends the pass without trying preemption.
       if (this.#running.size > 0 && this.#used + reserved + wants > o.maxTotalNumTokens) break;
       this.#queue.shift();
@@ -303,7 +320,7 @@ export class Engine {
       this.#holds.set(head, { own });
       this.#own += own;
       this.#running.add(head);
-      reserved += this.#reserve(head);
+      reserved += this.#admissionReserve(head);
       admitted.push(head);
       const cached = hit.blocks * page;
       head.cachedTokens ??= cached;

@@ -84,19 +84,21 @@ test('step time grows with the batch and with slow()', async (t) => {
 });
 
 test('a tiny KV pool forces retractions, counted and visible in /metrics and meta_info', async (t) => {
-  const server = await started(t, { maxTotalNumTokens: 100, maxRunningRequests: 10, tokenMs: 2 });
-  // 16 characters = 4 prompt tokens; 60 output tokens each; admission reserves only 70 % of them.
+  const server = await started(t, { maxTotalNumTokens: 200, maxRunningRequests: 10, tokenMs: 2 });
+  // 16 characters = 4 prompt tokens; 40 output tokens each. Admission wants a newcomer's 4 + 40 + a
+  // page free, but counts the running ones' future tokens at only ~70 %: 5 are admitted, and
+  // 5 x 44 > 200.
   const results = await Promise.all(
-    Array.from({ length: 4 }, () =>
-      generate(server, { text: 'abcdabcdabcdabcd', sampling_params: { max_new_tokens: 60 } }),
+    Array.from({ length: 6 }, () =>
+      generate(server, { text: 'abcdabcdabcdabcd', sampling_params: { max_new_tokens: 40 } }),
     ),
   );
-  for (const r of results) assert.equal(r.meta_info.completion_tokens, 60);
+  for (const r of results) assert.equal(r.meta_info.completion_tokens, 40);
   assert.ok(server.counters.retractions >= 1, `retractions: ${server.counters.retractions}`);
   assert.ok(results.some((r) => r.meta_info.total_retractions > 0));
   assert.ok((await metric(server, 'sglang:num_retracted_reqs')) >= 1);
   assert.equal(await metric(server, 'sglang:num_used_tokens'), 0);
-  assert.equal(await metric(server, 'sglang:max_total_num_tokens'), 100);
+  assert.equal(await metric(server, 'sglang:max_total_num_tokens'), 200);
 });
 
 test('a prompt larger than the KV pool is refused with 400', async (t) => {

@@ -94,10 +94,11 @@ test('without priority scheduling nothing is preempted', () => {
 
 test('a pool full of reservations with free batch slots preempts nothing, as in SGLang', () => {
   // 2 of 8 slots taken, and the two batch requests' reservations (~0.7 x their remaining 47 tokens
-  // each) leave no room in a 125-token pool for the interactive request's 10 + 0.7 x 40: SGLang's
-  // NO_TOKEN ends the pass without trying preemption, so it waits until both have finished (500 ms).
+  // each) leave no room in a 152-token pool for the interactive request's 10 + 40 + a page of 16:
+  // SGLang's NO_TOKEN ends the pass without trying preemption, so it waits until both have finished
+  // (500 ms).
   const seen = scenario(
-    { maxRunningRequests: 8, maxTotalNumTokens: 125 },
+    { maxRunningRequests: 8, maxTotalNumTokens: 152 },
     [
       ['batch-1', 0, 50],
       ['batch-2', 0, 50],
