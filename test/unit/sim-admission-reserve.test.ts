@@ -6,8 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Engine, type EngineRequest } from '../../src/sim/engine.js';
+import { Engine } from '../../src/sim/engine.js';
 import { engineFor } from '../../src/sim/presets.js';
+import { engineRequest } from '../helpers/engine-request.js';
 import { manualClock } from '../helpers/manual-clock.js';
 
 test('in one pass an admitted request sets aside all its max_new_tokens, from the next step only the ratio x them', () => {
@@ -23,19 +24,15 @@ test('in one pass an admitted request sets aside all its max_new_tokens, from th
   const engine = new Engine(opts, clock.schedule, { now: clock.now });
   const firstTokenAt = new Map<string, number>();
   for (const id of ['a', 'b', 'c']) {
-    const request: EngineRequest = {
+    const request = engineRequest({
       id,
-      promptTokens: 10,
       maxTokens: 100,
       targetTokens: 5,
       stopReason: 'stop',
-      generated: 0,
-      retractions: 0,
       onToken: () => {
         if (!firstTokenAt.has(id)) firstTokenAt.set(id, clock.now());
       },
-      onFinish() {},
-    };
+    });
     engine.submit(request);
   }
   clock.run();

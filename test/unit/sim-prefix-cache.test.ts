@@ -9,22 +9,18 @@ import { parseGeneration } from '../../src/sim/generation.js';
 import { PrefixCache, prefixKeys } from '../../src/sim/prefix-cache.js';
 import { engineFor } from '../../src/sim/presets.js';
 import { outputText } from '../../src/sim/text-gen.js';
+import { engineRequest } from '../helpers/engine-request.js';
 import { manualClock } from '../helpers/manual-clock.js';
 
 function request(id: string, text: string, pageSize: number, tokens: number, maxTokens: number): EngineRequest {
   const promptTokens = Math.ceil(text.length / 4);
-  return {
+  return engineRequest({
     id,
     promptTokens,
     maxTokens,
     targetTokens: tokens,
-    stopReason: 'length',
     prefixKeys: prefixKeys(text, pageSize, Math.floor((promptTokens - 1) / pageSize)),
-    generated: 0,
-    retractions: 0,
-    onToken() {},
-    onFinish() {},
-  };
+  });
 }
 
 const text = (seed: string, chars: number) => seed.repeat(Math.ceil(chars / seed.length)).slice(0, chars);
@@ -121,7 +117,7 @@ test("a finished request's answer stays cached: the next turn of its conversatio
   const turn = (messages: { role: string; content: string }[], answer: number): EngineRequest => {
     const spec = parseGeneration('chat', { messages, max_tokens: 600 }, host);
     if (typeof spec === 'string') throw new Error(spec);
-    return {
+    return engineRequest({
       id: spec.job.rid,
       promptTokens: spec.job.promptTokens,
       maxTokens: spec.maxTokens,
@@ -129,11 +125,7 @@ test("a finished request's answer stays cached: the next turn of its conversatio
       stopReason: spec.stopReason,
       prefixKeys: spec.prefixKeys,
       answerKeys: spec.answerKeys,
-      generated: 0,
-      retractions: 0,
-      onToken() {},
-      onFinish() {},
-    };
+    });
   };
   const messages = [
     { role: 'system', content: text('You are a guide. ', 1200) },

@@ -7,9 +7,10 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Engine, type EngineRequest } from '../../src/sim/engine.js';
+import { Engine } from '../../src/sim/engine.js';
 import { engineFor } from '../../src/sim/presets.js';
 import type { SimEngineOptions } from '../../src/sim/types.js';
+import { engineRequest } from '../helpers/engine-request.js';
 import { manualClock } from '../helpers/manual-clock.js';
 
 const TOKEN_MS = 10;
@@ -36,20 +37,16 @@ function scenario(
   });
   const sim = new Engine(opts, clock.schedule, { now: clock.now });
   const seen: Seen = { firstTokenAt: new Map(), finished: [], engine: sim };
-  const make = ([id, priority, tokens]: [string, number, number]): EngineRequest => ({
-    id,
-    promptTokens: 10,
-    maxTokens: tokens,
-    targetTokens: tokens,
-    stopReason: 'length',
-    priority,
-    generated: 0,
-    retractions: 0,
-    onToken: () => {
-      if (!seen.firstTokenAt.has(id)) seen.firstTokenAt.set(id, clock.now());
-    },
-    onFinish: () => seen.finished.push(id),
-  });
+  const make = ([id, priority, tokens]: [string, number, number]) =>
+    engineRequest({
+      id,
+      maxTokens: tokens,
+      priority,
+      onToken: () => {
+        if (!seen.firstTokenAt.has(id)) seen.firstTokenAt.set(id, clock.now());
+      },
+      onFinish: () => seen.finished.push(id),
+    });
   for (const request of running) sim.submit(make(request));
   clock.schedule(() => sim.submit(make(late)), 25);
   clock.run();

@@ -4,8 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Engine, type EngineRequest } from '../../src/sim/engine.js';
+import { Engine } from '../../src/sim/engine.js';
 import { engineFor } from '../../src/sim/presets.js';
+import { engineRequest } from '../helpers/engine-request.js';
 import { manualClock } from '../helpers/manual-clock.js';
 
 /** One running slot; a long request holds it while `queued` wait; returns the order they finish in. */
@@ -14,18 +15,8 @@ function finishOrder(priorityScheduling: boolean, queued: Array<[string, number 
   const opts = engineFor('fast', { tokenMs: 1, maxRunningRequests: 1, priorityScheduling });
   const engine = new Engine(opts, clock.schedule, { now: clock.now });
   const finished: string[] = [];
-  const make = (id: string, priority: number | undefined, tokens: number): EngineRequest => ({
-    id,
-    promptTokens: 10,
-    maxTokens: tokens,
-    targetTokens: tokens,
-    stopReason: 'length',
-    priority,
-    generated: 0,
-    retractions: 0,
-    onToken() {},
-    onFinish: () => finished.push(id),
-  });
+  const make = (id: string, priority: number | undefined, tokens: number) =>
+    engineRequest({ id, maxTokens: tokens, priority, onFinish: () => finished.push(id) });
   engine.submit(make('running', 0, 50));
   // They arrive once the long one runs.
   clock.schedule(() => {
