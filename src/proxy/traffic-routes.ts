@@ -39,7 +39,6 @@ export interface TrafficOptions {
   retryAfterSeconds: number;
   /** Sends the request's class to the backend as its `priority` (`queue.classes[].backend_priority`). */
   stampPriority?: PriorityStamp;
-  now?: () => number;
 }
 
 /** What the proxy keeps per request: the context the dispatcher reads, and what the access record needs. */
@@ -67,7 +66,8 @@ const FLEET_ORIGIN = 'http://fleet.invalid';
  * ready apply to them too.
  */
 export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions): void {
-  const now = opts.now ?? performance.now.bind(performance);
+  // The dispatcher stamps `dispatchedAt` with the same clock: `queueMs` is a difference of the two.
+  const now = performance.now.bind(performance);
   const { events } = opts;
   const startConfig = opts.config();
   const upstreamApiKey = startConfig.upstream.api_key;
