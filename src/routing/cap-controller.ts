@@ -30,19 +30,20 @@ export class CapController {
     this.#registry = registry;
     this.#heldBack = opts.heldBack ?? 0;
     this.#slowStart = opts.slowStart ?? false;
-    const slowStart = opts.scraping;
+    // With reports coming, a backend holds UNREAD_CAP until its first one.
+    const startUnread = opts.scraping;
     const unread = (backend: Backend) => {
       this.#unread.add(backend);
       registry.setCap(backend, UNREAD_CAP);
     };
-    if (slowStart) for (const backend of registry.list()) unread(backend);
+    if (startUnread) for (const backend of registry.list()) unread(backend);
     registry.on('added', (backend) => {
-      if (slowStart) unread(backend);
+      if (startUnread) unread(backend);
     });
     registry.on('transition', ({ backend, to }) => {
       if (to === 'ready') return;
       // A restarted backend is a new process: its capacity is learned afresh.
-      if (slowStart) unread(backend);
+      if (startUnread) unread(backend);
       else registry.setCap(backend, 0);
     });
     registry.on('load', (backend, report, previous) => this.#onReport(backend, report, previous));
