@@ -20,6 +20,9 @@ export const DEFAULT_HEALTH_FALL = 3;
 /** A hang during CUDA graph capture prints nothing more; loading 54 GB from a slow disk still logs every shard. */
 export const DEFAULT_HEALTH_STALL_AFTER = 10 * 60_000;
 export const DEFAULT_HEALTH_PROGRESS_TIMEOUT = 60_000;
+/** Envoy outlier detection's defaults (`base_ejection_time` 30 s, `max_ejection_time` 300 s). */
+export const DEFAULT_HEALTH_EJECTION_TIME = 30_000;
+export const DEFAULT_HEALTH_MAX_EJECTION_TIME = 5 * 60_000;
 
 export const DEFAULT_ROUTING_POLICY: PolicyName = 'least-loaded';
 /** `auto`: the adaptive cap (src/routing/adaptive-cap.ts); it finished bench:balance's job first. */

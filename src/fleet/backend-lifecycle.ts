@@ -45,6 +45,13 @@ export interface LifecycleOptions {
   stallAfter: number;
   /** A log is configured: its ready line since the latest start is required for admission. */
   hasLog: boolean;
+  /**
+   * ms an ejection by live traffic or the progress watchdog holds the backend out at least, times
+   * its ejections in a row (Envoy's `base_ejection_time`); 0 = re-admit at `rise` passing probes.
+   */
+  ejectionTime?: number;
+  /** Cap of that hold (Envoy's `max_ejection_time`). */
+  maxEjectionTime?: number;
   now: () => number;
 }
 
@@ -89,18 +96,26 @@ interface LogFacts {
 }
 
 interface PassiveFacts {
-  /** Ejected by real traffic; cleared by `rise` passing probes. */
+  /** Ejected by real traffic or the watchdog; cleared by `rise` passing probes once `heldUntil` is past. */
   ejected: string | null;
+  heldUntil: number;
+  /** Ejections in a row: each full `ejectionTime` spent ready since the latest re-admission takes one off. */
+  ejections: number;
+  readmittedAt: number;
   consecutiveFailures: number;
 }
 
 const MAX_LOG_LINE = 300;
 
+function noPassiveFacts(): PassiveFacts {
+  return { ejected: null, heldUntil: 0, ejections: 0, readmittedAt: 0, consecutiveFailures: 0 };
+}
+
 export class BackendLifecycle {
   readonly #opts: LifecycleOptions;
   #probe: ProbeFacts = { reachable: null, passes: 0, failures: 0, reason: null, phase: null };
   #log: LogFacts;
-  #passive: PassiveFacts = { ejected: null, consecutiveFailures: 0 };
+  #passive: PassiveFacts = noPassiveFacts();
   #draining = false;
   #gaveUp: string | null = null;
   /** Admitted since the latest start: failures from here on mean `unhealthy`, not `starting`. */
@@ -193,7 +208,7 @@ export class BackendLifecycle {
     if (keepLog) this.#log.fatal = null;
     else this.#log = this.#freshLog();
     this.#probe.passes = 0;
-    this.#passive = { ejected: null, consecutiveFailures: 0 };
+    this.#passive = noPassiveFacts();
     this.#wasReady = false;
     this.#sawDown = false;
     this.#startedAt = this.#opts.now();
@@ -213,8 +228,12 @@ export class BackendLifecycle {
     if (result.ok) {
       probe.passes++;
       probe.failures = 0;
-      if (this.#passive.ejected !== null && probe.passes >= this.#opts.rise) {
-        this.#passive = { ejected: null, consecutiveFailures: 0 };
+      const passive = this.#passive;
+      const now = this.#opts.now();
+      if (passive.ejected !== null && probe.passes >= this.#opts.rise && now >= passive.heldUntil) {
+        passive.ejected = null;
+        passive.consecutiveFailures = 0;
+        passive.readmittedAt = now;
       }
     } else {
       probe.failures++;
@@ -235,10 +254,27 @@ export class BackendLifecycle {
     }
   }
 
-  /** Out of rotation on what live traffic showed; re-admission needs `rise` fresh passing probes. */
+  /**
+   * Out of rotation on what live traffic showed; re-admission needs `rise` fresh passing probes after
+   * the hold. The hold grows with ejections in a row: a fault `/health` cannot see (a dead DP rank)
+   * would otherwise be re-admitted at its next probe and take traffic again.
+   */
   #eject(reason: string): void {
-    this.#passive.ejected = reason;
+    const passive = this.#passive;
     this.#probe.passes = 0;
+    if (passive.ejected !== null) return;
+    const base = this.#opts.ejectionTime ?? 0;
+    if (base === 0) {
+      passive.ejected = reason;
+      return;
+    }
+    const now = this.#opts.now();
+    const forgiven = Math.floor((now - passive.readmittedAt) / base);
+    passive.ejections = Math.max(0, passive.ejections - forgiven) + 1;
+    const holdMs = Math.min(base * passive.ejections, Math.max(base, this.#opts.maxEjectionTime ?? base));
+    passive.heldUntil = now + holdMs;
+    passive.ejected =
+      passive.ejections > 1 ? `${reason} (ejection ${passive.ejections} in a row: out ${holdMs / 1000} s)` : reason;
   }
 
   #onLog(event: LogEvent): void {

@@ -53,6 +53,8 @@ export class Fleet {
       rise: config.health.rise,
       fall: config.health.fall,
       stallAfter: config.health.stall_after,
+      ejectionTime: config.health.ejection_time,
+      maxEjectionTime: config.health.max_ejection_time,
       defaultCap: cap,
       now: opts.now,
     });

@@ -152,6 +152,9 @@ export interface RegistryOptions {
   rise: number;
   fall: number;
   stallAfter: number;
+  /** `health.ejection_time` / `health.max_ejection_time` (backend-lifecycle.ts); absent = 0, re-admit at `rise` probes. */
+  ejectionTime?: number;
+  maxEjectionTime?: number;
   defaultCap: number;
   now?: () => number;
 }
@@ -220,6 +223,8 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
       rise: this.#opts.rise,
       fall: this.#opts.fall,
       stallAfter: this.#opts.stallAfter,
+      ejectionTime: this.#opts.ejectionTime,
+      maxEjectionTime: this.#opts.maxEjectionTime,
       hasLog: config.log !== null,
       now: this.#now,
     });

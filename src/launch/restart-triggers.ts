@@ -5,8 +5,11 @@
 import type { BackendState } from '../fleet/backend-lifecycle.js';
 import type { RestartReason } from '../fleet/registry.js';
 
-/** The progress watchdog marks an engine whose HTTP answers but whose scheduler makes no progress. */
-const NO_PROGRESS = /progress/i;
+/**
+ * The progress watchdog marks an engine whose HTTP answers but whose scheduler makes no progress, or
+ * one of whose DP ranks is dead (its streams get no first byte while later ones do).
+ */
+const NO_PROGRESS = /progress|dead DP rank/i;
 
 export function restartTrigger(state: BackendState, reason: string | null): RestartReason | null {
   if (state === 'failed') return 'failed';

@@ -7,9 +7,24 @@ const REFUSED: ProbeResult = { ok: false, reachable: false, reason: 'connection 
 const WARMING: ProbeResult = { ok: false, reachable: true, reason: '/health 503 (warming up)', phase: 'warming_up' };
 const TIMEOUT: ProbeResult = { ok: false, reachable: true, reason: 'no answer within 5000 ms' };
 
-function machine({ rise = 1, fall = 3, stallAfter = 60_000, hasLog = false } = {}) {
+function machine({
+  rise = 1,
+  fall = 3,
+  stallAfter = 60_000,
+  hasLog = false,
+  ejectionTime = 0,
+  maxEjectionTime = 300_000,
+} = {}) {
   let clock = 1_000_000;
-  const lifecycle = new BackendLifecycle({ rise, fall, stallAfter, hasLog, now: () => clock });
+  const lifecycle = new BackendLifecycle({
+    rise,
+    fall,
+    stallAfter,
+    hasLog,
+    ejectionTime,
+    maxEjectionTime,
+    now: () => clock,
+  });
   return {
     lifecycle,
     advance: (ms: number) => {
@@ -126,6 +141,82 @@ describe('backend lifecycle', () => {
     assert.equal(m.lifecycle.state, 'unhealthy');
     const t = m.probe(OK);
     assert.deepEqual([t?.from, t?.to], ['unhealthy', 'ready']);
+  });
+
+  describe('ejection time (health.ejection_time)', () => {
+    const DEAD_RANK = { type: 'no_progress', reason: '2 streams got no first byte (a dead DP rank?)' } as const;
+    const ejectedAndBack = (m: ReturnType<typeof machine>) => {
+      m.feed(DEAD_RANK);
+      assert.equal(m.lifecycle.state, 'unhealthy');
+    };
+
+    test('an ejected backend whose probes pass stays out until the ejection time is over', () => {
+      const m = machine({ ejectionTime: 30_000 });
+      m.probe(OK);
+      ejectedAndBack(m);
+      m.advance(29_000);
+      assert.equal(m.probe(OK), null, 'a passing probe inside the ejection time does not re-admit');
+      m.advance(1_000);
+      const back = m.probe(OK);
+      assert.deepEqual([back?.from, back?.to], ['unhealthy', 'ready']);
+    });
+
+    test('ejections in a row hold it out longer each time, up to max_ejection_time', () => {
+      const m = machine({ ejectionTime: 30_000, maxEjectionTime: 75_000 });
+      m.probe(OK);
+      const heldFor = () => {
+        m.feed(DEAD_RANK);
+        let held = 0;
+        while (m.lifecycle.state !== 'ready') {
+          m.advance(1_000);
+          held += 1_000;
+          m.probe(OK);
+          assert.ok(held <= 600_000, 'never re-admitted');
+        }
+        return held;
+      };
+      assert.deepEqual([heldFor(), heldFor(), heldFor()], [30_000, 60_000, 75_000]);
+      assert.equal(m.lifecycle.snapshot.reason, null);
+      m.feed(DEAD_RANK);
+      assert.match(m.lifecycle.snapshot.reason ?? '', /dead DP rank\?\) \(ejection 4 in a row: out 75 s\)/);
+    });
+
+    test('each full ejection time spent ready takes one ejection off the count', () => {
+      const m = machine({ ejectionTime: 10_000 });
+      m.probe(OK);
+      for (let i = 0; i < 3; i++) {
+        ejectedAndBack(m);
+        m.advance(10_000 * (i + 1));
+        m.probe(OK);
+        assert.equal(m.lifecycle.state, 'ready');
+      }
+      // Three in a row; 20 s ready forgives two: the next ejection is the second in a row.
+      m.advance(20_000);
+      ejectedAndBack(m);
+      m.advance(19_000);
+      assert.equal(m.probe(OK), null);
+      m.advance(1_000);
+      assert.equal(m.probe(OK)?.to, 'ready');
+    });
+
+    test('a restarted process starts clean: no hold', () => {
+      const m = machine({ ejectionTime: 30_000, fall: 1 });
+      m.probe(OK);
+      ejectedAndBack(m);
+      m.probe(REFUSED);
+      m.advance(1_000);
+      const back = m.probe(OK);
+      assert.deepEqual([back?.from, back?.to], ['unhealthy', 'ready']);
+    });
+
+    test('more failures while ejected do not count as more ejections', () => {
+      const m = machine({ ejectionTime: 30_000 });
+      m.probe(OK);
+      ejectedAndBack(m);
+      m.feed({ type: 'traffic', outcome: 'reset' }, { type: 'traffic', outcome: 'reset' });
+      m.advance(30_000);
+      assert.equal(m.probe(OK)?.to, 'ready');
+    });
   });
 
   test('connection refused on live traffic ejects at once; probes re-admit', () => {

@@ -23,6 +23,8 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     fall: 3,
     stall_after: 600_000,
     progress_timeout: 60_000,
+    ejection_time: 30_000,
+    max_ejection_time: 300_000,
     fatal_patterns: [],
   },
   routing: {
@@ -105,6 +107,8 @@ test('every key is read and converted', () => {
       fall: 4,
       stall_after: '15m',
       progress_timeout: 0,
+      ejection_time: '10s',
+      max_ejection_time: '2m',
       fatal_patterns: ['NCCL error', 'Segmentation fault \\(core dumped\\)'],
     },
     routing: {
@@ -150,6 +154,8 @@ test('every key is read and converted', () => {
       fall: 4,
       stall_after: 900_000,
       progress_timeout: 0,
+      ejection_time: 10_000,
+      max_ejection_time: 120_000,
       fatal_patterns: ['NCCL error', 'Segmentation fault \\(core dumped\\)'],
     },
     routing: {
@@ -367,6 +373,11 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
     'health.progress_timeout: "never" is not a duration (e.g. 500ms, 10s)',
   ],
   ['zero stall_after', { ...ONE_BACKEND, health: { stall_after: 0 } }, 'health.stall_after: must be more than 0'],
+  [
+    'zero max_ejection_time',
+    { ...ONE_BACKEND, health: { max_ejection_time: '0s' } },
+    'health.max_ejection_time: must be more than 0',
+  ],
   [
     'bad size',
     { ...ONE_BACKEND, limits: { body_size: '32M' } },

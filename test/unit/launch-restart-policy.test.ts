@@ -91,6 +91,11 @@ test('restart triggers: failed, a stalled start, an ejection for lack of progres
   assert.equal(restartTrigger('failed', 'RuntimeError: Not enough memory'), 'failed');
   assert.equal(restartTrigger('starting', 'stalled'), 'stalled');
   assert.equal(restartTrigger('unhealthy', 'no progress for 2m while requests are running'), 'no_progress');
+  assert.equal(
+    restartTrigger('unhealthy', '2 streams got no first byte in 60s while requests sent later did (a dead DP rank?)'),
+    'no_progress',
+  );
+  assert.equal(restartTrigger('unhealthy', 'reset on live traffic'), null);
   assert.equal(restartTrigger('starting', null), null);
   assert.equal(restartTrigger('unhealthy', 'connect refused on live traffic'), null);
   assert.equal(restartTrigger('down', 'connection refused'), null);
