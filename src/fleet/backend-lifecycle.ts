@@ -164,7 +164,7 @@ export class BackendLifecycle {
         this.#onTraffic(event.outcome, event.detail);
         break;
       case 'no_progress':
-        this.#eject(event.reason);
+        this.#eject(event.reason, { hold: true });
         break;
       case 'log':
         this.#onLog(event.event);
@@ -250,20 +250,22 @@ export class BackendLifecycle {
     passive.consecutiveFailures++;
     const immediate = outcome === 'connect_refused' || outcome === 'reset';
     if (immediate || passive.consecutiveFailures >= this.#opts.fall) {
-      this.#eject(`${outcome.replace('_', ' ')}${detail ? `: ${detail}` : ''} on live traffic`);
+      // A refused or reset connection is seen by the probes too (a process gone, or a new one); only
+      // failures a passing probe does not disprove hold the backend out.
+      this.#eject(`${outcome.replace('_', ' ')}${detail ? `: ${detail}` : ''} on live traffic`, { hold: !immediate });
     }
   }
 
   /**
-   * Out of rotation on what live traffic showed; re-admission needs `rise` fresh passing probes after
-   * the hold. The hold grows with ejections in a row: a fault `/health` cannot see (a dead DP rank)
-   * would otherwise be re-admitted at its next probe and take traffic again.
+   * Out of rotation on what live traffic showed; re-admission needs `rise` fresh passing probes, after
+   * the hold for a fault a passing probe does not disprove. The hold grows with ejections in a row: a
+   * fault `/health` cannot see (a dead DP rank) would otherwise be re-admitted at its next probe.
    */
-  #eject(reason: string): void {
+  #eject(reason: string, { hold }: { hold: boolean }): void {
     const passive = this.#passive;
     this.#probe.passes = 0;
     if (passive.ejected !== null) return;
-    const base = this.#opts.ejectionTime ?? 0;
+    const base = hold ? (this.#opts.ejectionTime ?? 0) : 0;
     if (base === 0) {
       passive.ejected = reason;
       return;

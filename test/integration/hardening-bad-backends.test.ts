@@ -136,10 +136,10 @@ test('broken SSE framing mid-stream: one error event, no [DONE]; the proxy keeps
   await stillServing();
 });
 
-test('a stream that stalls past upstream.stream_idle_timeout: error event 504, no [DONE]; the backend counts a failure', async (t) => {
+test('a stream that stalls past upstream.stream_idle_timeout: error event 504, no [DONE]; the backend is held out for health.ejection_time', async (t) => {
   const { url, errorsOf, stillServing, gateway } = await badFleet(t, {
     upstream: { stream_idle_timeout: '400ms' },
-    health: { starting_interval: '50ms', fall: 1 },
+    health: { starting_interval: '50ms', fall: 1, ejection_time: '1s' },
   });
   const started = performance.now();
   const res = await post(url, '/v1/stall');
@@ -160,7 +160,10 @@ test('a stream that stalls past upstream.stream_idle_timeout: error event 504, n
   const backend = gateway.fleet.registry.get('bad')!;
   assert.equal(backend.state, 'unhealthy', 'with fall: 1, the one passive failure ejects it');
   assert.match(backend.lifecycle.snapshot.reason ?? '', /timeout: stream_idle_timeout on live traffic/);
+  const ejectedAt = backend.lifecycle.snapshot.since;
   await waitFor(() => backend.state === 'ready', { what: 're-admitted by its passing probes' });
+  const heldMs = backend.lifecycle.snapshot.since - ejectedAt;
+  assert.ok(heldMs >= 1_000, `held out ${heldMs} ms; its probes (every 50 ms) passed all along`);
   await stillServing();
 });
 

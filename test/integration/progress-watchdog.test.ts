@@ -75,11 +75,11 @@ async function faultUnderLoad(
     seen.every((e) => e.backend === 'gpu0'),
     'healthy backends are never ejected',
   );
-  return outcomes;
+  return { outcomes, gateway };
 }
 
 test('scheduler_dead_http_alive: ejected within progress_timeout + 5 s; streams on it end with the error event, plain requests re-sent', async (t) => {
-  const outcomes = await faultUnderLoad(t, (sim) => sim.killScheduler(), /no progress for .* requests? in flight/, {
+  const { outcomes } = await faultUnderLoad(t, (sim) => sim.killScheduler(), /no progress for .* requests? in flight/, {
     // A stream already answering when the scheduler dies: it cannot be re-sent, so it must be cut.
     injectWhen: (sim) => sim.counters.openStreams > 0,
   });
@@ -95,14 +95,15 @@ test('hang_after_ready: ejected within progress_timeout + 5 s; every request in 
   await faultUnderLoad(t, (sim) => sim.hang(), /no progress for/);
 });
 
-test('dp_rank_dead: two streams with no first byte while later ones got theirs eject the backend; stuck requests are re-sent', async (t) => {
-  const outcomes = await faultUnderLoad(
+test('dp_rank_dead: two streams with no first byte while later ones got theirs eject the backend; stuck requests are re-sent; its passing probes do not re-admit it', async (t) => {
+  const { outcomes, gateway } = await faultUnderLoad(
     t,
     (sim) => sim.killDpRank(0.5),
     /(?:[2-9]|\d{2,}) streams got no first byte .* while requests sent later did/,
     {
-      // Its `/health` stays 200: re-admitted, it would take traffic again (see docs/decisions.md).
-      config: { ...CONFIG, health: { ...CONFIG.health, starting_interval: '60s' } },
+      // Its `/health` stays 200 and is probed every 100 ms: the default health.ejection_time (30 s)
+      // keeps it out of rotation.
+      config: { ...CONFIG, health: { ...CONFIG.health, starting_interval: '100ms' } },
       // A generation script: eight requests in flight per backend, three in four streamed. Stuck
       // requests keep gpu0 the most loaded, so least-loaded sends it nothing new once as many are stuck
       // there as the others run: with four per backend, four stuck with at most one stream among them
@@ -115,6 +116,15 @@ test('dp_rank_dead: two streams with no first byte while later ones got theirs e
       visible: (sim) => sim.counters.deadRankStreams >= 2,
     },
   );
+  const gpu0 = gateway.fleet.registry.get('gpu0')!;
+  let passed = 0;
+  const onProbe = (backend: unknown, result: { ok: boolean }) => {
+    if (backend === gpu0 && result.ok) passed++;
+  };
+  gateway.fleet.registry.on('probe', onProbe);
+  t.after(() => gateway.fleet.registry.off('probe', onProbe));
+  await waitFor(() => passed >= 5, { timeoutMs: 10_000, what: 'five more passing probes of gpu0' });
+  assert.equal(gpu0.state, 'unhealthy', 'a dead rank that /health cannot see stays out');
   // The dead rank sends no byte at all, so every stuck request could be re-sent whole.
   assert.ok(outcomes.every((o) => o.complete));
   assert.ok(

@@ -209,11 +209,26 @@ describe('backend lifecycle', () => {
       assert.deepEqual([back?.from, back?.to], ['unhealthy', 'ready']);
     });
 
+    test('`fall` failures in a row on traffic hold it out; a refused connection does not (probes see that)', () => {
+      const m = machine({ ejectionTime: 30_000, fall: 2 });
+      m.probe(OK);
+      m.feed({ type: 'traffic', outcome: 'http_5xx' }, { type: 'traffic', outcome: 'http_5xx' });
+      assert.equal(m.lifecycle.state, 'unhealthy');
+      m.advance(1_000);
+      assert.equal(m.probe(OK), null, 'held out');
+      m.advance(29_000);
+      assert.equal(m.probe(OK)?.to, 'ready');
+      m.feed({ type: 'traffic', outcome: 'connect_refused' });
+      assert.equal(m.lifecycle.state, 'unhealthy');
+      m.advance(1_000);
+      assert.equal(m.probe(OK)?.to, 'ready');
+    });
+
     test('more failures while ejected do not count as more ejections', () => {
       const m = machine({ ejectionTime: 30_000 });
       m.probe(OK);
       ejectedAndBack(m);
-      m.feed({ type: 'traffic', outcome: 'reset' }, { type: 'traffic', outcome: 'reset' });
+      m.feed(DEAD_RANK, { type: 'traffic', outcome: 'http_5xx' }, { type: 'traffic', outcome: 'timeout' });
       m.advance(30_000);
       assert.equal(m.probe(OK)?.to, 'ready');
     });
