@@ -9,6 +9,14 @@ export interface BalanceTarget extends TargetSpec {
 export const BALANCE_TARGETS: readonly BalanceTarget[] = [
   { id: 'direct', name: 'direct (client round-robin)', kind: 'direct' },
   { id: 'fleetgate-least-loaded', name: 'fleetgate least-loaded', kind: 'fleetgate', balance: 'least-loaded' },
+  // `routing.cap_slow_start`: a backend's cap starts at what it runs + 2 and doubles per report.
+  {
+    id: 'fleetgate-slow-start',
+    name: 'fleetgate least-loaded, cap slow start',
+    kind: 'fleetgate',
+    balance: 'least-loaded',
+    capSlowStart: true,
+  },
   { id: 'fleetgate-round-robin', name: 'fleetgate round-robin', kind: 'fleetgate', balance: 'round-robin' },
   { id: 'fleetgate-power-of-two', name: 'fleetgate power-of-two', kind: 'fleetgate', balance: 'power-of-two' },
   // fleetgate's defaults include `max_inflight_per_backend: auto`; this is the same without the cap.

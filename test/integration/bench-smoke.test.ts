@@ -50,7 +50,8 @@ const BENCHES = [
   },
   {
     bench: 'balance',
-    targets: 'direct,fleetgate',
+    // One fleetgate variant: every one of them (the prefix `fleetgate`) took the file past its 120 s.
+    targets: 'direct,fleetgate-least-loaded',
     header: /\| target\s+\| makespan s/,
     fleetgateRow: /\| fleetgate least-loaded /,
   },
