@@ -147,7 +147,12 @@ export class PrefixAware implements Policy {
     return { candidate: tied.length === 1 ? tied[0] : this.#leastLoaded.pick(tied), matched };
   }
 
+  /**
+   * A backend with an idle batch slot starts the request at once: moving it would buy nothing but
+   * a prefill of what that backend caches, so only a backend that would queue it counts as overloaded.
+   */
   #overloaded(candidate: Candidate, least: Candidate): boolean {
+    if (candidate.idleSlot === true) return false;
     const gap = candidate.load - least.load;
     return gap > this.#opts.loadGap && candidate.load > least.load * this.#opts.loadRatio;
   }

@@ -86,6 +86,24 @@ describe('prefix-aware', () => {
     assert.equal(policy.stats.decisions.cache, 2);
   });
 
+  test('the load guard spares a cached backend that has an idle batch slot', () => {
+    const { policy } = setup({ loadGap: 4, loadRatio: 1.5 });
+    policy.onDispatch(backends([0])[0], traits(turn(2), 'conv-3'));
+    const hot = (idleSlot: boolean): Candidate[] => [
+      { name: 'b0', load: 12, idleSlot },
+      { name: 'b1', load: 1, idleSlot: true },
+    ];
+    // Past both thresholds, but b0 still runs fewer than its batch slots: it starts the request at
+    // once, so the cache (and the session) keep it there.
+    assert.equal(policy.pick(hot(true), traits(turn(2))).name, 'b0');
+    assert.equal(policy.pick(hot(true), { session: 'conv-3' }).name, 'b0');
+    assert.deepEqual(policy.stats.decisions, { session: 1, cache: 1, load: 0, none: 0 });
+    // Once b0 would queue it, load wins.
+    assert.equal(policy.pick(hot(false), traits(turn(2))).name, 'b1');
+    assert.equal(policy.pick(hot(false), { session: 'conv-3' }).name, 'b1');
+    assert.equal(policy.stats.decisions.load, 1);
+  });
+
   test('the record ages out after the ttl', () => {
     const { clock, policy } = setup({ ttlMs: 1_000 });
     const list = backends([0, 0]);
