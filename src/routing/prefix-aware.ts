@@ -66,11 +66,11 @@ export class PrefixAware implements Policy {
     const least = this.#leastLoaded.pick(candidates);
     if (traits === undefined) return this.#decide('none', least, 0);
     const pinned = this.#pinned(candidates, traits);
-    if (pinned !== null && !this.#overloaded(pinned, least)) return this.#decide('session', pinned, 0);
+    if (pinned !== null && !this.#overloaded(pinned, least, true)) return this.#decide('session', pinned, 0);
     const best = this.#longestMatch(candidates, traits, least);
     if (best === null) return this.#decide('none', least, 0);
     const chars = best.matched * (traits.blockChars ?? 0);
-    if (this.#overloaded(best.candidate, least)) return this.#decide('load', least, 0);
+    if (this.#overloaded(best.candidate, least, false)) return this.#decide('load', least, 0);
     return this.#decide('cache', best.candidate, chars);
   }
 
@@ -148,11 +148,14 @@ export class PrefixAware implements Policy {
   }
 
   /**
-   * A backend with an idle batch slot starts the request at once: moving it would buy nothing but
-   * a prefill of what that backend caches, so only a backend that would queue it counts as overloaded.
+   * Past both thresholds. `spareIdle`: a session's backend that has an idle batch slot is not
+   * overloaded: it starts the request at once, and moving it would only prefill again the
+   * conversation (or group) it caches. A match without a session gets no such pass: it may be a
+   * shared opening (a system prompt) that only the first backends have seen yet, and spreading new
+   * conversations by load is what keeps them from all starting on those.
    */
-  #overloaded(candidate: Candidate, least: Candidate): boolean {
-    if (candidate.idleSlot === true) return false;
+  #overloaded(candidate: Candidate, least: Candidate, spareIdle: boolean): boolean {
+    if (spareIdle && candidate.idleSlot === true) return false;
     const gap = candidate.load - least.load;
     return gap > this.#opts.loadGap && candidate.load > least.load * this.#opts.loadRatio;
   }
