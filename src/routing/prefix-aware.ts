@@ -66,11 +66,11 @@ export class PrefixAware implements Policy {
     const least = this.#leastLoaded.pick(candidates);
     if (traits === undefined) return this.#decide('none', least, 0);
     const pinned = this.#pinned(candidates, traits);
-    if (pinned !== null && !this.#overloaded(pinned, least)) return this.#decide('session', pinned, 0);
+    if (pinned !== null && !this.#overloaded(pinned, least, true)) return this.#decide('session', pinned, 0);
     const best = this.#longestMatch(candidates, traits, least);
     if (best === null) return this.#decide('none', least, 0);
     const chars = best.matched * (traits.blockChars ?? 0);
-    if (this.#overloaded(best.candidate, least)) return this.#decide('load', least, 0);
+    if (this.#overloaded(best.candidate, least, false)) return this.#decide('load', least, 0);
     return this.#decide('cache', best.candidate, chars);
   }
 
@@ -147,7 +147,15 @@ export class PrefixAware implements Policy {
     return { candidate: tied.length === 1 ? tied[0] : this.#leastLoaded.pick(tied), matched };
   }
 
-  #overloaded(candidate: Candidate, least: Candidate): boolean {
+  /**
+   * Past both thresholds. `spareIdle`: a session's backend that has an idle batch slot is not
+   * overloaded: it starts the request at once, and moving it would only prefill again the
+   * conversation (or group) it caches. A match without a session gets no such pass: it may be a
+   * shared opening (a system prompt) that only the first backends have seen yet, and spreading new
+   * conversations by load is what keeps them from all starting on those.
+   */
+  #overloaded(candidate: Candidate, least: Candidate, spareIdle: boolean): boolean {
+    if (spareIdle && candidate.idleSlot === true) return false;
     const gap = candidate.load - least.load;
     return gap > this.#opts.loadGap && candidate.load > least.load * this.#opts.loadRatio;
   }

@@ -86,6 +86,25 @@ describe('prefix-aware', () => {
     assert.equal(policy.stats.decisions.cache, 2);
   });
 
+  test("the load guard spares a session's backend while it has an idle batch slot, not a mere match", () => {
+    const { policy } = setup({ loadGap: 4, loadRatio: 1.5 });
+    policy.onDispatch(backends([0])[0], traits(turn(2), 'conv-3'));
+    const hot = (idleSlot: boolean): Candidate[] => [
+      { name: 'b0', load: 12, idleSlot },
+      { name: 'b1', load: 1, idleSlot: true },
+    ];
+    // Past both thresholds, but b0 still runs fewer than its batch slots: it starts the turn at
+    // once, so the conversation stays where it is cached.
+    assert.equal(policy.pick(hot(true), traits(turn(3), 'conv-3')).name, 'b0');
+    assert.equal(policy.stats.decisions.session, 1);
+    // Without a session the same match is guarded as before: load wins.
+    assert.equal(policy.pick(hot(true), traits(turn(3))).name, 'b1');
+    assert.equal(policy.stats.decisions.load, 1);
+    // Once b0 would queue the turn, load wins for the session too.
+    assert.equal(policy.pick(hot(false), traits(turn(3), 'conv-3')).name, 'b1');
+    assert.deepEqual(policy.stats.decisions, { session: 1, cache: 0, load: 2, none: 0 });
+  });
+
   test('the record ages out after the ttl', () => {
     const { clock, policy } = setup({ ttlMs: 1_000 });
     const list = backends([0, 0]);
