@@ -75,7 +75,7 @@ for (const { bench, targets, header, fleetgateRow } of BENCHES) {
   });
 }
 
-test("bench:mixed --quick runs and reports each interactive request and the client's event-loop delay", {
+test("bench:mixed --quick warms each proxy, then reports each interactive request and the client's event-loop delay", {
   skip,
   timeout: 120_000,
 }, async () => {
@@ -89,10 +89,14 @@ test("bench:mixed --quick runs and reports each interactive request and the clie
   ]);
   assert.equal(code, 0, stderr);
   assert.match(stdout, /\| fleetgate with classes \| [1-9]/);
+  assert.match(stdout, /\| fleetgate with classes: TTFT p99 after the first second <= 2x idle's \| [0-9.]+x \(runs [0-9.]+;/);
   const json = JSON.parse(readFileSync(out, 'utf8'));
   assert.equal(json.runs.length, 2);
+  assert.ok(json.options.warmup > 0);
   for (const run of json.runs) {
     assert.equal(run.error, null);
+    // The servers completed the warm-up's requests before the clock started, idle row included.
+    assert.equal(run.warmedUp, json.options.warmup);
     assert.ok(run.interactive.length > 0 && run.interactive.every((s: { status: number }) => s.status === 200));
     assert.ok(run.loopDelayMaxMs.length > 0);
   }
