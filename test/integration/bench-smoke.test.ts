@@ -89,7 +89,10 @@ test("bench:mixed --quick warms each proxy, then reports each interactive reques
   ]);
   assert.equal(code, 0, stderr);
   assert.match(stdout, /\| fleetgate with classes \| [1-9]/);
-  assert.match(stdout, /\| fleetgate with classes: TTFT p99 after the first second <= 2x idle's \| [0-9.]+x \(runs [0-9.]+;/);
+  assert.match(
+    stdout,
+    /\| fleetgate with classes: TTFT p99 after the first second <= 2x idle's \| [0-9.]+x \(runs [0-9.]+;/,
+  );
   const json = JSON.parse(readFileSync(out, 'utf8'));
   assert.equal(json.runs.length, 2);
   assert.ok(json.options.warmup > 0);
