@@ -20,6 +20,8 @@ export interface InteractiveOptions {
 export interface InteractiveSample {
   /** ms from the client's start to this request's send. */
   sentMs: number;
+  /** The same moment on the wall clock (epoch ms), to line it up with other processes' logs. */
+  sentAtEpochMs: number;
   /** ms from send to the first body byte (the first SSE event: the first token); null if it failed. */
   ttftMs: number | null;
   status: number;
@@ -68,7 +70,7 @@ export function interactiveClient(url: string, opts: InteractiveOptions): Intera
       status = status || -1;
     }
     const ttftMs = status === 200 && first !== null ? first - started : null;
-    samples.push({ sentMs: started - t0, ttftMs, status });
+    samples.push({ sentMs: started - t0, sentAtEpochMs: performance.timeOrigin + started, ttftMs, status });
   };
   let sent = 0;
   let done: () => void = () => {};

@@ -11,7 +11,8 @@ import { BENCH_DEADLINE, closedLoop, LoadClient, REQUEST_TIME_LIMIT } from '../l
 import { SimHost } from '../lib/sim-control.js';
 import { percentileSorted, Samples } from '../lib/stats.js';
 import { startTarget, type TargetSpec } from '../lib/targets.js';
-import type { Job } from './workload.js';
+import { simCounters, warmUp } from '../lib/warm-up.js';
+import { type Job, MODEL } from './workload.js';
 
 export interface FaultPlan {
   /** This server is started `lateMs` after the job begins. */
@@ -49,6 +50,11 @@ export interface JobOptions {
   clientCpu: number | null;
   dir: string;
   deadlineMs: number;
+  /**
+   * Before the clock starts: this many one-token requests at once through the job's client (warm-up.ts);
+   * the servers' counters leave them out. 0 or absent: none, the job meets a cold balancer.
+   */
+  warmup?: number;
   /** Started (and awaited) once the balancer is ready, just before the job; stopped when the job is done. */
   alongside?: (urls: string[]) => Promise<{ stop(): Promise<void> }>;
 }
@@ -70,6 +76,8 @@ export interface JobMetrics {
   cut: boolean;
   /** Requests that never completed: cut by the per-request or the run's time limit, or never sent. */
   neverCompleted: number;
+  /** Requests the servers completed before the clock started (the warm-up's); the counters above leave them out. */
+  warmedUp: number;
 }
 
 const PATH = '/v1/chat/completions';
@@ -103,6 +111,8 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
       let timedOut = 0;
       const crashAt = fault ? Math.floor(opts.jobs.length * fault.crashAtShare) : Number.POSITIVE_INFINITY;
       const deadAt = dead ? Math.floor(opts.jobs.length * dead.atShare) : Number.POSITIVE_INFINITY;
+      await warmUp(client, opts.warmup ?? 0, { model: MODEL });
+      const before = await simCounters(sims);
       if (fault) await sims.go();
       const side = await opts.alongside?.(target.urls);
       const result = await closedLoop(client, {
@@ -123,7 +133,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
         },
       });
       await side?.stop();
-      const stats = await sims.stats();
+      const after = await simCounters(sims);
       const sorted = latencies.sorted();
       return {
         makespanSec: result.elapsedMs / 1000,
@@ -132,12 +142,13 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
         ok: result.ok,
         errors: result.errors + (opts.jobs.length - result.sent),
         errorKinds: result.errorKinds,
-        retractions: stats.reduce((sum, s) => sum + s.counters.retractions, 0),
-        completed: stats.map((s) => s.counters.completed),
-        received: stats.map((s) => s.counters.requests),
-        generatedTokens: stats.reduce((sum, s) => sum + s.counters.generatedTokens, 0),
+        retractions: after.retractions - before.retractions,
+        completed: after.completed.map((n, i) => n - before.completed[i]),
+        received: after.requests.map((n, i) => n - before.requests[i]),
+        generatedTokens: after.generatedTokens - before.generatedTokens,
         cut: result.cut,
         neverCompleted: timedOut + (opts.jobs.length - result.sent),
+        warmedUp: before.completed.reduce((sum, n) => sum + n, 0),
       };
     } finally {
       await client.close();

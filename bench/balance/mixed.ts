@@ -4,7 +4,8 @@
  * streamed chat request per second; reported: the interactive requests' time to first token and the
  * job's makespan, for fleetgate with priority classes (the interactive client names its class),
  * without (one class), with `queue.reserve`, NGINX least_conn, HAProxy leastconn, and the same
- * interactive client on an idle fleet. Markdown on stdout, JSON in bench/results/, progress on stderr.
+ * interactive client on an idle fleet. Every proxy is warmed before the clock starts (warm-up.ts).
+ * Markdown on stdout, JSON in bench/results/, progress on stderr.
  */
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -19,10 +20,12 @@ import {
   startBench,
   writeResults,
 } from '../lib/cli.js';
+import { LoadClient } from '../lib/load.js';
 import { machineLine } from '../lib/machine.js';
 import { SimHost } from '../lib/sim-control.js';
-import { median, percentileSorted } from '../lib/stats.js';
+import { percentileSorted } from '../lib/stats.js';
 import { startTarget, type TargetSpec } from '../lib/targets.js';
+import { simCounters, warmUp } from '../lib/warm-up.js';
 import { engineFor, engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
 import {
   forkInteractiveClient,
@@ -31,8 +34,9 @@ import {
   type InteractiveResult,
   interactiveClient,
 } from './interactive-client.js';
-import { runJob } from './job.js';
-import { makeWorkload } from './workload.js';
+import { type JobMetrics, runJob } from './job.js';
+import { type MixedRecord, mixedChecks, mixedTables, summarizeRow } from './mixed-report.js';
+import { MODEL, makeWorkload } from './workload.js';
 
 interface MixedTarget extends TargetSpec {
   id: string;
@@ -42,12 +46,20 @@ interface MixedTarget extends TargetSpec {
   idle?: boolean;
   /** The simulated servers run with SGLang's `--enable-priority-scheduling`. */
   priorityScheduling?: boolean;
+  /** A row with classes: the id of the same configuration without them, for the makespan ratio. */
+  without?: string;
 }
 
 const ONE_CLASS = '  classes: [batch]\n  default_class: batch\n';
 const TARGETS: readonly MixedTarget[] = [
   { id: 'idle', name: 'idle fleet (fleetgate, classes)', kind: 'fleetgate', header: true, idle: true },
-  { id: 'fleetgate-classes', name: 'fleetgate with classes', kind: 'fleetgate', header: true },
+  {
+    id: 'fleetgate-classes',
+    name: 'fleetgate with classes',
+    kind: 'fleetgate',
+    header: true,
+    without: 'fleetgate-no-classes',
+  },
   {
     id: 'fleetgate-no-classes',
     name: 'fleetgate without classes',
@@ -61,6 +73,7 @@ const TARGETS: readonly MixedTarget[] = [
     kind: 'fleetgate',
     header: true,
     queueYaml: '  reserve: 1\n',
+    without: 'fleetgate-no-classes',
   },
   {
     id: 'fleetgate-backend-priority',
@@ -69,6 +82,7 @@ const TARGETS: readonly MixedTarget[] = [
     header: true,
     queueYaml: '  classes:\n    - {name: interactive, backend_priority: 1}\n    - {name: batch, backend_priority: 0}\n',
     priorityScheduling: true,
+    without: 'fleetgate-no-classes',
   },
   {
     // A gap above SGLang's default --priority-scheduling-preemption-threshold (10): the interactive
@@ -80,6 +94,7 @@ const TARGETS: readonly MixedTarget[] = [
     queueYaml:
       '  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
     priorityScheduling: true,
+    without: 'fleetgate-no-classes',
   },
   {
     id: 'fleetgate-slow-start',
@@ -87,6 +102,7 @@ const TARGETS: readonly MixedTarget[] = [
     kind: 'fleetgate',
     header: true,
     capSlowStart: true,
+    without: 'fleetgate-slow-start-no-classes',
   },
   {
     id: 'fleetgate-slow-start-no-classes',
@@ -105,6 +121,7 @@ const TARGETS: readonly MixedTarget[] = [
     queueYaml:
       '  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
     priorityScheduling: true,
+    without: 'fleetgate-slow-start-no-classes',
   },
   {
     // The same with a slot of every backend's cap kept for the top class: with the servers' queues
@@ -117,6 +134,7 @@ const TARGETS: readonly MixedTarget[] = [
     queueYaml:
       '  reserve: 1\n  classes:\n    - {name: interactive, backend_priority: 100}\n    - {name: batch, backend_priority: 0}\n',
     priorityScheduling: true,
+    without: 'fleetgate-slow-start-no-classes',
   },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn', header: false },
   { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn', header: false },
@@ -133,6 +151,8 @@ const usage = `usage: npm run bench:mixed -- [options]
   --interactive-in-process  run the interactive client in the bench's own process (as before), not a child
   --cpu-prof DIR      run fleetgate under node --cpu-prof, writing .cpuprofile files to DIR
   --access-log        fleetgate writes its access log (with class and queue_ms) to its log file (see --keep)
+  --no-warmup         start the clock on a cold proxy (default: each proxy first serves as many one-token
+                      requests at once as the job has in flight, idle row included; bench/lib/warm-up.ts)
   --proxy-cpu N / --client-cpu N / --no-pin / --out FILE / --quiet-wait SEC / --keep   as bench:balance
 `;
 
@@ -148,6 +168,7 @@ function parse(argv: string[]) {
       'interactive-in-process': { type: 'boolean' },
       'cpu-prof': { type: 'string' },
       'access-log': { type: 'boolean' },
+      'no-warmup': { type: 'boolean' },
     },
   });
   if (values.help) return null;
@@ -155,6 +176,7 @@ function parse(argv: string[]) {
   for (const id of wanted) if (!TARGETS.some((t) => t.id === id)) throw new Error(`--targets: unknown target '${id}'`);
   const sizes = { quick: values.quick === true };
   const engine = engineOptions(sizes);
+  const concurrency = SCRIPT_CONCURRENCY_PER_SLOT * engine.maxRunningRequests * SERVERS;
   return {
     ...commonSettings(values, 'mixed'),
     targets: TARGETS.filter((t) => wanted.includes(t.id)).map((t) =>
@@ -167,40 +189,8 @@ function parse(argv: string[]) {
     proxyNodeArgs: values['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${values['cpu-prof']}`] : [],
     workload: workloadSpec(sizes),
     engine,
-    concurrency: SCRIPT_CONCURRENCY_PER_SLOT * engine.maxRunningRequests * SERVERS,
-  };
-}
-
-interface MixedRecord {
-  run: number;
-  target: string;
-  ttftMs: number[];
-  interactiveErrors: number;
-  /** Each interactive request: when it was sent (ms since the client started), its TTFT and status. */
-  interactive: InteractiveResult['samples'];
-  /** The interactive client's process: its worst event-loop delay in each second, ms. */
-  loopDelayMaxMs: number[];
-  makespanSec: number | null;
-  batchErrors: number | null;
-  /** The batch job's errors by kind (HTTP status or client error). */
-  batchErrorKinds: Record<string, number>;
-  error: string | null;
-}
-
-function summarizeTarget(records: MixedRecord[], name: string) {
-  const mine = records.filter((r) => r.target === name && r.error === null);
-  if (mine.length === 0) return null;
-  const ttft = mine.flatMap((r) => r.ttftMs).sort((a, b) => a - b);
-  const makespans = mine.map((r) => r.makespanSec).filter((m): m is number => m !== null);
-  return {
-    target: name,
-    runs: mine.length,
-    interactive: ttft.length,
-    ttftP50Ms: percentileSorted(ttft, 50),
-    ttftP99Ms: percentileSorted(ttft, 99),
-    interactiveErrors: mine.reduce((sum, r) => sum + r.interactiveErrors, 0),
-    makespanSec: makespans.length > 0 ? median(makespans) : null,
-    batchErrors: mine.reduce((sum, r) => sum + (r.batchErrors ?? 0), 0),
+    concurrency,
+    warmup: values['no-warmup'] ? 0 : concurrency,
   };
 }
 
@@ -242,11 +232,16 @@ async function main(argv: string[]): Promise<number> {
                 cpu: opts.proxyCpu,
                 dir: join(dir, 'proxy'),
               });
+              // The same warm-up as the job's rows, so that the idle row's first request meets a warm proxy too.
+              const warmUpClient = new LoadClient(target.urls, opts.concurrency);
               try {
+                await warmUp(warmUpClient, opts.warmup, { model: MODEL });
+                const warmedUp = (await simCounters(sims)).completed.reduce((sum, n) => sum + n, 0);
                 const client = await startClient(target.urls[0], spec.header, opts.idleRequests);
                 await client.finished;
-                record = toRecord(run, spec, await client.stop(), null, null);
+                record = toRecord(run, spec, await client.stop(), warmedUp, null);
               } finally {
+                await warmUpClient.close();
                 await target.stop();
               }
             } finally {
@@ -265,6 +260,7 @@ async function main(argv: string[]): Promise<number> {
               clientCpu: opts.clientCpu,
               dir,
               deadlineMs: 10 * 60_000,
+              warmup: opts.warmup,
               alongside: async (urls) => {
                 const client = await startClient(urls[0], spec.header, 600);
                 return {
@@ -274,7 +270,7 @@ async function main(argv: string[]): Promise<number> {
                 };
               },
             });
-            record = toRecord(run, spec, measured, metrics.makespanSec, metrics.errors, metrics.errorKinds);
+            record = toRecord(run, spec, measured, metrics.warmedUp, metrics);
           }
           records.push(record);
           const ttft = [...record.ttftMs].sort((a, b) => a - b);
@@ -285,6 +281,7 @@ async function main(argv: string[]): Promise<number> {
           records.push({
             run,
             target: spec.name,
+            warmedUp: 0,
             ttftMs: [],
             interactiveErrors: 0,
             interactive: [],
@@ -301,45 +298,15 @@ async function main(argv: string[]): Promise<number> {
   } finally {
     if (!opts.keep) rmSync(work, { recursive: true, force: true });
   }
-  const summaries = opts.targets.map((t) => summarizeTarget(records, t.name)).filter((s) => s !== null);
-  const byId = (id: string) => summaries.find((s) => s.target === TARGETS.find((t) => t.id === id)?.name);
-  const idle = byId('idle');
-  const classes = byId('fleetgate-classes');
-  const without = byId('fleetgate-no-classes');
-  const checks = [
-    idle && classes
-      ? {
-          target: 'with classes: interactive TTFT p99 <= 2x idle',
-          value: `${(classes.ttftP99Ms / idle.ttftP99Ms).toFixed(2)}x`,
-          met: classes.ttftP99Ms <= 2 * idle.ttftP99Ms,
-        }
-      : null,
-    without?.makespanSec && classes?.makespanSec
-      ? {
-          target: 'with classes: batch makespan <= 1.02x without classes',
-          value: `${(classes.makespanSec / without.makespanSec).toFixed(3)}x`,
-          met: classes.makespanSec <= 1.02 * without.makespanSec,
-        }
-      : null,
-  ].filter((c) => c !== null);
-  const fmt = (ms: number) => (ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${ms.toFixed(0)} ms`);
+  const summaries = opts.targets.map((t) => summarizeRow(records, t)).filter((s) => s !== null);
+  const checks = mixedChecks(summaries, opts.targets);
   const report = [
     `## fleetgate mixed-workload bench (${opts.runs} run${opts.runs === 1 ? '' : 's'}; TTFT percentiles over every run's interactive requests, makespan the median)`,
     '',
     `Machine: ${machineLine(machine)}.`,
     `Batch job: bench:balance's (${jobs.length} chat requests, concurrency ${opts.concurrency}, ${SERVERS} simulated SGLang servers, max_running_requests ${opts.engine.maxRunningRequests}). Interactive: one streamed chat request (max_tokens ${opts.interactiveTokens}) every ${opts.intervalMs} ms while the job runs (${opts.idleRequests} on the idle fleet).`,
     '',
-    '| target | interactive n | TTFT p50 | TTFT p99 | interactive errors | batch makespan s | batch errors |',
-    '|---|---|---|---|---|---|---|',
-    ...summaries.map(
-      (s) =>
-        `| ${s.target} | ${s.interactive} | ${fmt(s.ttftP50Ms)} | ${fmt(s.ttftP99Ms)} | ${s.interactiveErrors} | ${s.makespanSec?.toFixed(2) ?? '-'} | ${s.makespanSec === null ? '-' : s.batchErrors} |`,
-    ),
-    '',
-    '| issue #19 target | measured | met |',
-    '|---|---|---|',
-    ...checks.map((c) => `| ${c.target} | ${c.value} | ${c.met ? 'yes' : 'NO'} |`),
-    '',
+    ...mixedTables(summaries, checks),
   ].join('\n');
   process.stdout.write(report);
   writeResults(opts.out, 'mixed', started, {
@@ -364,21 +331,21 @@ function toRecord(
   run: number,
   spec: MixedTarget,
   { samples, loopDelayMaxMs }: InteractiveResult,
-  makespanSec: number | null,
-  batchErrors: number | null,
-  batchErrorKinds: Record<string, number> = {},
+  warmedUp: number,
+  job: JobMetrics | null,
 ): MixedRecord {
   const ttftMs = samples.flatMap((s) => (s.ttftMs === null ? [] : [s.ttftMs]));
   return {
     run,
     target: spec.name,
+    warmedUp,
     ttftMs,
     interactiveErrors: samples.length - ttftMs.length,
     interactive: samples,
     loopDelayMaxMs,
-    makespanSec,
-    batchErrors,
-    batchErrorKinds,
+    makespanSec: job?.makespanSec ?? null,
+    batchErrors: job?.errors ?? null,
+    batchErrorKinds: job?.errorKinds ?? {},
     error: null,
   };
 }

@@ -11,7 +11,9 @@ import { closedLoop, LoadClient, type Outcome } from '../lib/load.js';
 import { SimHost } from '../lib/sim-control.js';
 import { percentileSorted, Samples } from '../lib/stats.js';
 import { startTarget, type TargetSpec } from '../lib/targets.js';
-import { MODEL, type PrefixRequest, type PrefixWorkload } from './prefix-workloads.js';
+import { simCounters, warmUp } from '../lib/warm-up.js';
+import type { PrefixRequest, PrefixWorkload } from './prefix-workloads.js';
+import { MODEL } from './workload.js';
 
 export interface PrefixJobOptions {
   servers: number;
@@ -73,7 +75,8 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
         } else errors++;
         return outcome;
       };
-      const before = await warmUp(client, opts.warmup ?? 0, sims);
+      await warmUp(client, opts.warmup ?? 0, { model: MODEL, headers: (i) => ({ 'x-session-id': `warm-up-${i}` }) });
+      const before = await simCounters(sims);
       const started = performance.now();
       let cut = false;
       const w = opts.workload;
@@ -91,9 +94,9 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
         cut = await conversationLoop(w.conversations, opts.concurrency, opts.deadlineMs, send);
       }
       const makespanSec = (performance.now() - started) / 1000;
-      const stats = await sims.stats();
-      const prompt = stats.reduce((sum, s) => sum + s.counters.promptTokens, 0) - before.promptTokens;
-      const cached = stats.reduce((sum, s) => sum + s.counters.cachedTokens, 0) - before.cachedTokens;
+      const after = await simCounters(sims);
+      const prompt = after.promptTokens - before.promptTokens;
+      const cached = after.cachedTokens - before.cachedTokens;
       const sorted = ttft.sorted();
       return {
         makespanSec,
@@ -102,7 +105,7 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
         ok,
         errors,
         cachedRatio: prompt > 0 ? cached / prompt : 0,
-        completed: stats.map((s, i) => s.counters.completed - before.completed[i]),
+        completed: after.completed.map((n, i) => n - before.completed[i]),
         cut,
       };
     } finally {
@@ -112,30 +115,6 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
   } finally {
     await sims.stop();
   }
-}
-
-/**
- * A fresh proxy process meets its first burst cold (connections to accept and open, code not yet
- * optimised); a long-running one has met many. What the warm-up left in the sims' counters is returned.
- */
-async function warmUp(client: LoadClient, count: number, sims: SimHost) {
-  if (count > 0) {
-    const outcomes = await Promise.all(
-      Array.from({ length: count }, (_, i) => {
-        const messages = [{ role: 'user', content: `Warm-up request ${i} <sim:len=1>` }];
-        const body = Buffer.from(JSON.stringify({ model: MODEL, messages, max_tokens: 1, stream: true }));
-        return client.post(PATH, body, {}, { 'x-session-id': `warm-up-${i}` });
-      }),
-    );
-    const failed = outcomes.filter((o) => o.error !== null || o.status !== 200).length;
-    if (failed > 0) throw new Error(`warm-up: ${failed} of ${count} requests failed`);
-  }
-  const stats = await sims.stats();
-  return {
-    promptTokens: stats.reduce((sum, s) => sum + s.counters.promptTokens, 0),
-    cachedTokens: stats.reduce((sum, s) => sum + s.counters.cachedTokens, 0),
-    completed: stats.map((s) => s.counters.completed),
-  };
 }
 
 /**

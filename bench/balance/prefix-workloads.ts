@@ -9,7 +9,7 @@
  * - unique: bench:balance's batch job (prompts that share only a common opening).
  */
 import { outputText } from '../../src/sim/text-gen.js';
-import { makeWorkload, rng, type WorkloadSpec } from './workload.js';
+import { MODEL, makeWorkload, rng, type WorkloadSpec } from './workload.js';
 
 export interface PrefixRequest {
   body: Buffer;
@@ -23,7 +23,6 @@ export type PrefixWorkload =
   | { kind: 'batch'; name: string; requests: PrefixRequest[] }
   | { kind: 'conversations'; name: string; conversations: PrefixRequest[][] };
 
-export const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 const WORDS = ['river', 'bridge', 'market', 'tower', 'garden', 'harbour', 'street', 'square', 'mill', 'canal'];
 
 function prose(random: () => number, chars: number, tag: string): string {

@@ -44,6 +44,8 @@ function normal(random: () => number): number {
   return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * random());
 }
 
+/** The model every bench request names (the simulator serves any). */
+export const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 const FILLER = 'Summarise the following passage about the history of the city and its rivers in plain words. ';
 
 export function makeWorkload(spec: WorkloadSpec): Job[] {
@@ -60,7 +62,7 @@ export function makeWorkload(spec: WorkloadSpec): Job[] {
     const content = `${FILLER.repeat(Math.ceil(chars / FILLER.length)).slice(0, chars)} <sim:len=${outputTokens}> #${index}`;
     const body = Buffer.from(
       JSON.stringify({
-        model: 'meta-llama/Llama-3.1-8B-Instruct',
+        model: MODEL,
         messages: [{ role: 'user', content }],
         max_tokens: spec.maxTokens,
         temperature: 0.7,
