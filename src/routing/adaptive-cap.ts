@@ -51,17 +51,9 @@ export interface CapReport {
 
 /**
  * The next cap. `previous`: the cap in force (0 = none yet); `inflight`: fleetgate's requests on the
- * backend when the report was taken; `heldBack`: slots at the top of the cap that only the highest
- * priority class may fill (wait-queue.ts): a cap whose lower classes are at their limit was reached,
- * or a backend left to batch requests would never earn a larger one.
+ * backend when the report was taken.
  */
-export function nextAdaptiveCap(
-  report: CapReport,
-  previous: number,
-  inflight: number,
-  heldBack = 0,
-  slowStart = false,
-): number {
+export function nextAdaptiveCap(report: CapReport, previous: number, inflight: number, slowStart = false): number {
   const ceiling = report.maxRunning !== null ? report.maxRunning + QUEUE_ALLOWANCE : Number.POSITIVE_INFINITY;
   const queueing = report.queued >= QUEUE_ALLOWANCE;
   const kvFull = report.tokenUsage !== null && report.tokenUsage >= KV_FULL;
@@ -78,7 +70,7 @@ export function nextAdaptiveCap(
     return Number.isFinite(ceiling) ? ceiling : 0;
   }
   // Only a cap that held requests back, with no queue behind it, has learned something.
-  if (queueing || inflight + heldBack < previous) return previous;
+  if (queueing || inflight < previous) return previous;
   const step = slowStart ? previous : Math.max(1, Math.ceil(previous * GROWTH));
   return Math.min(ceiling, previous + step);
 }

@@ -11,8 +11,6 @@ export interface CapControllerOptions {
   registry: FleetRegistry;
   /** The load scraper runs (`routing.load_interval` > 0): without it nothing would read an unread backend. */
   scraping: boolean;
-  /** Slots of each cap only the highest priority class may fill (`queue.reserve`; see nextAdaptiveCap). */
-  heldBack?: number;
   /** `routing.cap_slow_start`: a backend read for the first time starts low and doubles until it queues. */
   slowStart?: boolean;
 }
@@ -22,13 +20,11 @@ export class CapController {
   readonly #unread = new WeakSet<Backend>();
   /** Backends in slow start: read since they turned ready, and not yet seen queueing or KV-full. */
   readonly #starting = new WeakSet<Backend>();
-  readonly #heldBack: number;
   readonly #slowStart: boolean;
 
   constructor(opts: CapControllerOptions) {
     const registry = opts.registry;
     this.#registry = registry;
-    this.#heldBack = opts.heldBack ?? 0;
     this.#slowStart = opts.slowStart ?? false;
     // With reports coming, a backend holds UNREAD_CAP until its first one.
     const startUnread = opts.scraping;
@@ -63,7 +59,6 @@ export class CapController {
       { ...report, queuedBefore },
       firstRead ? 0 : backend.cap,
       report.inflightAtScrape,
-      this.#heldBack,
       this.#starting.has(backend),
     );
     this.#registry.setCap(backend, cap);

@@ -9,7 +9,7 @@ import { ModelQueues } from './model-queues.js';
 import { ModelRouter } from './model-route.js';
 import { createPolicy } from './policies.js';
 import type { PrefixAware } from './prefix-aware.js';
-import { capHeldBack, queueClassOptions } from './queue-classes.js';
+import { queueClassOptions } from './queue-classes.js';
 import { drainOnCapacity } from './registry-wiring.js';
 import { WaitQueue } from './wait-queue.js';
 
@@ -57,7 +57,6 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
     new CapController({
       registry,
       scraping: config.routing.load_interval > 0,
-      heldBack: capHeldBack(config),
       slowStart: config.routing.cap_slow_start,
     });
   }

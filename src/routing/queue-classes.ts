@@ -18,8 +18,3 @@ export function queueClassOptions(config: Config): ClassOptions {
   }));
   return { classes, defaultClass: queue.default_class, maxStarvationMs: queue.max_starvation, reserve: queue.reserve };
 }
-
-/** Slots of each cap lower classes may not fill, `queue.reserve` (for the adaptive cap's growth rule). */
-export function capHeldBack(config: Config): number {
-  return config.queue.classes.length > 1 ? config.queue.reserve : 0;
-}

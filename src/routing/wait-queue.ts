@@ -98,7 +98,7 @@ export interface WaitQueueOptions {
   affinityLookahead?: number;
   /** A head that has waited longer than this (ms) is not passed over for affinity. */
   affinityHoldMs?: number;
-  /** Slots per capped backend that only the highest class may fill; 0 = none. */
+  /** Slots above each capped backend's cap that only the highest class may fill; 0 = none. */
   reserve?: number;
   /** Clock for waits and promotion (ms). */
   now?: () => number;
@@ -148,7 +148,8 @@ export class WaitQueue {
     }
     this.#default = this.#byName.get(opts.defaultClass ?? '') ?? this.#classes[this.#classes.length - 1];
     this.#maxStarvation = opts.maxStarvationMs ?? 0;
-    this.#reserve = opts.reserve ?? 0;
+    // Above the cap for the top class only: with a single class there is no one to keep them from.
+    this.#reserve = this.#classes.length > 1 ? (opts.reserve ?? 0) : 0;
     this.#lookahead = opts.policy.affinity === undefined ? 0 : (opts.affinityLookahead ?? 0);
     this.#holdMs = opts.affinityHoldMs ?? 0;
   }
@@ -338,12 +339,12 @@ export class WaitQueue {
   }
 
   #mayUseReserve(queue: ClassQueue<Waiter>): boolean {
-    return this.#reserve === 0 || queue.rank === 0;
+    return queue.rank === 0;
   }
 
   #hasRoom(backend: Backend, mayUseReserve: boolean): boolean {
     if (backend.cap === 0) return true;
-    return backend.inflight < (mayUseReserve ? backend.cap : backend.cap - this.#reserve);
+    return backend.inflight < (mayUseReserve ? backend.cap + this.#reserve : backend.cap);
   }
 
   /**

@@ -76,16 +76,10 @@ test('the cap never closes below one request', () => {
   assert.ok(nextAdaptiveCap(queueing({ running: 0, queued: 4, maxRunning: 0 }), 10, 4) >= 1);
 });
 
-test('a cap whose lower classes are at their limit (queue.reserve held back) was reached: it opens', () => {
-  // cap 12, reserve 2: batch fills 10 and stops; without counting the held-back slots it never grows.
-  assert.equal(nextAdaptiveCap(report({ running: 10 }), 12, 10), 12, 'without heldBack: looks idle');
-  assert.equal(nextAdaptiveCap(report({ running: 10 }), 12, 10, 2), 15, 'with heldBack: reached, opens');
-});
-
 test('slow start: a first report starts the cap at what the backend runs plus the allowance, then it doubles', () => {
-  assert.equal(nextAdaptiveCap(report({ running: 0 }), 0, 0, 0, true), QUEUE_ALLOWANCE);
-  assert.equal(nextAdaptiveCap(report({ running: 5 }), 0, 5, 0, true), 5 + QUEUE_ALLOWANCE);
-  assert.equal(nextAdaptiveCap(report({ running: 4 }), 4, 4, 0, true), 8, 'doubles when reached');
-  assert.equal(nextAdaptiveCap(report({ running: 3 }), 4, 3, 0, true), 4, 'not reached: holds');
-  assert.equal(nextAdaptiveCap(report({ running: 30 }), 32, 32, 0, true), 32 + QUEUE_ALLOWANCE, 'never past the limit');
+  assert.equal(nextAdaptiveCap(report({ running: 0 }), 0, 0, true), QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(report({ running: 5 }), 0, 5, true), 5 + QUEUE_ALLOWANCE);
+  assert.equal(nextAdaptiveCap(report({ running: 4 }), 4, 4, true), 8, 'doubles when reached');
+  assert.equal(nextAdaptiveCap(report({ running: 3 }), 4, 3, true), 4, 'not reached: holds');
+  assert.equal(nextAdaptiveCap(report({ running: 30 }), 32, 32, true), 32 + QUEUE_ALLOWANCE, 'never past the limit');
 });

@@ -246,22 +246,33 @@ describe('wait queue: priority classes', () => {
     assert.equal(backend.inflight, 0);
   });
 
-  test('reserve: the lowest class may not fill the reserved slots; the highest class may', async () => {
-    const { queue, backend, enqueue } = setup({ cap: 3, reserve: 1 });
+  test('reserve: slots above the cap that the lowest class may not fill and the highest class may', async () => {
+    const { queue, backend, enqueue } = setup({ cap: 2, reserve: 1 });
     const b1 = queue.acquire() as Lease;
     const b2 = queue.acquire() as Lease;
-    assert.equal(backend.inflight, 2);
+    assert.equal(backend.inflight, 2, 'batch fills the whole cap');
     const b3 = enqueue('batch-3', 'batch');
-    assert.equal(queue.waitingIn('batch'), 1, 'the third slot is reserved');
+    assert.equal(queue.waitingIn('batch'), 1, 'the slot above the cap is reserved');
     const interactive = queue.acquire(undefined, undefined, { priority: 'interactive', apiKey: null });
     assert.ok(!(interactive instanceof Promise), 'the interactive request takes the reserved slot at once');
     assert.equal(backend.inflight, 3);
+    const second = enqueue('interactive-2', 'interactive');
+    assert.equal(queue.waitingIn('interactive'), 1, 'no more than `reserve` above the cap');
     interactive.release();
+    (await second).release();
     assert.equal(queue.waitingIn('batch'), 1, 'a freed reserved slot still is not for batch');
     b1.release();
     (await b3).release();
     b2.release();
     assert.equal(backend.inflight, 0);
+  });
+
+  test('reserve with a single class: nothing above the cap', () => {
+    const { queue, backend } = setup({ cap: 2, reserve: 1, classes: [cls('batch')] });
+    queue.acquire();
+    queue.acquire();
+    assert.ok(queue.acquire() instanceof Promise, 'the third waits');
+    assert.equal(backend.inflight, 2);
   });
 
   test('observeWaits reports the class and how long a served waiter waited', async () => {
