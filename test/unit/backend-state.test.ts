@@ -157,8 +157,7 @@ describe('backend lifecycle', () => {
       m.advance(29_000);
       assert.equal(m.probe(OK), null, 'a passing probe inside the ejection time does not re-admit');
       m.advance(1_000);
-      const back = m.probe(OK);
-      assert.deepEqual([back?.from, back?.to], ['unhealthy', 'ready']);
+      assert.equal(m.probe(OK)?.to, 'ready');
     });
 
     test('ejections in a row hold it out longer each time, up to max_ejection_time', () => {
@@ -205,8 +204,7 @@ describe('backend lifecycle', () => {
       ejectedAndBack(m);
       m.probe(REFUSED);
       m.advance(1_000);
-      const back = m.probe(OK);
-      assert.deepEqual([back?.from, back?.to], ['unhealthy', 'ready']);
+      assert.equal(m.probe(OK)?.to, 'ready');
     });
 
     test('`fall` failures in a row on traffic hold it out; a refused connection does not (probes see that)', () => {
