@@ -48,7 +48,7 @@ export class VirtualClock {
   #seq = 0;
   #heap: Timer[] = [];
 
-  /** Like the simulator's timers: whole milliseconds (as Node's), 0 = next turn. */
+  /** Like the simulator's timers: Node truncates a delay to whole milliseconds (at least 1); 0 = next turn. */
   schedule = (fn: () => void, ms: number): (() => void) => {
     const timer: Timer = {
       at: this.now + (ms <= 0 ? 0.01 : Math.max(1, Math.trunc(ms))),
