@@ -13,11 +13,12 @@
 import { parseArgs } from 'node:util';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { nextAdaptiveCap } from '../../src/routing/adaptive-cap.js';
+import { CapController } from '../../src/routing/cap-controller.js';
 import { createPolicy, type Policy } from '../../src/routing/policies.js';
 import type { RequestTraits } from '../../src/routing/request-traits.js';
 import { type Lease, WaitQueue, type WaitQueueOptions } from '../../src/routing/wait-queue.js';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
+import { parseGeneration } from '../../src/sim/generation.js';
 import { numberFlag } from '../lib/cli.js';
 import { engineFor, engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
 import { type Job, makeWorkload } from './workload.js';
@@ -47,9 +48,14 @@ export class VirtualClock {
   #seq = 0;
   #heap: Timer[] = [];
 
-  /** Like the simulator's timers: whole milliseconds (as Node's), 0 = next turn. */
+  /** Like the simulator's timers: Node truncates a delay to whole milliseconds (at least 1); 0 = next turn. */
   schedule = (fn: () => void, ms: number): (() => void) => {
-    const timer: Timer = { at: this.now + (ms <= 0 ? 0.01 : Math.ceil(ms)), seq: this.#seq++, fn, cancelled: false };
+    const timer: Timer = {
+      at: this.now + (ms <= 0 ? 0.01 : Math.max(1, Math.trunc(ms))),
+      seq: this.#seq++,
+      fn,
+      cancelled: false,
+    };
     this.#push(timer);
     return () => {
       timer.cancelled = true;
@@ -179,12 +185,14 @@ export function fleetgate(opts: {
   done: () => boolean;
   /** Which replica (0, 1): replicas take their load reports at different moments. */
   replica?: number;
-  /** When the first load report is read (default one interval in); real fleetgate reads one as a backend turns ready. */
+  /** When the first load report is read (default at once, as real fleetgate reads a backend as it turns ready). */
   firstReportMs?: number;
 }): Router {
   const { capped, clock, engines, maxRunning, done, replica = 0 } = opts;
   // The queue and the policy read only the load figures; the lifecycle is never consulted here.
   const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: Number.MAX_SAFE_INTEGER, defaultCap: 0 });
+  // fleetgate's own controller: each backend holds UNREAD_CAP until its first report.
+  if (capped) new CapController({ registry, scraping: true });
   const backends = engines.map((_, i) =>
     registry.add({ name: `gpu${i}`, url: `http://gpu${i}`, kind: 'sglang', log: null } as BackendConfig),
   );
@@ -202,21 +210,12 @@ export function fleetgate(opts: {
   const report = () => {
     backends.forEach((backend, i) => {
       const { running, queued, tokenUsage, maxTotalNumTokens } = engines[i].stats;
-      if (capped) {
-        const queuedBefore = backend.reported?.queued ?? null;
-        const cap = nextAdaptiveCap(
-          { running, queued, tokenUsage, maxRunning, queuedBefore },
-          backend.cap,
-          backend.inflight,
-        );
-        registry.setCap(backend, cap);
-      }
       registry.reportLoad(backend, { running, queued, tokenUsage, maxRunning, kvTokens: maxTotalNumTokens });
     });
     queue.drain();
     if (!done()) clock.schedule(report, LOAD_INTERVAL_MS);
   };
-  clock.schedule(report, opts.firstReportMs ?? LOAD_INTERVAL_MS + offset);
+  clock.schedule(report, opts.firstReportMs ?? offset);
   const router: Router = (send, traits) => {
     const go = (lease: Lease) => {
       send(backends.indexOf(lease.backend), () => lease.release());
@@ -243,6 +242,33 @@ export interface ModelRun {
   makespanSec: number;
   /** Completed requests per server. */
   completed: number[];
+}
+
+/**
+ * The engine request the simulator's HTTP layer makes of a chat body (its prompt tokens, `max_tokens`,
+ * stop and prefix-cache pages), so the model's servers hold the KV the real ones do: the bench's
+ * prompts share their leading pages, which the prefix cache holds once per server.
+ */
+export function simRequest(
+  engine: Engine,
+  body: Buffer,
+  handlers: Pick<EngineRequest, 'onToken' | 'onFinish'>,
+): EngineRequest {
+  const host = { engine, defaultMaxTokens: 16 } as unknown as Parameters<typeof parseGeneration>[2];
+  const spec = parseGeneration('chat', JSON.parse(body.toString()), host);
+  if (typeof spec === 'string') throw new Error(spec);
+  return {
+    id: spec.job.rid,
+    promptTokens: spec.job.promptTokens,
+    maxTokens: spec.maxTokens,
+    targetTokens: spec.target,
+    stopReason: spec.stopReason,
+    prefixKeys: spec.prefixKeys,
+    answerKeys: spec.answerKeys,
+    generated: 0,
+    retractions: 0,
+    ...handlers,
+  };
 }
 
 /** One job through one balancer, in virtual time. */
@@ -281,14 +307,7 @@ export async function modelJob(opts: {
     if (next >= jobs.length) return;
     const job = jobs[next++];
     route((server, release) => {
-      const request: EngineRequest = {
-        id: String(job.index),
-        promptTokens: job.promptTokens,
-        maxTokens: opts.maxTokens,
-        targetTokens: job.outputTokens,
-        stopReason: 'stop',
-        generated: 0,
-        retractions: 0,
+      const request = simRequest(engines[server], job.body, {
         onToken: () => {},
         onFinish: () =>
           clock.schedule(() => {
@@ -298,7 +317,7 @@ export async function modelJob(opts: {
             makespan = clock.now;
             clock.schedule(sendNext, NETWORK_MS);
           }, NETWORK_MS),
-      };
+      });
       clock.schedule(() => engines[server].submit(request), NETWORK_MS);
     });
   };

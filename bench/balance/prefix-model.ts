@@ -12,12 +12,11 @@ import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { createPolicy } from '../../src/routing/policies.js';
 import { promptTraits, type RequestTraits } from '../../src/routing/request-traits.js';
-import { Engine, type EngineRequest } from '../../src/sim/engine.js';
-import { parseGeneration } from '../../src/sim/generation.js';
+import { Engine } from '../../src/sim/engine.js';
 import { numberFlag } from '../lib/cli.js';
 import { median } from '../lib/stats.js';
 import { engineFor, engineOptions, SERVERS } from './fleet-spec.js';
-import { fleetgate, leastConnections, type Router, VirtualClock } from './model.js';
+import { fleetgate, leastConnections, type Router, simRequest, VirtualClock } from './model.js';
 import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './prefix-plans.js';
 import type { PrefixRequest } from './prefix-workloads.js';
 
@@ -92,13 +91,10 @@ export async function prefixModelJob(
   const completed = new Array<number>(SERVERS).fill(0);
   const ttft: number[] = [];
   let makespan = 0;
-  const host = (i: number) =>
-    ({ engine: engines[i], defaultMaxTokens: 16 }) as unknown as Parameters<typeof parseGeneration>[2];
 
   const send = (request: PrefixRequest): Promise<void> =>
     new Promise((resolve) => {
       const sentAt = clock.now;
-      const body = JSON.parse(request.body.toString()) as unknown;
       const traits = {
         ...promptTraits(PATH, { 'x-session-id': request.session }, request.body, {
           blockChars: BLOCK_CHARS,
@@ -109,19 +105,8 @@ export async function prefixModelJob(
       } as RequestTraits;
       outstanding++;
       route((server, release) => {
-        const spec = parseGeneration('chat', body, host(server));
-        if (typeof spec === 'string') throw new Error(spec);
         let first = true;
-        const engineRequest: EngineRequest = {
-          id: spec.job.rid,
-          promptTokens: spec.job.promptTokens,
-          maxTokens: spec.maxTokens,
-          targetTokens: spec.target,
-          stopReason: spec.stopReason,
-          prefixKeys: spec.prefixKeys,
-          answerKeys: spec.answerKeys,
-          generated: 0,
-          retractions: 0,
+        const engineRequest = simRequest(engines[server], request.body, {
           onToken: () => {
             if (first) ttft.push(clock.now + NETWORK_MS - sentAt);
             first = false;
@@ -134,7 +119,7 @@ export async function prefixModelJob(
               makespan = clock.now;
               resolve();
             }, NETWORK_MS),
-        };
+        });
         clock.schedule(() => engines[server].submit(engineRequest), NETWORK_MS);
       }, traits);
     });
