@@ -43,6 +43,18 @@ interface Choice<C> {
   matched: number;
 }
 
+/**
+ * A match would send the request to a backend that queues it while the least-loaded one has an idle
+ * batch slot. The match saves prefill of what it adds; the queue costs the wait for a whole answer
+ * to finish, and the idle slot stays idle. In a batch of prompts that share openings of different
+ * lengths (bench:balance's job) such matches are small and pulled requests off the idle backends.
+ * A session's backend is not asked this (`#overloaded`'s `spareIdle`): moving a conversation or
+ * a group prefills all of it again.
+ */
+function takesIdleSlotAway(matched: Candidate, least: Candidate): boolean {
+  return least.idleSlot === true && matched.idleSlot !== true;
+}
+
 export class PrefixAware implements Policy {
   readonly #opts: PrefixAwareOptions;
   readonly #records = new Map<string, PrefixRecord>();
@@ -70,7 +82,8 @@ export class PrefixAware implements Policy {
     const best = this.#longestMatch(candidates, traits, least);
     if (best === null) return this.#decide('none', least, 0);
     const chars = best.matched * (traits.blockChars ?? 0);
-    if (this.#overloaded(best.candidate, least, false)) return this.#decide('load', least, 0);
+    if (this.#overloaded(best.candidate, least, false) || takesIdleSlotAway(best.candidate, least))
+      return this.#decide('load', least, 0);
     return this.#decide('cache', best.candidate, chars);
   }
 

@@ -105,6 +105,24 @@ describe('prefix-aware', () => {
     assert.deepEqual(policy.stats.decisions, { session: 1, cache: 0, load: 2, none: 0 });
   });
 
+  test('a match does not take a request off an idle batch slot onto a backend that would queue it', () => {
+    const { policy } = setup({ loadGap: 4, loadRatio: 1.5 });
+    policy.onDispatch(backends([0])[0], traits(turn(3)));
+    policy.onDispatch(backends([0])[0], traits(turn(3), 'conv-7'));
+    // Well within both thresholds (gap 2): only the slots differ.
+    const fleet = (matchedIdle: boolean): Candidate[] => [
+      { name: 'b0', load: 3, idleSlot: matchedIdle },
+      { name: 'b1', load: 1, idleSlot: true },
+    ];
+    assert.equal(policy.pick(fleet(true), traits(turn(3))).name, 'b0');
+    assert.equal(policy.stats.decisions.cache, 1);
+    assert.equal(policy.pick(fleet(false), traits(turn(3))).name, 'b1');
+    assert.equal(policy.stats.decisions.load, 1);
+    // A session's backend keeps its conversation under the thresholds, idle slot or not.
+    assert.equal(policy.pick(fleet(false), traits(turn(4), 'conv-7')).name, 'b0');
+    assert.deepEqual(policy.stats.decisions, { session: 1, cache: 1, load: 1, none: 0 });
+  });
+
   test('the record ages out after the ttl', () => {
     const { clock, policy } = setup({ ttlMs: 1_000 });
     const list = backends([0, 0]);
