@@ -188,3 +188,6 @@ export function coerceSettingText(path: readonly string[], text: string): unknow
 }
 
 export { validateBackend } from './backend-rules.js';
+
+/** The schema of the whole file, for the configuration reference test to walk (docs/configuration.md). */
+export const CONFIG_SCHEMA: Rule<unknown> = topLevel;

@@ -88,7 +88,7 @@ export class GatewayMetrics {
     events.on('retry', this.#onRetry);
     // Zero from the start, so that dashboards and alerts find the series before the first refusal.
     for (const by of ['api_key', 'address'] as const) this.#families.rateLimited.inc({ by }, 0);
-    events.on('rate_limited', ({ by }) => this.#families.rateLimited.inc({ by }));
+    events.on('rate_limited', this.#onRateLimited);
   }
 
   get contentType(): string {
@@ -121,6 +121,7 @@ export class GatewayMetrics {
     this.#events.off('request', this.#onRequest);
     this.#events.off('upstream_error', this.#onUpstreamError);
     this.#events.off('retry', this.#onRetry);
+    this.#events.off('rate_limited', this.#onRateLimited);
     this.#models.close();
     const server = this.#server;
     this.#server = null;
@@ -168,6 +169,10 @@ export class GatewayMetrics {
 
   readonly #onRetry = ({ backend }: { backend: string }): void => {
     this.#series(backend)?.requests.retry();
+  };
+
+  readonly #onRateLimited = ({ by }: { by: 'api_key' | 'address' }): void => {
+    this.#families.rateLimited.inc({ by });
   };
 
   /**
