@@ -9,6 +9,7 @@
  * such waits are bounded too (`maxNotSent`), so a fleet gone for good ends the run.
  */
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { BatchRequest } from './batch-input.js';
 import type { Send, SendOutcome } from './batch-sender.js';
 import type { BatchOutputRecord } from './output-ledger.js';
@@ -90,6 +91,8 @@ function errorRecord(request: BatchRequest, outcome: SendOutcome): BatchOutputRe
 
 export async function runBatch(requests: readonly BatchRequest[], opts: RunnerOptions): Promise<RunnerSummary> {
   const signal = opts.signal ?? new AbortController().signal;
+  // Every request in flight and every backoff listens to it.
+  setMaxListeners(0, signal);
   const sleep = opts.sleep ?? defaultSleep;
   const backoff = opts.backoff ?? defaultBackoff;
   const maxNotSent = opts.maxNotSent ?? DEFAULT_MAX_NOT_SENT;
