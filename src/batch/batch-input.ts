@@ -94,7 +94,10 @@ export function parseBatchInput(input: Buffer, { maxBytes, endpoint = null }: Pa
     const request = checkLine(value, line, endpoint);
     const first = seen.get(request.custom_id);
     if (first !== undefined)
-      throw new BatchInputError(line, `duplicate custom_id ${JSON.stringify(request.custom_id)} (first on line ${first})`);
+      throw new BatchInputError(
+        line,
+        `duplicate custom_id ${JSON.stringify(request.custom_id)} (first on line ${first})`,
+      );
     seen.set(request.custom_id, line);
     requests.push(request);
   }

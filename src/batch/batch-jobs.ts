@@ -8,8 +8,8 @@
 import { readFile } from 'node:fs/promises';
 import { ConcurrencyControl, type FleetView } from './auto-concurrency.js';
 import { BATCH_URLS, BatchInputError, type BatchUrl, parseBatchInput } from './batch-input.js';
-import type { Send } from './batch-sender.js';
 import type { RunnerEvent } from './batch-runner.js';
+import type { Send } from './batch-sender.js';
 import { type BatchObject, type BatchStatus, type BatchStore, newId, type StoredBatch } from './batch-store.js';
 import { runLedgered } from './ledgered-run.js';
 
@@ -125,7 +125,8 @@ export class BatchJobs {
     if (completion_window !== '24h') throw new BatchRequestError(400, "completion_window must be '24h'");
     if (metadata !== undefined && metadata !== null && (typeof metadata !== 'object' || Array.isArray(metadata)))
       throw new BatchRequestError(400, 'metadata must be an object of strings');
-    if (this.#engine === null || this.#stopped) throw new BatchRequestError(409, 'fleetgate is not taking batch jobs now');
+    if (this.#engine === null || this.#stopped)
+      throw new BatchRequestError(409, 'fleetgate is not taking batch jobs now');
     const now = this.#seconds();
     const stored: StoredBatch = {
       batch: {

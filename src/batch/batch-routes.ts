@@ -91,16 +91,28 @@ export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOption
         return sendError(reply, 400, `cannot read the multipart body: ${(error as Error).message}`);
       }
       if (upload.purpose !== 'batch')
-        return sendError(reply, 400, `purpose must be 'batch' (fleetgate keeps batch files only), got ${JSON.stringify(upload.purpose)}`);
+        return sendError(
+          reply,
+          400,
+          `purpose must be 'batch' (fleetgate keeps batch files only), got ${JSON.stringify(upload.purpose)}`,
+        );
       if (upload.file === null) return sendError(reply, 400, 'the multipart body has no file');
       if (upload.file.size > maxFileSize)
-        return sendError(reply, 413, `the file is ${upload.file.size} bytes, over batch.max_file_size (${maxFileSize})`);
+        return sendError(
+          reply,
+          413,
+          `the file is ${upload.file.size} bytes, over batch.max_file_size (${maxFileSize})`,
+        );
       const content = Buffer.from(await upload.file.arrayBuffer());
       return store.putFile(content, upload.file.name || 'upload.jsonl', 'batch', Math.floor(Date.now() / 1000));
     });
   });
 
-  app.get<IdRoute>('/v1/files/:id', { onRequest }, async (request, reply) => fileOr404(request.params.id, reply) ?? reply);
+  app.get<IdRoute>(
+    '/v1/files/:id',
+    { onRequest },
+    async (request, reply) => fileOr404(request.params.id, reply) ?? reply,
+  );
 
   app.get<IdRoute>('/v1/files/:id/content', { onRequest }, async (request, reply) => {
     const file = fileOr404(request.params.id, reply);
@@ -149,7 +161,13 @@ export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOption
   app.get('/fleet/batches', async () => ({
     batches: jobs
       .list()
-      .filter((b) => b.status === 'validating' || b.status === 'in_progress' || b.status === 'finalizing' || b.status === 'cancelling')
+      .filter(
+        (b) =>
+          b.status === 'validating' ||
+          b.status === 'in_progress' ||
+          b.status === 'finalizing' ||
+          b.status === 'cancelling',
+      )
       .map((b) => ({ id: b.id, status: b.status, endpoint: b.endpoint, ...b.request_counts })),
   }));
 }

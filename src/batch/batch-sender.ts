@@ -87,7 +87,13 @@ export class BatchSender {
       try {
         text = await res.body.text();
       } catch (error) {
-        return { kind: 'retry', reason: `answer cut short: ${(error as Error).message}`, status, requestId, body: null };
+        return {
+          kind: 'retry',
+          reason: `answer cut short: ${(error as Error).message}`,
+          status,
+          requestId,
+          body: null,
+        };
       }
     } catch (error) {
       if (signal.aborted) throw error;
@@ -95,7 +101,13 @@ export class BatchSender {
       const message = (error as Error).message;
       if (NOT_SENT_CODES.has(code)) return { kind: 'not_sent', reason: `cannot reach fleetgate: ${code}` };
       if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
-        return { kind: 'retry', reason: `no answer in ${this.#opts.timeoutMs} ms`, status: null, requestId: null, body: null };
+        return {
+          kind: 'retry',
+          reason: `no answer in ${this.#opts.timeoutMs} ms`,
+          status: null,
+          requestId: null,
+          body: null,
+        };
       }
       return { kind: 'retry', reason: `${code || 'error'}: ${message}`, status: null, requestId: null, body: null };
     }

@@ -48,7 +48,10 @@ export interface BatchObject {
   id: string;
   object: 'batch';
   endpoint: string;
-  errors: { object: 'list'; data: Array<{ code: string; message: string; line: number | null; param: string | null }> } | null;
+  errors: {
+    object: 'list';
+    data: Array<{ code: string; message: string; line: number | null; param: string | null }>;
+  } | null;
   input_file_id: string;
   completion_window: string;
   status: BatchStatus;

@@ -5,8 +5,8 @@
  * files synced.
  */
 import type { BatchRequest } from './batch-input.js';
-import type { Send } from './batch-sender.js';
 import { type RunnerEvent, type RunnerSummary, runBatch } from './batch-runner.js';
+import type { Send } from './batch-sender.js';
 import { type LedgerOptions, OutputLedger } from './output-ledger.js';
 
 export interface LedgeredRunOptions {

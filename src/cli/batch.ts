@@ -13,8 +13,8 @@ import { fleetViewReader } from '../batch/fleet-view-client.js';
 import { runLedgered } from '../batch/ledgered-run.js';
 import { LedgerError } from '../batch/output-ledger.js';
 import { type ProgressMode, ProgressReporter } from '../batch/progress-reporter.js';
-import { formatSize, parseDuration, parseSize } from '../config/duration.js';
 import { DEFAULT_BATCH_MAX_FILE_SIZE } from '../config/defaults.js';
+import { formatSize, parseDuration, parseSize } from '../config/duration.js';
 import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
 
 const usage = `usage: fleetgate batch INPUT.jsonl -o OUTPUT.jsonl [--url URL] [--concurrency auto|N] [--max-attempts N] [--json-progress]
@@ -88,8 +88,10 @@ function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
   if (positionals.length !== 1) throw new UsageError('give exactly one INPUT.jsonl');
   if (values.output === undefined) throw new UsageError('-o OUTPUT.jsonl is required');
   const timeoutMs = parseDuration(values.timeout);
-  if (timeoutMs === null || timeoutMs <= 0) throw new UsageError(`--timeout must be a duration such as 10m, got '${values.timeout}'`);
-  const maxInputSize = values['max-input-size'] === undefined ? DEFAULT_BATCH_MAX_FILE_SIZE : parseSize(values['max-input-size']);
+  if (timeoutMs === null || timeoutMs <= 0)
+    throw new UsageError(`--timeout must be a duration such as 10m, got '${values.timeout}'`);
+  const maxInputSize =
+    values['max-input-size'] === undefined ? DEFAULT_BATCH_MAX_FILE_SIZE : parseSize(values['max-input-size']);
   if (maxInputSize === null || maxInputSize <= 0)
     throw new UsageError(`--max-input-size must be a size such as 200MiB, got '${values['max-input-size']}'`);
   if (positionals[0] === values.output) throw new UsageError('INPUT and OUTPUT are the same file');
@@ -113,7 +115,9 @@ function readInput(args: BatchArgs): BatchRequest[] {
   try {
     size = statSync(args.input).size;
   } catch (error) {
-    throw new UsageError(`cannot read ${args.input}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new UsageError(
+      `cannot read ${args.input}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+    );
   }
   if (size > args.maxInputSize) {
     const head = Buffer.alloc(args.maxInputSize + 1);
@@ -147,7 +151,11 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write('nothing was sent\n');
       return 2;
     }
-    if (error instanceof UsageError || error instanceof UrlError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    if (
+      error instanceof UsageError ||
+      error instanceof UrlError ||
+      (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    ) {
       process.stderr.write(`fleetgate batch: ${(error as Error).message}\n\n${usage}`);
       return 2;
     }
@@ -160,7 +168,9 @@ async function runBatchCommand(args: BatchArgs, requests: BatchRequest[]): Promi
   const control = new ConcurrencyControl({ fixed: args.concurrency, fetchStatus: fleetViewReader(args.url) });
   await control.poll();
   if (control.view === null) {
-    process.stderr.write(`fleetgate batch: cannot read ${new URL('fleet/status', args.url)}: is fleetgate running there? (nothing was sent)\n`);
+    process.stderr.write(
+      `fleetgate batch: cannot read ${new URL('fleet/status', args.url)}: is fleetgate running there? (nothing was sent)\n`,
+    );
     return 1;
   }
   await control.start();
@@ -195,7 +205,9 @@ async function runBatchCommand(args: BatchArgs, requests: BatchRequest[]): Promi
       resumed: (done, dropped) => {
         if (done > 0 || dropped > 0) {
           const torn = dropped > 0 ? `; dropped a torn last line of ${dropped} bytes` : '';
-          process.stderr.write(`fleetgate batch: resuming ${args.output}: ${done} of ${requests.length} already written${torn}\n`);
+          process.stderr.write(
+            `fleetgate batch: resuming ${args.output}: ${done} of ${requests.length} already written${torn}\n`,
+          );
         }
         progress = new BatchProgress(requests.length, done);
         const view = control.view;
@@ -211,15 +223,20 @@ async function runBatchCommand(args: BatchArgs, requests: BatchRequest[]): Promi
     });
     (reporter as ProgressReporter | null)?.stop();
     if (stop.signal.aborted) {
-      process.stderr.write(`fleetgate batch: stopped; ${result.abandoned} not done: run the same command again to resume\n`);
+      process.stderr.write(
+        `fleetgate batch: stopped; ${result.abandoned} not done: run the same command again to resume\n`,
+      );
       return 130;
     }
     const done = result.alreadyDone + result.completed;
     if (result.failed > 0) {
-      process.stderr.write(`fleetgate batch: ${result.failed} of ${result.total} requests failed for good: see ${args.errors}\n`);
+      process.stderr.write(
+        `fleetgate batch: ${result.failed} of ${result.total} requests failed for good: see ${args.errors}\n`,
+      );
       return 1;
     }
-    if (!args.jsonProgress) process.stderr.write(`fleetgate batch: ${done}/${result.total} done, written to ${args.output}\n`);
+    if (!args.jsonProgress)
+      process.stderr.write(`fleetgate batch: ${done}/${result.total} done, written to ${args.output}\n`);
     return 0;
   } catch (error) {
     if (error instanceof LedgerError) {

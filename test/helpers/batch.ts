@@ -35,7 +35,11 @@ export function writeChatInput(dir: string, count: number, maxTokens = 4): strin
 export interface OutputLine {
   id: string;
   custom_id: string;
-  response: { status_code: number; request_id: string; body: { choices?: Array<{ message?: { content?: string } }> } } | null;
+  response: {
+    status_code: number;
+    request_id: string;
+    body: { choices?: Array<{ message?: { content?: string } }> };
+  } | null;
   error: unknown;
 }
 

@@ -24,7 +24,10 @@ const KEY = 'sk-batch-test';
 test('openai SDK: files.create, batches.create/retrieve/list/cancel, files.content; a restart mid-job', async (t) => {
   const dir = tempDir(t);
   const input = writeChatInput(dir, COUNT, 8);
-  const sims = await createSims(t, [{ engine: { tokenMs: 2, maxRunningRequests: 32 } }, { engine: { tokenMs: 2, maxRunningRequests: 32 } }]);
+  const sims = await createSims(t, [
+    { engine: { tokenMs: 2, maxRunningRequests: 32 } },
+    { engine: { tokenMs: 2, maxRunningRequests: 32 } },
+  ]);
   for (const sim of sims) sim.start();
   await Promise.all(sims.map((sim) => sim.whenReady()));
   const [port] = await freePorts(1);
@@ -71,7 +74,11 @@ test('openai SDK: files.create, batches.create/retrieve/list/cancel, files.conte
   assert.equal(created.object, 'batch');
   assert.ok(['validating', 'in_progress'].includes(created.status), created.status);
 
-  const other = await client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+  const other = await client.batches.create({
+    input_file_id: file.id,
+    endpoint: '/v1/chat/completions',
+    completion_window: '24h',
+  });
   const cancelling = await client.batches.cancel(other.id);
   assert.ok(['cancelling', 'cancelled'].includes(cancelling.status), cancelling.status);
 
@@ -101,7 +108,10 @@ test('openai SDK: files.create, batches.create/retrieve/list/cancel, files.conte
   assert.ok(done.in_progress_at! >= done.created_at && done.completed_at! >= done.in_progress_at!);
   assert.deepEqual(done.metadata, { job: 'sdk-test' });
   const text = await (await client.files.content(done.output_file_id!)).text();
-  const lines = text.trim().split('\n').map((l) => JSON.parse(l) as OutputLine);
+  const lines = text
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as OutputLine);
   assertCompleteOutput(lines, COUNT);
   const received = sims.reduce((n, s) => n + (s.counters.byPath['/v1/chat/completions'] ?? 0), 0);
   t.diagnostic(`engines received ${received} for ${COUNT} (${before} before the restart)`);

@@ -27,10 +27,17 @@ test('one engine killed and one hung mid-job: 5,000/5,000 answered, 0 in the err
 
   const run = spawnCli(['batch', input, '-o', output, '--url', url]);
   t.after(() => run.child.kill('SIGKILL'));
-  await waitFor(() => readJsonl(output).length >= COUNT * 0.25, { timeoutMs: 60_000, intervalMs: 50, what: 'a quarter written' });
+  await waitFor(() => readJsonl(output).length >= COUNT * 0.25, {
+    timeoutMs: 60_000,
+    intervalMs: 50,
+    what: 'a quarter written',
+  });
   await sims[0].crash();
   sims[1].hang();
-  await waitFor(() => gateway.fleet.registry.ready.length === 2, { timeoutMs: 20_000, what: 'both faulty engines out' });
+  await waitFor(() => gateway.fleet.registry.ready.length === 2, {
+    timeoutMs: 20_000,
+    what: 'both faulty engines out',
+  });
   const code = await run.closed;
   assert.equal(code, 0, run.output());
   assertCompleteOutput(readJsonl(output), COUNT);

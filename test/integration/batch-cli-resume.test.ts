@@ -26,11 +26,18 @@ test('SIGKILL mid-job, run again: 5,000 distinct answers, no request sent twice 
   const killAt = Math.floor(COUNT * (0.15 + Math.random() * 0.6));
   const first = spawnCli(['batch', input, '-o', output, '--url', url]);
   t.after(() => first.child.kill('SIGKILL'));
-  await waitFor(() => readJsonl(output).length >= killAt, { timeoutMs: 60_000, intervalMs: 50, what: `${killAt} lines written` });
+  await waitFor(() => readJsonl(output).length >= killAt, {
+    timeoutMs: 60_000,
+    intervalMs: 50,
+    what: `${killAt} lines written`,
+  });
   first.child.kill('SIGKILL');
   assert.equal(await first.closed, null, 'killed by the signal');
   // The requests it left in flight finish at the engines; then count what they received.
-  await waitFor(() => gateway.fleet.registry.list().every((b) => b.inflight === 0), { timeoutMs: 30_000, what: 'in-flight requests done' });
+  await waitFor(() => gateway.fleet.registry.list().every((b) => b.inflight === 0), {
+    timeoutMs: 30_000,
+    what: 'in-flight requests done',
+  });
   const receivedAtKill = generationRequests(sims);
   const writtenAtKill = readJsonl(output).length;
   const inFlightAtKill = receivedAtKill - writtenAtKill;
