@@ -25,9 +25,9 @@ export interface FleetView {
 /** Room assumed for an uncapped backend that reports no load. */
 export const UNCAPPED_ROOM = 32;
 /** Share of the fleet's room kept waiting in fleetgate's queue. */
-export const HEADROOM_SHARE = 0.25;
+export const HEADROOM_SHARE = 0;
 /** At least this many per ready backend wait there. */
-export const HEADROOM_PER_BACKEND = 2;
+export const HEADROOM_PER_BACKEND = 1;
 export const MAX_AUTO_CONCURRENCY = 8192;
 
 export function autoConcurrency(view: FleetView): number {

@@ -31,8 +31,8 @@ test('a torn last line is dropped at open and the next line starts clean', (t) =
 test('auto concurrency: the ready backends’ caps plus a headroom; 0 with none ready', () => {
   const backend = (state: string, cap: number | null) => ({ state, inflight: 0, inflight_cap: cap });
   const view = (backends: ReturnType<typeof backend>[]) => ({ ready: 0, total: backends.length, backends });
-  assert.equal(autoConcurrency(view([backend('ready', 64), backend('ready', 64), backend('unhealthy', 64)])), 160);
-  assert.equal(autoConcurrency(view([backend('ready', 4)])), 6, 'at least two waiting per backend');
+  assert.equal(autoConcurrency(view([backend('ready', 64), backend('ready', 64), backend('unhealthy', 64)])), 130);
+  assert.equal(autoConcurrency(view([backend('ready', 4)])), 5, 'one waiting per backend');
   assert.equal(autoConcurrency(view([backend('starting', 64)])), 0);
   assert.equal(batchClassOf({ ready: 1, total: 1, backends: [], waiting: { interactive: 0, batch: 0 } }), 'batch');
   assert.equal(batchClassOf({ ready: 1, total: 1, backends: [], waiting: { high: 0, low: 0 } }), 'low');
