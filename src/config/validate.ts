@@ -140,6 +140,11 @@ const topLevel = section({
     access: boolean(defaults.DEFAULT_LOG_ACCESS),
   }),
   shutdown: section({ drain_timeout: duration(defaults.DEFAULT_DRAIN_TIMEOUT) }),
+  batch: section({
+    enabled: boolean(defaults.DEFAULT_BATCH_ENABLED),
+    dir: text(defaults.DEFAULT_BATCH_DIR),
+    max_file_size: size(defaults.DEFAULT_BATCH_MAX_FILE_SIZE),
+  }),
   launch: launchRule,
 });
 

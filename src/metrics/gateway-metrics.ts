@@ -17,6 +17,7 @@ export type QueueCounts = Pick<WaitQueue, 'waiting' | 'classNames' | 'waitingIn'
 
 import type { PrefixDecision, PrefixStats } from '../routing/prefix-aware.js';
 import { BackendSeries } from './backend-series.js';
+import { type BatchSource, registerBatchMetrics } from './batch-metrics.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
 import { MetricsServer } from './metrics-server.js';
 import { ModelMetrics, type ModelQueueCounts } from './model-metrics.js';
@@ -93,6 +94,11 @@ export class GatewayMetrics {
 
   get contentType(): string {
     return this.registry.contentType;
+  }
+
+  /** Adds the Batch API's series. */
+  observeBatches(source: BatchSource): void {
+    registerBatchMetrics(this.registry, source);
   }
 
   render(): Promise<string> {
