@@ -14,7 +14,7 @@ import type { DnsResolver } from './fleet/dns-discovery.js';
 import { Fleet } from './fleet/fleet.js';
 import { logTransitions } from './fleet/transition-log.js';
 import { createHttpServer } from './http/http-server.js';
-import { registerOwnErrorHandler } from './http/own-error-handler.js';
+import { frameworkErrorHandler, registerOwnErrorHandler } from './http/own-error-handler.js';
 import { clientErrorHandler, refuseAbsoluteForm, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
@@ -108,6 +108,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     forceCloseConnections: 'idle',
     // Bad requests, header overflow and slow headers get an OpenAI-style error like every other one.
     clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler,
     serverFactory: (handler) => createHttpServer(config.limits, handler),
   });
   refuseConnect(app.server);

@@ -17,6 +17,7 @@ import {
   openaiBody,
 } from './formats.js';
 import { prefixKeys } from './prefix-cache.js';
+import { CONTEXT_LEN } from './presets.js';
 import { countPromptTokens, outputText, stopAfter } from './text-gen.js';
 import type { SimCounters } from './types.js';
 
@@ -127,6 +128,10 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
     return `The input (${prompt.tokens} tokens) is longer than the model's context length (${host.engine.maxTotalNumTokens} tokens).`;
   }
   const maxTokens = requested ?? host.defaultMaxTokens;
+  // SGLang refuses what cannot fit the context window, rather than generating until it would.
+  if (prompt.tokens + maxTokens > CONTEXT_LEN) {
+    return `Requested token count exceeds the model's maximum context length of ${CONTEXT_LEN} tokens. You requested a total of ${prompt.tokens + maxTokens} tokens: ${prompt.tokens} tokens from the input messages and ${maxTokens} tokens for the completion.`;
+  }
   const early = stopAfter(prompt.text);
   const target = Math.max(1, Math.min(maxTokens, early ?? maxTokens));
   const streamOptions = b.stream_options as Body | undefined;
