@@ -18,6 +18,7 @@ import { frameworkErrorHandler, registerOwnErrorHandler } from './http/own-error
 import { clientErrorHandler, refuseAbsoluteForm, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
+import { registerUpstreamConnections } from './metrics/upstream-connections.js';
 import { attachAccessLog } from './proxy/access-log.js';
 import { createPriorityStamp } from './proxy/backend-priority.js';
 import { createModelAdmission } from './proxy/model-admission.js';
@@ -99,6 +100,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   });
   let closing = false;
   const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix);
+  registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
 
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,

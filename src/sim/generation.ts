@@ -22,6 +22,8 @@ import { countPromptTokens, outputText, stopAfter } from './text-gen.js';
 import type { SimCounters } from './types.js';
 
 export interface GenerationHost {
+  /** The server's name (`gpu3`), sent as `x-sim-engine` so a test or soak client sees which engine answered. */
+  readonly name: string;
   readonly engine: Engine;
   readonly counters: SimCounters;
   readonly model: string;
@@ -183,6 +185,7 @@ export function runGeneration(
   let done = false;
   const writable = () => !res.destroyed && !res.writableEnded;
 
+  res.setHeader('x-sim-engine', host.name);
   if (job.stream) {
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();
