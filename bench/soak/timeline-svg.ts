@@ -38,7 +38,7 @@ const COLORS: Record<string, string> = {
   client_aborts: '#bcbd22',
 };
 
-function escape(text: string): string {
+function xmlText(text: string): string {
   return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
 }
 
@@ -62,7 +62,7 @@ export function timelineSvg(input: TimelineInput): string {
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" font-family="sans-serif" font-size="11">`,
     `<rect width="100%" height="100%" fill="white"/>`,
-    `<text x="${LEFT}" y="20" font-size="14">${escape(input.title)}</text>`,
+    `<text x="${LEFT}" y="20" font-size="14">${xmlText(input.title)}</text>`,
   ];
   lanes.forEach((lane, i) => {
     const top = TOP + i * LANE;
@@ -71,7 +71,7 @@ export function timelineSvg(input: TimelineInput): string {
     const max = Math.max(1, ...values);
     const y = (v: number) => bottom - (v / max) * (bottom - top);
     out.push(`<line x1="${LEFT}" y1="${bottom}" x2="${WIDTH - RIGHT}" y2="${bottom}" stroke="#ccc"/>`);
-    out.push(`<text x="8" y="${top + 14}">${escape(lane.label)}</text>`);
+    out.push(`<text x="8" y="${top + 14}">${xmlText(lane.label)}</text>`);
     out.push(`<text x="8" y="${top + 28}" fill="#666">max ${max}</text>`);
     const path = lane.points
       .filter(([, v]) => Number.isFinite(v))
@@ -85,10 +85,10 @@ export function timelineSvg(input: TimelineInput): string {
     const color = COLORS[fault.kind] ?? '#000';
     const label = fault.target === null ? fault.kind : `${fault.kind} ${fault.target}`;
     out.push(
-      `<line x1="${fx}" y1="${TOP - 4}" x2="${fx}" y2="${plotBottom}" stroke="${color}" stroke-dasharray="3,3"><title>${escape(label)} at ${(fault.atMs / 1000).toFixed(1)} s</title></line>`,
+      `<line x1="${fx}" y1="${TOP - 4}" x2="${fx}" y2="${plotBottom}" stroke="${color}" stroke-dasharray="3,3"><title>${xmlText(label)} at ${(fault.atMs / 1000).toFixed(1)} s</title></line>`,
     );
     out.push(
-      `<text x="${fx}" y="${plotBottom + 12}" fill="${color}" font-size="9" transform="rotate(30 ${fx} ${plotBottom + 12})">${escape(label)}</text>`,
+      `<text x="${fx}" y="${plotBottom + 12}" fill="${color}" font-size="9" transform="rotate(30 ${fx} ${plotBottom + 12})">${xmlText(label)}</text>`,
     );
   }
   for (let s = 0; s <= input.durationMs / 1000; s += 60) {
