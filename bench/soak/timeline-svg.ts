@@ -61,6 +61,7 @@ export function timelineSvg(input: TimelineInput): string {
   const height = TOP + lanes.length * LANE + 40;
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" font-family="sans-serif" font-size="11">`,
+    `<title>${xmlText(input.title)}</title>`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="${LEFT}" y="20" font-size="14">${xmlText(input.title)}</text>`,
   ];

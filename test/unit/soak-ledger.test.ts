@@ -139,7 +139,7 @@ test('timeline: one lane per series and a labelled mark per fault', () => {
     faults: [{ atMs: 3_000, kind: 'sigkill', target: 'gpu2' }],
   });
   assert.match(svg, /^<svg /);
-  assert.match(svg, /soak &lt;test&gt;/);
+  assert.match(svg, /<title>soak &lt;test&gt;<\/title>/);
   for (const lane of ['ready backends', 'in flight', 'queued', 'client errors / 5 s'])
     assert.ok(svg.includes(lane), lane);
   assert.match(svg, /<title>sigkill gpu2 at 3\.0 s<\/title>/);
