@@ -15,10 +15,11 @@ import type { DnsResolver } from './fleet/dns-discovery.js';
 import { Fleet } from './fleet/fleet.js';
 import { logTransitions } from './fleet/transition-log.js';
 import { createHttpServer } from './http/http-server.js';
-import { registerOwnErrorHandler } from './http/own-error-handler.js';
+import { frameworkErrorHandler, registerOwnErrorHandler } from './http/own-error-handler.js';
 import { clientErrorHandler, refuseAbsoluteForm, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
+import { registerUpstreamConnections } from './metrics/upstream-connections.js';
 import { attachAccessLog } from './proxy/access-log.js';
 import { createPriorityStamp } from './proxy/backend-priority.js';
 import { createModelAdmission } from './proxy/model-admission.js';
@@ -102,6 +103,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   });
   let closing = false;
   const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix);
+  registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
 
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -111,6 +113,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     forceCloseConnections: 'idle',
     // Bad requests, header overflow and slow headers get an OpenAI-style error like every other one.
     clientErrorHandler,
+    frameworkErrors: frameworkErrorHandler,
     serverFactory: (handler) => createHttpServer(config.limits, handler),
   });
   refuseConnect(app.server);

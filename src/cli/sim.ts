@@ -18,6 +18,7 @@ import {
   type SimSpeed,
 } from '../sim/index.js';
 import { STDOUT_LOG } from '../sim/log-writer.js';
+import { onFaultSignal, startupFault } from './sim-fault-file.js';
 
 const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
 
@@ -59,6 +60,9 @@ As one engine under fleetgate launch (one port):
   --fail-only-on NAME      the --fail failures happen only if --name is NAME (one command line for a
                            whole fleet, one faulty GPU)
   --start-delay DUR        wait this long before the first log line (engines launched one after another)
+  --fault-file PATH        faults for a running engine (bench/soak): the file names a start-up failure
+                           (not_enough_memory, cuda_oom_capture) this run has, or, on SIGUSR2, one it
+                           gets now (dp_rank_dead[:FRACTION], scheduler_dead_http_alive, ...); consumed
   --slow-on NAME:FACTOR    if --name is NAME, generate FACTOR times slower (a straggler in a fleet
                            launched from one command line)
 `;
@@ -172,6 +176,7 @@ export function parseSimArgs(argv: string[]) {
       'mem-fraction-static': { type: 'string' },
       'fail-if-mem-fraction-above': { type: 'string' },
       'fail-only-on': { type: 'string' },
+      'fault-file': { type: 'string' },
       'slow-on': { type: 'string' },
       'start-delay': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -207,6 +212,10 @@ export function parseSimArgs(argv: string[]) {
   if (failOn !== undefined && (ports.length !== 1 || values.name === undefined))
     throw new UsageError('--fail-only-on needs one port and --name');
   if (failOn !== undefined && failOn !== values.name) failures.clear();
+  const faultFile = values['fault-file'] ?? null;
+  if (faultFile !== null && ports.length !== 1) throw new UsageError('--fault-file needs one port');
+  const startFault = faultFile === null ? null : startupFault(faultFile);
+  if (startFault !== null) failures.set(0, startFault);
   const startDelay =
     values['start-delay'] === undefined ? 0 : parseDurationFlag(values['start-delay'], '--start-delay');
   const engine: Partial<SimEngineOptions> = {};
@@ -252,7 +261,7 @@ export function parseSimArgs(argv: string[]) {
   }));
   // Under --log-stdout, stdout is the server's log: our own lines would only clutter it.
   const quiet = values.quiet === true || values['log-stdout'] === true;
-  return { options, quiet, exitOnFailure: values['exit-on-failure'] === true };
+  return { options, quiet, exitOnFailure: values['exit-on-failure'] === true, faultFile };
 }
 
 export async function run(argv: string[]): Promise<number> {
@@ -268,7 +277,7 @@ export async function run(argv: string[]): Promise<number> {
     process.stdout.write(usage);
     return 0;
   }
-  const { options, quiet, exitOnFailure } = parsed;
+  const { options, quiet, exitOnFailure, faultFile } = parsed;
   const say = (line: string) => {
     if (!quiet) process.stdout.write(`${line}\n`);
   };
@@ -291,11 +300,13 @@ export async function run(argv: string[]): Promise<number> {
     server.on('exit', (reason: string) => say(`${server.name}: exited: ${reason}`));
   }
   fleet.start();
+  const stopFaults = faultFile === null ? () => {} : onFaultSignal(faultFile, fleet.servers[0]);
   // A server hung before its port opened leaves no timer or socket: without this the process would end.
   const keepAlive = setInterval(() => {}, 2 ** 30);
   const code = await new Promise<number>((resolve) => {
     const finish = (code: number) => {
       clearInterval(keepAlive);
+      stopFaults();
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
       resolve(code);

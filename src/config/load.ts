@@ -248,6 +248,19 @@ function readConfigFile(path: string, cwd: string, chosenBy: string): ConfigFile
   return { path, shown, doc, lines };
 }
 
+/**
+ * The file's settings as plain values. Some YAML fails only here, not while parsing: an alias to an
+ * anchor that was never set (`listen: *x`) or one expanded too often (an alias bomb). Found by the
+ * fuzz suite (test/integration/fuzz-config.test.ts); it used to escape as a stack trace.
+ */
+function contentOf(file: ConfigFile): unknown {
+  try {
+    return file.doc.toJS({ maxAliasCount: 1000 }) ?? {};
+  } catch (error) {
+    throw new ConfigError('', `invalid YAML: ${(error as Error).message}`, `in ${file.shown}`);
+  }
+}
+
 /** 1-based line of the deepest part of `key` (`backends[3].name`) present in the file, or null. */
 function lineOf(file: ConfigFile, key: string): number | null {
   let node: unknown = file.doc.contents;
@@ -293,7 +306,7 @@ export function loadConfig(options: LoadOptions = {}): LoadedConfig {
   else if (env.FLEETGATE_CONFIG) file = readConfigFile(resolve(cwd, env.FLEETGATE_CONFIG), cwd, 'FLEETGATE_CONFIG');
   else if (isFile(resolve(cwd, defaultPath))) file = readConfigFile(resolve(cwd, defaultPath), cwd, 'the default path');
 
-  const raw: unknown = file === null ? structuredClone(EMBEDDED_CONFIG) : (file.doc.toJS() ?? {});
+  const raw: unknown = file === null ? structuredClone(EMBEDDED_CONFIG) : contentOf(file);
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new ConfigError('', `expected a mapping of settings, got ${describeValue(raw)}`, file && `in ${file.shown}`);
   }

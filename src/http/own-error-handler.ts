@@ -2,7 +2,7 @@
  * Errors fastify raises, on fleetgate's own endpoints and on the traffic path (body too large, schema
  * validation, rate limits, a bug in a handler), get the same OpenAI-style body as the proxy's.
  */
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendError } from './openai-error.js';
 
 export function registerOwnErrorHandler(app: FastifyInstance, bodyLimit: number): void {
@@ -16,4 +16,14 @@ export function registerOwnErrorHandler(app: FastifyInstance, bodyLimit: number)
     }
     return sendError(reply, status, status >= 500 ? 'internal error' : error.message);
   });
+}
+
+/**
+ * fastify's `frameworkErrors`: a URL it cannot decode (`/v1/%zz`, found by the fuzz suite) is refused
+ * before any route or error handler runs, with fastify's own body shape unless this answers it.
+ */
+export function frameworkErrorHandler(error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  const status =
+    error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+  sendError(reply, status, error.message);
 }

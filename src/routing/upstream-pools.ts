@@ -36,6 +36,13 @@ export class UpstreamPools {
     pool.dispatch(request, handler);
   }
 
+  /** Open sockets per backend URL (undici's `PoolStats.connected`): a leak shows as a count that only grows. */
+  connections(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const [url, pool] of this.#pools) counts.set(url, pool.stats.connected);
+    return counts;
+  }
+
   async close(): Promise<void> {
     await Promise.all([...this.#pools.values()].map((pool) => pool.close()));
     this.#pools.clear();

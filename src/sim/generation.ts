@@ -17,10 +17,13 @@ import {
   openaiBody,
 } from './formats.js';
 import { prefixKeys } from './prefix-cache.js';
+import { CONTEXT_LEN } from './presets.js';
 import { countPromptTokens, outputText, stopAfter } from './text-gen.js';
 import type { SimCounters } from './types.js';
 
 export interface GenerationHost {
+  /** The server's name (`gpu3`), sent as `x-sim-engine` so a test or soak client sees which engine answered. */
+  readonly name: string;
   readonly engine: Engine;
   readonly counters: SimCounters;
   readonly model: string;
@@ -127,6 +130,10 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
     return `The input (${prompt.tokens} tokens) is longer than the model's context length (${host.engine.maxTotalNumTokens} tokens).`;
   }
   const maxTokens = requested ?? host.defaultMaxTokens;
+  // SGLang refuses what cannot fit the context window, rather than generating until it would.
+  if (prompt.tokens + maxTokens > CONTEXT_LEN) {
+    return `Requested token count exceeds the model's maximum context length of ${CONTEXT_LEN} tokens. You requested a total of ${prompt.tokens + maxTokens} tokens: ${prompt.tokens} tokens from the input messages and ${maxTokens} tokens for the completion.`;
+  }
   const early = stopAfter(prompt.text);
   const target = Math.max(1, Math.min(maxTokens, early ?? maxTokens));
   const streamOptions = b.stream_options as Body | undefined;
@@ -178,6 +185,7 @@ export function runGeneration(
   let done = false;
   const writable = () => !res.destroyed && !res.writableEnded;
 
+  res.setHeader('x-sim-engine', host.name);
   if (job.stream) {
     res.writeHead(200, SSE_HEADERS);
     res.flushHeaders();

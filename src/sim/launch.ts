@@ -94,6 +94,9 @@ export class Launch implements LaunchHost, HttpHost {
   }
 
   // LaunchHost / HttpHost views of the options and owner.
+  get name(): string {
+    return this.#opts.name;
+  }
   get timing() {
     return this.#opts.timing;
   }

@@ -9,6 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { networkInterfaces } from 'node:os';
 
 const SPAN = 12_000;
 
@@ -57,4 +58,14 @@ export async function freePorts(n: number): Promise<number[]> {
   const ports: number[] = [];
   while (ports.length < n) ports.push(await freePort());
   return ports;
+}
+
+/** This machine's own non-loopback address of `family`, or null: a real non-loopback TCP peer for admin tests. */
+export function nonLoopbackAddress(family: 'IPv4' | 'IPv6'): string | null {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const entry of list ?? []) {
+      if (entry.family === family && !entry.internal && !entry.address.startsWith('fe80')) return entry.address;
+    }
+  }
+  return null;
 }

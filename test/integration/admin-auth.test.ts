@@ -9,12 +9,12 @@
  */
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
-import { networkInterfaces } from 'node:os';
 import { test } from 'node:test';
 import pino from 'pino';
 import { isLoopback } from '../../src/admin/admin-auth.js';
 import { createGateway } from '../../src/app.js';
 import { validateConfig } from '../../src/config/validate.js';
+import { nonLoopbackAddress } from '../helpers/net.js';
 
 interface Logged {
   msg: string;
@@ -61,15 +61,6 @@ function post(
     req.on('error', reject);
     req.end();
   });
-}
-
-function nonLoopbackAddress(family: 'IPv4' | 'IPv6'): string | null {
-  for (const list of Object.values(networkInterfaces())) {
-    for (const entry of list ?? []) {
-      if (entry.family === family && !entry.internal && !entry.address.startsWith('fe80')) return entry.address;
-    }
-  }
-  return null;
 }
 
 test('isLoopback: 127.0.0.0/8, ::1 and IPv4-mapped loopback; nothing else', () => {
