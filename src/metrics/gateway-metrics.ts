@@ -86,6 +86,8 @@ export class GatewayMetrics {
     events.on('request', this.#onRequest);
     events.on('upstream_error', this.#onUpstreamError);
     events.on('retry', this.#onRetry);
+    events.on('stream_resume', this.#onResume);
+    events.on('stream_resume_failed', this.#onResumeFailed);
     // Zero from the start, so that dashboards and alerts find the series before the first refusal.
     for (const by of ['api_key', 'address'] as const) this.#families.rateLimited.inc({ by }, 0);
     events.on('rate_limited', ({ by }) => this.#families.rateLimited.inc({ by }));
@@ -121,6 +123,8 @@ export class GatewayMetrics {
     this.#events.off('request', this.#onRequest);
     this.#events.off('upstream_error', this.#onUpstreamError);
     this.#events.off('retry', this.#onRetry);
+    this.#events.off('stream_resume', this.#onResume);
+    this.#events.off('stream_resume_failed', this.#onResumeFailed);
     this.#models.close();
     const server = this.#server;
     this.#server = null;
@@ -168,6 +172,14 @@ export class GatewayMetrics {
 
   readonly #onRetry = ({ backend }: { backend: string }): void => {
     this.#series(backend)?.requests.retry();
+  };
+
+  readonly #onResume = ({ backend, reason }: { backend: string; reason: string }): void => {
+    this.#families.streamResumes.inc({ backend, reason });
+  };
+
+  readonly #onResumeFailed = ({ reason }: { reason: string }): void => {
+    this.#families.streamResumeFailures.inc({ reason });
   };
 
   /**
