@@ -108,7 +108,8 @@ function promptOf(api: Api, body: Body): Prompt | string {
   if (Array.isArray(field) && field.every((x) => typeof x === 'number'))
     return { text: '', tokens: Math.max(1, field.length), rendered: field.join(','), offset: 0 };
   const text = textOf(field);
-  // A completions prompt that ends with the start of the simulated answer is that answer continued.
+  // A completions prompt that ends with the start of the simulated answer is that answer continued
+  // (so a fresh prompt must not end with " Paris", the answer's first word: docs/stream-resume.md).
   const continued = api === 'completion' && typeof field === 'string' ? continuedFrom(text) : null;
   const tokens =
     continued === null || continued.tokens === 0

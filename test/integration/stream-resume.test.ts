@@ -79,7 +79,7 @@ const CASES = [
       stream: true,
       max_tokens: MAX_TOKENS,
       temperature: 0.7,
-      prompt: 'Tell me about Paris',
+      prompt: 'Tell me about France:',
       stream_options: { include_usage: true },
     },
   },
