@@ -7,12 +7,14 @@
  * with the error event.
  */
 import assert from 'node:assert/strict';
+import type { Socket } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import type { Gateway } from '../../src/app.js';
 import type { SimServer } from '../../src/sim/index.js';
 import { countPromptTokens, outputText } from '../../src/sim/text-gen.js';
 import { createSims, startGateway } from '../helpers/fleet.js';
 import { sampleValue } from '../helpers/prometheus-text.js';
+import { type RawRequest, startRawBackend } from '../helpers/raw-backend.js';
 import { startSimProcess } from '../helpers/sim-process.js';
 import { assertWholeStream } from '../helpers/stream-check.js';
 import { streamFrom } from '../helpers/streamed-request.js';
@@ -231,3 +233,84 @@ for (const { what, reason, headers, raw, body } of REFUSED) {
     }
   });
 }
+
+/** An SSE answer that ends when the socket closes (no length, no chunking): `events`, then the close. */
+function sseThenClose(socket: Socket, events: object[], tail = ''): void {
+  const body = events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + tail;
+  socket.end(`HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n${body}`);
+}
+
+const chunk = (id: string, delta: object, finish: string | null = null) => ({
+  id,
+  object: 'chat.completion.chunk',
+  created: 1,
+  model: 'm',
+  choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+});
+
+/** Two raw backends behind one gateway, each answering with `answer(i, body)` (i = its request number). */
+async function rawPair(t: TestContext, answer: (socket: Socket, n: number, body: any) => void, raw: object = {}) {
+  let n = 0;
+  const handler = (socket: Socket, request: RawRequest) => answer(socket, n++, JSON.parse(request.body));
+  const a = await startRawBackend(t, handler);
+  const b = await startRawBackend(t, handler);
+  const { url, gateway } = await startGateway(t, {
+    backends: [
+      { url: a.url, name: 'a', kind: 'openai' },
+      { url: b.url, name: 'b', kind: 'openai' },
+    ],
+    health: HEALTH,
+    ...raw,
+  });
+  await waitFor(() => gateway.fleet.registry.ready.length === 2, { what: 'both ready' });
+  return { url, gateway, seen: () => a.seen.length + b.seen.length };
+}
+
+const RAW_CHAT = { model: 'm', stream: true, max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] };
+
+test('an upstream error event mid-stream, or a stream closed before [DONE], is resumed; the client sees neither', async (t) => {
+  const { url, gateway } = await rawPair(t, (socket, n, body) => {
+    if (n === 0) {
+      return sseThenClose(socket, [chunk('x', { role: 'assistant', content: '' }), chunk('x', { content: 'A' })], 'data: {"error":{"message":"oom"}}\n\n');
+    }
+    if (n === 1) return sseThenClose(socket, [chunk('y', { role: 'assistant', content: '' }), chunk('y', { content: 'B' })]);
+    assert.equal(body.messages.at(-1).content, 'AB', 'the second continuation carries both parts');
+    sseThenClose(socket, [chunk('z', { role: 'assistant', content: '' }), chunk('z', { content: 'C' }), chunk('z', {}, 'stop')], 'data: [DONE]\n\n');
+  });
+  const got = await streamFrom(url, '/v1/chat/completions', RAW_CHAT).done;
+  assert.equal(got.errors, 0);
+  assert.equal(got.text, 'ABC');
+  assert.deepEqual([...got.ids], ['x']);
+  assert.equal(got.roles, 1);
+  assert.equal(got.done, 1);
+  const text = await gateway.metrics.render();
+  const resumes = (reason: string) =>
+    ['a', 'b'].reduce((sum, backend) => sum + (sampleValue(text, 'fleetgate_stream_resumes_total', { backend, reason }) ?? 0), 0);
+  assert.equal(resumes('error_event'), 1);
+  assert.equal(resumes('closed'), 1);
+});
+
+test('not resumed (tool_calls streamed): the error event stands', async (t) => {
+  const { url, gateway, seen } = await rawPair(t, (socket) =>
+    sseThenClose(socket, [chunk('x', { role: 'assistant', tool_calls: [{ index: 0, id: 'c', function: { name: 'f', arguments: '{"a' } }] })]),
+  );
+  const got = await streamFrom(url, '/v1/chat/completions', RAW_CHAT).done;
+  assert.equal(got.errors, 1);
+  assert.equal(got.done, 0);
+  assert.equal(seen(), 1, 'no continuation sent');
+  assert.equal(await metric(gateway, 'fleetgate_stream_resume_failures_total', { reason: 'tool_calls' }), 1);
+});
+
+test('not resumed (retry.resume_limit reached): the error event stands after the last continuation', async (t) => {
+  const { url, gateway, seen } = await rawPair(
+    t,
+    (socket) => sseThenClose(socket, [chunk('x', { role: 'assistant', content: '' }), chunk('x', { content: 'A' })]),
+    { retry: { resume_limit: 1 } },
+  );
+  const got = await streamFrom(url, '/v1/chat/completions', RAW_CHAT).done;
+  assert.equal(got.errors, 1);
+  assert.equal(got.done, 0);
+  assert.equal(got.text, 'AA', 'the first attempt and its one continuation');
+  assert.equal(seen(), 2);
+  assert.equal(await metric(gateway, 'fleetgate_stream_resume_failures_total', { reason: 'limit' }), 1);
+});
