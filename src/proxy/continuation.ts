@@ -203,7 +203,7 @@ export class StreamJournal {
     this.#pending = null;
     const out: Buffer[] = [];
     let from = 0;
-    let passFrom = 0;
+    const passFrom = 0;
     for (;;) {
       const at = data.indexOf(SEPARATOR, from);
       if (at < 0) break;
@@ -335,7 +335,12 @@ export class StreamJournal {
       // The continuation's prompt holds the original one plus what was generated before it.
       const promptSeen = typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens - this.#before : 0;
       const prompt = this.#promptTokens ?? Math.max(0, promptSeen);
-      event.usage = { ...usage, prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+      event.usage = {
+        ...usage,
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: prompt + completion,
+      };
     }
     return event;
   }

@@ -109,7 +109,7 @@ class ResponseRelay {
         this.#stallTimer = setTimeout(this.#clientStalled, this.#opts.clientStallTimeout);
       }
     }
-  };
+  }
 
   readonly #onDrain = () => {
     if (this.#done) return;

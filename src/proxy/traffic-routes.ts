@@ -20,12 +20,12 @@ import { classifyUpstreamError } from '../routing/upstream-failures.js';
 import { AdmissionError } from '../routing/wait-queue.js';
 import type { PriorityStamp } from './backend-priority.js';
 import { unwatchConnection, watchConnection } from './client-gone.js';
+import { apiOf } from './continuation.js';
 import { clientResponseHeaders, type RequestHeaders, upstreamRequestHeaders } from './headers.js';
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
 import { registerRateLimit } from './rate-limit.js';
 import type { ContextReader, ContextRefusal } from './request-context-from.js';
 import { completionTokensIn, type RelayResult, relayBody } from './response-relay.js';
-import { apiOf } from './continuation.js';
 import { type ResumeSettings, StreamResume } from './stream-resume.js';
 
 export interface TrafficOptions {

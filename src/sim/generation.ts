@@ -92,7 +92,8 @@ function promptOf(api: Api, body: Body): Prompt | string {
     const text = asked.map((m) => textOf((m as Body | null)?.content)).join('\n');
     const rendered = renderChat(messages, body.tools);
     // The final assistant message's own tokens: its answer part counts one per token, as generated.
-    const own = continued === null ? 0 : (continued.before === '' ? 0 : countPromptTokens(continued.before)) + continued.tokens;
+    const own =
+      continued === null ? 0 : (continued.before === '' ? 0 : countPromptTokens(continued.before)) + continued.tokens;
     return {
       text: continued === null ? text : `${text}\n${continued.before}`,
       tokens: countPromptTokens(text) + 4 * asked.length + own,
@@ -183,7 +184,11 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
       ? {}
       : {
           answerKeys: (generated: number) =>
-            prefixKeys(answered(outputTextFrom(prompt.offset, generated)), page, Math.floor((prompt.tokens + generated - 1) / page)),
+            prefixKeys(
+              answered(outputTextFrom(prompt.offset, generated)),
+              page,
+              Math.floor((prompt.tokens + generated - 1) / page),
+            ),
         }),
     maxTokens,
     target,

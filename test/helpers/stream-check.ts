@@ -22,6 +22,15 @@ export interface StreamSummary {
   ids: Set<unknown>;
 }
 
+interface SseEvent {
+  [key: string]: unknown;
+  id?: unknown;
+  error?: unknown;
+  object?: unknown;
+  usage?: StreamSummary['usage'];
+  choices?: Array<{ text?: unknown; delta?: { content?: unknown; role?: unknown }; finish_reason?: string | null }>;
+}
+
 /** Reads an SSE body (chat or completions chunks) as the client received it. */
 export function readStream(body: string): StreamSummary {
   const out: StreamSummary = {
@@ -46,7 +55,7 @@ export function readStream(body: string): StreamSummary {
       out.done++;
       continue;
     }
-    const event = JSON.parse(data) as Record<string, any>;
+    const event = JSON.parse(data) as SseEvent;
     out.events.push(event);
     if (event.error !== undefined || event.object === 'error') {
       out.errors++;

@@ -1,6 +1,6 @@
 /** A streamed request through fleetgate read as it arrives, so a test can act mid-stream. */
 import { request } from 'undici';
-import { type StreamSummary, readStream } from './stream-check.js';
+import { readStream, type StreamSummary } from './stream-check.js';
 import { waitFor } from './wait.js';
 
 export interface LiveStream {

@@ -37,7 +37,11 @@ interface ResumeFleet {
  * A gateway over `first` (where the request goes) and a spare that is down until `admitSpare`, so
  * the first attempt lands on `first` whatever the policy.
  */
-async function resumeFleet(t: TestContext, first: { name: string; url: string }, raw: object = {}): Promise<ResumeFleet> {
+async function resumeFleet(
+  t: TestContext,
+  first: { name: string; url: string },
+  raw: object = {},
+): Promise<ResumeFleet> {
   const [spare] = await createSims(t, [{ name: 'gpu1', engine: { tokenMs: 5 } }]);
   const spareBodies: Array<Record<string, unknown>> = [];
   spare.on('generation', ({ body }) => spareBodies.push(body));
@@ -109,10 +113,7 @@ for (const { api, path, body } of CASES) {
     assert.equal(continuation.max_tokens, MAX_TOKENS - sent, 'the budget shrinks by the tokens sent');
     assert.equal(continuation.temperature, 0.7, 'the same sampling parameters');
     if (api === 'chat') {
-      assert.deepEqual(continuation.messages, [
-        ...body.messages,
-        { role: 'assistant', content: outputText(sent) },
-      ]);
+      assert.deepEqual(continuation.messages, [...body.messages, { role: 'assistant', content: outputText(sent) }]);
       assert.equal(continuation.continue_final_message, true);
       assert.equal(continuation.add_generation_prompt, false);
     } else {
@@ -130,7 +131,10 @@ for (const { api, path, body } of CASES) {
         },
       );
     }
-    assert.equal(await metric(fleet.gateway, 'fleetgate_stream_resumes_total', { backend: 'gpu0', reason: 'reset' }), 1);
+    assert.equal(
+      await metric(fleet.gateway, 'fleetgate_stream_resumes_total', { backend: 'gpu0', reason: 'reset' }),
+      1,
+    );
   });
 }
 
@@ -249,7 +253,11 @@ const chunk = (id: string, delta: object, finish: string | null = null) => ({
 });
 
 /** Two raw backends behind one gateway, each answering with `answer(i, body)` (i = its request number). */
-async function rawPair(t: TestContext, answer: (socket: Socket, n: number, body: any) => void, raw: object = {}) {
+async function rawPair(
+  t: TestContext,
+  answer: (socket: Socket, n: number, body: { messages: Array<{ content: string }> }) => void,
+  raw: object = {},
+) {
   let n = 0;
   const handler = (socket: Socket, request: RawRequest) => answer(socket, n++, JSON.parse(request.body));
   const a = await startRawBackend(t, handler);
@@ -271,11 +279,20 @@ const RAW_CHAT = { model: 'm', stream: true, max_tokens: 10, messages: [{ role: 
 test('an upstream error event mid-stream, or a stream closed before [DONE], is resumed; the client sees neither', async (t) => {
   const { url, gateway } = await rawPair(t, (socket, n, body) => {
     if (n === 0) {
-      return sseThenClose(socket, [chunk('x', { role: 'assistant', content: '' }), chunk('x', { content: 'A' })], 'data: {"error":{"message":"oom"}}\n\n');
+      return sseThenClose(
+        socket,
+        [chunk('x', { role: 'assistant', content: '' }), chunk('x', { content: 'A' })],
+        'data: {"error":{"message":"oom"}}\n\n',
+      );
     }
-    if (n === 1) return sseThenClose(socket, [chunk('y', { role: 'assistant', content: '' }), chunk('y', { content: 'B' })]);
-    assert.equal(body.messages.at(-1).content, 'AB', 'the second continuation carries both parts');
-    sseThenClose(socket, [chunk('z', { role: 'assistant', content: '' }), chunk('z', { content: 'C' }), chunk('z', {}, 'stop')], 'data: [DONE]\n\n');
+    if (n === 1)
+      return sseThenClose(socket, [chunk('y', { role: 'assistant', content: '' }), chunk('y', { content: 'B' })]);
+    assert.equal(body.messages.at(-1)?.content, 'AB', 'the second continuation carries both parts');
+    sseThenClose(
+      socket,
+      [chunk('z', { role: 'assistant', content: '' }), chunk('z', { content: 'C' }), chunk('z', {}, 'stop')],
+      'data: [DONE]\n\n',
+    );
   });
   const got = await streamFrom(url, '/v1/chat/completions', RAW_CHAT).done;
   assert.equal(got.errors, 0);
@@ -285,14 +302,19 @@ test('an upstream error event mid-stream, or a stream closed before [DONE], is r
   assert.equal(got.done, 1);
   const text = await gateway.metrics.render();
   const resumes = (reason: string) =>
-    ['a', 'b'].reduce((sum, backend) => sum + (sampleValue(text, 'fleetgate_stream_resumes_total', { backend, reason }) ?? 0), 0);
+    ['a', 'b'].reduce(
+      (sum, backend) => sum + (sampleValue(text, 'fleetgate_stream_resumes_total', { backend, reason }) ?? 0),
+      0,
+    );
   assert.equal(resumes('error_event'), 1);
   assert.equal(resumes('closed'), 1);
 });
 
 test('not resumed (tool_calls streamed): the error event stands', async (t) => {
   const { url, gateway, seen } = await rawPair(t, (socket) =>
-    sseThenClose(socket, [chunk('x', { role: 'assistant', tool_calls: [{ index: 0, id: 'c', function: { name: 'f', arguments: '{"a' } }] })]),
+    sseThenClose(socket, [
+      chunk('x', { role: 'assistant', tool_calls: [{ index: 0, id: 'c', function: { name: 'f', arguments: '{"a' } }] }),
+    ]),
   );
   const got = await streamFrom(url, '/v1/chat/completions', RAW_CHAT).done;
   assert.equal(got.errors, 1);

@@ -105,7 +105,9 @@ test('journal: whole events only, an error event stops it, a continuation reads 
 
 test('journal: tool calls, reasoning and logprobs streamed forbid a continuation', () => {
   const event = (delta: object, logprobs: unknown = null) =>
-    Buffer.from(`data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta, logprobs, finish_reason: null }] })}\n\n`);
+    Buffer.from(
+      `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta, logprobs, finish_reason: null }] })}\n\n`,
+    );
   const cases: Array<[Buffer, string]> = [
     [event({ tool_calls: [{ index: 0, function: { name: 'f' } }] }), 'tool_calls'],
     [event({ reasoning_content: 'hm' }), 'reasoning'],
