@@ -78,7 +78,10 @@ export interface JobMetrics {
   neverCompleted: number;
   /** Requests the servers completed before the clock started (the warm-up's); the counters above leave them out. */
   warmedUp: number;
-  /** Content deltas the client received (streamed jobs): generated tokens that reached it. */
+  /**
+   * Content deltas of the answers the client got whole (streamed jobs): the generated tokens it can
+   * use. The rest of `generatedTokens` was thrown away: never sent, or part of a cut stream.
+   */
   deliveredTokens: number;
 }
 
@@ -126,7 +129,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
         send: (i) => client.post(PATH, opts.jobs[i].body),
         onOutcome: (o) => {
           latencies.push(o.endMs - o.startMs);
-          deliveredTokens += o.tokens;
+          if (o.error === null && o.status === 200) deliveredTokens += o.tokens;
           done++;
           if (o.error === REQUEST_TIME_LIMIT || o.error === BENCH_DEADLINE) timedOut++;
           if (dead && done === deadAt) void sims.schedulerDead(dead.index);

@@ -141,7 +141,12 @@ function parse(argv: string[]) {
     schedulerDead,
     requestTimeoutMs: num(values['request-timeout'], 'request-timeout', 120) * 1000,
     runTimeoutMs: num(values['run-timeout'], 'run-timeout', 300) * 1000,
-    targets: selectTargets(values.targets ?? BALANCE_TARGETS.filter((t) => !t.optIn).map((t) => t.id).join(',')),
+    targets: selectTargets(
+      values.targets ??
+        BALANCE_TARGETS.filter((t) => !t.optIn)
+          .map((t) => t.id)
+          .join(','),
+    ),
     concurrency: num(values.concurrency, 'concurrency', SCRIPT_CONCURRENCY_PER_SLOT * maxRunning * SERVERS),
     workload,
     engine,
@@ -188,7 +193,7 @@ async function main(argv: string[]): Promise<number> {
           });
           records.push({ run, target: spec.name, metrics, error: null });
           const wasted = opts.workload.stream
-            ? `, tokens generated ${metrics.generatedTokens}, reached the client ${metrics.deliveredTokens}, thrown away ${metrics.generatedTokens - metrics.deliveredTokens}`
+            ? `, tokens generated ${metrics.generatedTokens}, in whole answers ${metrics.deliveredTokens}, thrown away ${metrics.generatedTokens - metrics.deliveredTokens}`
             : '';
           progress(
             `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, p99 ${metrics.p99Sec.toFixed(2)} s, retractions ${metrics.retractions}, errors ${metrics.errors} ${JSON.stringify(metrics.errorKinds)}, never completed ${metrics.neverCompleted}, completed ${metrics.completed.join('/')}${wasted}`,

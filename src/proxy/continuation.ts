@@ -201,29 +201,34 @@ export class StreamJournal {
     if (this.errorEvent !== null || this.done) return EMPTY;
     const data = this.#pending === null ? chunk : Buffer.concat([this.#pending, chunk]);
     this.#pending = null;
-    const out: Buffer[] = [];
-    let from = 0;
-    const passFrom = 0;
-    for (;;) {
-      const at = data.indexOf(SEPARATOR, from);
-      if (at < 0) break;
-      const end = at + SEPARATOR.length;
-      const event = data.subarray(from, at);
-      const { kind, rewritten } = this.#read(event);
-      if (kind === 'error') {
-        this.errorEvent = Buffer.from(data.subarray(from, end));
-        if (this.#attempt === 0 && from > passFrom) out.push(data.subarray(passFrom, from));
-        return this.#joined(out);
-      }
-      if (this.#attempt > 0) {
-        if (rewritten !== null) out.push(Buffer.from(rewritten));
-      }
-      from = end;
-      if (kind === 'done') break;
+    // One decode per chunk, up to its last whole event; the rest waits for the next chunk.
+    const last = data.lastIndexOf(SEPARATOR);
+    if (last < 0) {
+      this.#pending = Buffer.from(data);
+      return EMPTY;
     }
-    if (this.#attempt === 0 && from > passFrom) out.push(data.subarray(passFrom, from));
-    if (from < data.length && !this.done) this.#pending = Buffer.from(data.subarray(from));
-    return this.#joined(out);
+    const whole = last + SEPARATOR.length;
+    if (whole < data.length) this.#pending = Buffer.from(data.subarray(whole));
+    const text = data.toString('utf8', 0, whole);
+    const out: string[] = [];
+    let from = 0;
+    while (from < text.length) {
+      const at = text.indexOf('\n\n', from);
+      const { kind, rewritten } = this.#read(text.slice(from, at));
+      if (kind === 'error') {
+        this.errorEvent = Buffer.from(text.slice(from, at + 2));
+        this.#pending = null;
+        return this.#joined(this.#attempt === 0 ? data.subarray(0, Buffer.byteLength(text.slice(0, from))) : out);
+      }
+      if (this.#attempt > 0 && rewritten !== null) out.push(rewritten);
+      from = at + 2;
+      if (kind === 'done') {
+        this.#pending = null;
+        if (this.#attempt === 0 && from < text.length) return data.subarray(0, Buffer.byteLength(text.slice(0, from)));
+        break;
+      }
+    }
+    return this.#joined(this.#attempt === 0 ? data.subarray(0, whole) : out);
   }
 
   /** The events that end a stream whose output budget ran out exactly at the cut. */
@@ -246,18 +251,20 @@ export class StreamJournal {
     return this.#api === 'chat' ? 'chat.completion.chunk' : 'text_completion';
   }
 
-  #joined(out: Buffer[]): Buffer {
-    if (out.length > 0 && this.#join !== null) {
-      out.unshift(Buffer.from(this.#join));
+  /** The client bytes: the first attempt's as they came, a continuation's rewritten after its join comment. */
+  #joined(out: Buffer | string[]): Buffer {
+    if (Buffer.isBuffer(out)) return out;
+    if (out.length === 0) return EMPTY;
+    if (this.#join !== null) {
+      out.unshift(this.#join);
       this.#join = null;
     }
-    if (out.length === 0) return EMPTY;
-    return out.length === 1 ? out[0] : Buffer.concat(out);
+    return Buffer.from(out.join(''));
   }
 
   /** Reads one event (without its blank line); for a continuation, its rewritten form or null to drop it. */
-  #read(event: Buffer): { kind: EventKind; rewritten: string | null } {
-    const text = event.toString('utf8');
+  #read(text: string): { kind: EventKind; rewritten: string | null } {
+    if (this.#attempt === 0 && this.#identity !== null && this.#plainDelta(text)) return PASSED;
     if (text.startsWith(':')) return { kind: 'other', rewritten: null };
     let json = '';
     for (const line of text.split('\n')) {
@@ -278,6 +285,41 @@ export class StreamJournal {
     const keep = this.#see(parsed);
     if (this.#attempt === 0) return { kind: 'data', rewritten: null };
     return { kind: 'data', rewritten: keep ? `data: ${JSON.stringify(this.#rewrite(parsed))}\n\n` : null };
+  }
+
+  /**
+   * The first attempt's common event, read without JSON.parse (about 10x cheaper, and it is every
+   * token of every stream): one choice (index 0) whose delta holds only text, nothing of what a
+   * continuation must know about (finish, usage, tool calls, reasoning, logprobs, an error). Inside
+   * a JSON string a quote is escaped, so none of these byte patterns can come from generated text.
+   * False: not such an event, left to the full parse.
+   */
+  #plainDelta(event: string): boolean {
+    if (!event.startsWith('data: {')) return false;
+    if (UNUSUAL.test(event)) return false;
+    const index = event.indexOf('"index":');
+    if (index >= 0 && (event[index + 8] !== '0' || event.indexOf('"index":', index + 1) >= 0)) return false;
+    const key = this.#api === 'chat' ? '"content":"' : '"text":"';
+    const at = event.indexOf(key);
+    if (at < 0) return true;
+    if (event.indexOf(key, at + 1) >= 0) return false;
+    const start = at + key.length;
+    let end = start;
+    let escaped = false;
+    for (; end < event.length; end++) {
+      const char = event.charCodeAt(end);
+      if (char === QUOTE) break;
+      if (char === BACKSLASH) {
+        // The escaped character is skipped: `\"` and `\\` alike.
+        escaped = true;
+        end++;
+      }
+    }
+    if (end >= event.length) return false;
+    if (end === start) return true;
+    this.#text += escaped ? (JSON.parse(event.slice(start - 1, end + 1)) as string) : event.slice(start, end);
+    this.#events++;
+    return true;
   }
 
   /** Records what the event carries; false for a continuation's empty role chunk (dropped). */
@@ -347,3 +389,11 @@ export class StreamJournal {
 }
 
 const EMPTY = Buffer.alloc(0);
+const PASSED = { kind: 'data', rewritten: null } as const;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+/**
+ * What the fast path leaves to the full parse: an error, tool calls, reasoning, logprobs, a finish,
+ * usage, or a multi-line event. One regex pass: about 5x cheaper than nine `includes`.
+ */
+const UNUSUAL = /"(?:error"|tool_calls":\[|reasoning_content":"|logprobs":[{[]|finish_reason":"|usage":\{)|\n/;
