@@ -16,6 +16,7 @@ import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { attachContext, RequestContext } from '../routing/request-context.js';
 import type { UpstreamFailure } from '../routing/upstream-failures.js';
+import { AdmissionError } from '../routing/wait-queue.js';
 import {
   bodyRefusal,
   continuationBody,
@@ -136,6 +137,11 @@ export class StreamResume {
     }
     const next = continuationBody(this.#request.api, body, journal.text, journal.tokens);
     const answer = await this.#dispatch(next);
+    // A client that left meanwhile is no failure to resume: the relay already ended.
+    if (this.#request.context.clientGone.aborted) {
+      if (typeof answer !== 'string') answer.stream.destroy();
+      return { type: 'fail', event: null };
+    }
     if (typeof answer === 'string') return this.#refused(answer, upstreamEvent);
     const { backend, stream } = answer;
     this.#backends.push(backend);
@@ -166,6 +172,7 @@ export class StreamResume {
     context.traits = original.traits;
     context.queue = original.queue;
     context.streamed = true;
+    context.continuation = true;
     context.tried = new Set(original.tried ?? []);
     const headers: Record<string, unknown> = { ...this.#request.headers };
     delete headers['content-length'];
@@ -196,8 +203,10 @@ export class StreamResume {
       }
       original.tried = context.tried;
       return { backend: context.backend ?? 'unknown', stream: res.body };
-    } catch {
-      return timedOut || original.clientGone.aborted ? 'no_backend' : 'rejected';
+    } catch (error) {
+      // The queue gave up (full, its own timeout) or `resume_wait` passed: no backend for it.
+      const cause = (error as Error).cause ?? error;
+      return timedOut || error instanceof AdmissionError || cause instanceof AdmissionError ? 'no_backend' : 'rejected';
     } finally {
       clearTimeout(timer);
       this.#cancel = null;

@@ -146,7 +146,8 @@ export class FleetRequest implements AttemptOwner {
 
   #acquire(): void {
     const queue = this.#context.queue ?? this.#deps.queue;
-    const admitted = queue.acquire(this.#cancelWait, this.#context.tried, this.#context.traits);
+    const context = this.#context;
+    const admitted = queue.acquire(this.#cancelWait, context.tried, context.traits, context.continuation);
     if (admitted instanceof Promise) {
       admitted.then(
         (lease) => this.#send(lease),

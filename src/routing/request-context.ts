@@ -54,6 +54,8 @@ export class RequestContext {
    * (proxy/stream-resume.ts) starts with them, so it goes elsewhere where it can.
    */
   tried: Set<Backend> | undefined = undefined;
+  /** A stream's continuation: it waits at the head of its class's queue (WaitQueue.acquire `first`). */
+  continuation = false;
   /** Set by the dispatcher: performance.now() when the latest attempt left the queue for its backend. */
   dispatchedAt: number | null = null;
 }
