@@ -21,6 +21,8 @@ export interface JobSizes {
   maxTokens?: number;
   kvTokens?: number;
   tokenMs?: number;
+  /** Streamed requests (`--stream`). */
+  stream?: boolean;
 }
 
 export function workloadSpec(s: JobSizes): WorkloadSpec {
@@ -32,6 +34,7 @@ export function workloadSpec(s: JobSizes): WorkloadSpec {
     shortMedian: s.quick ? 30 : 40,
     longMedian: s.quick ? 150 : 400,
     maxLength: s.quick ? 400 : 1300,
+    stream: s.stream,
   };
 }
 

@@ -78,6 +78,11 @@ export interface JobMetrics {
   neverCompleted: number;
   /** Requests the servers completed before the clock started (the warm-up's); the counters above leave them out. */
   warmedUp: number;
+  /**
+   * Content deltas of the answers the client got whole (streamed jobs): the generated tokens it can
+   * use. The rest of `generatedTokens` was thrown away: never sent, or part of a cut stream.
+   */
+  deliveredTokens: number;
 }
 
 const PATH = '/v1/chat/completions';
@@ -109,6 +114,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
       let done = 0;
       let crashed = false;
       let timedOut = 0;
+      let deliveredTokens = 0;
       const crashAt = fault ? Math.floor(opts.jobs.length * fault.crashAtShare) : Number.POSITIVE_INFINITY;
       const deadAt = dead ? Math.floor(opts.jobs.length * dead.atShare) : Number.POSITIVE_INFINITY;
       await warmUp(client, opts.warmup ?? 0, { model: MODEL });
@@ -123,6 +129,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
         send: (i) => client.post(PATH, opts.jobs[i].body),
         onOutcome: (o) => {
           latencies.push(o.endMs - o.startMs);
+          if (o.error === null && o.status === 200) deliveredTokens += o.tokens;
           done++;
           if (o.error === REQUEST_TIME_LIMIT || o.error === BENCH_DEADLINE) timedOut++;
           if (dead && done === deadAt) void sims.schedulerDead(dead.index);
@@ -149,6 +156,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
         cut: result.cut,
         neverCompleted: timedOut + (opts.jobs.length - result.sent),
         warmedUp: before.completed.reduce((sum, n) => sum + n, 0),
+        deliveredTokens,
       };
     } finally {
       await client.close();

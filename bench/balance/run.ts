@@ -49,6 +49,9 @@ const usage = `usage: npm run bench:balance -- [options]
   --runs N              repetitions (default 3; --quick: 1)
   --quick               tiny sizes, for a smoke run
   --fault               one server starts late, one crashes mid-run and is relaunched
+ --stream              streamed requests (stream_options.include_usage): a stream cut by the crash is
+                        an error unless it is resumed (fleetgate-no-resume: the same with resume off);
+                        reports tokens generated upstream that never reached the client
   --fault-kind KIND     crash (= --fault) or scheduler-dead: gpu2's scheduler dies when 35% of the
                         job is done; its HTTP stays up and /health answers 200 (SGLang v0.4), no log
                         configured; the client has a per-request and a run time limit
@@ -80,6 +83,7 @@ function parse(argv: string[]) {
     options: {
       ...COMMON_OPTIONS,
       fault: { type: 'boolean' },
+      stream: { type: 'boolean' },
       'fault-kind': { type: 'string' },
       'request-timeout': { type: 'string' },
       'run-timeout': { type: 'string' },
@@ -107,6 +111,7 @@ function parse(argv: string[]) {
     maxTokens: given('max-tokens'),
     kvTokens: given('kv-tokens', 2),
     tokenMs: given('token-ms', 0),
+    stream: values.stream === true,
   };
   const workload = workloadSpec(sizes);
   const engine = engineOptions(sizes);
@@ -126,14 +131,22 @@ function parse(argv: string[]) {
           restartAfterMs: quick ? 300 : 1000,
         }
       : null;
-  const resultName = kind === 'scheduler-dead' ? 'balance-scheduler-dead' : `balance${fault ? '-fault' : ''}`;
+  const resultName =
+    kind === 'scheduler-dead'
+      ? 'balance-scheduler-dead'
+      : `balance${fault ? '-fault' : ''}${values.stream ? '-stream' : ''}`;
   return {
     ...commonSettings(values, resultName),
     resultName,
     schedulerDead,
     requestTimeoutMs: num(values['request-timeout'], 'request-timeout', 120) * 1000,
     runTimeoutMs: num(values['run-timeout'], 'run-timeout', 300) * 1000,
-    targets: selectTargets(values.targets ?? BALANCE_TARGETS.map((t) => t.id).join(',')),
+    targets: selectTargets(
+      values.targets ??
+        BALANCE_TARGETS.filter((t) => !t.optIn)
+          .map((t) => t.id)
+          .join(','),
+    ),
     concurrency: num(values.concurrency, 'concurrency', SCRIPT_CONCURRENCY_PER_SLOT * maxRunning * SERVERS),
     workload,
     engine,
@@ -179,8 +192,11 @@ async function main(argv: string[]): Promise<number> {
             deadlineMs: opts.schedulerDead ? opts.runTimeoutMs : Math.max(60_000, lb.seconds * 1000 * 10),
           });
           records.push({ run, target: spec.name, metrics, error: null });
+          const wasted = opts.workload.stream
+            ? `, tokens generated ${metrics.generatedTokens}, in whole answers ${metrics.deliveredTokens}, thrown away ${metrics.generatedTokens - metrics.deliveredTokens}`
+            : '';
           progress(
-            `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, p99 ${metrics.p99Sec.toFixed(2)} s, retractions ${metrics.retractions}, errors ${metrics.errors} ${JSON.stringify(metrics.errorKinds)}, never completed ${metrics.neverCompleted}, completed ${metrics.completed.join('/')}`,
+            `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, p99 ${metrics.p99Sec.toFixed(2)} s, retractions ${metrics.retractions}, errors ${metrics.errors} ${JSON.stringify(metrics.errorKinds)}, never completed ${metrics.neverCompleted}, completed ${metrics.completed.join('/')}${wasted}`,
           );
         } catch (error) {
           const message = (error as Error).message;

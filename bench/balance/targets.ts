@@ -4,6 +4,8 @@ import type { TargetSpec } from '../lib/targets.js';
 export interface BalanceTarget extends TargetSpec {
   /** Key for `--targets` (a prefix such as `fleetgate` selects every fleetgate variant). */
   id: string;
+  /** Run only when `--targets` names it (not in the default list). */
+  optIn?: boolean;
 }
 
 export const BALANCE_TARGETS: readonly BalanceTarget[] = [
@@ -16,6 +18,15 @@ export const BALANCE_TARGETS: readonly BalanceTarget[] = [
     kind: 'fleetgate',
     balance: 'least-loaded',
     capSlowStart: true,
+  },
+  // Stream resume off (`retry.resume_limit: 0`): a stream cut by a crash ends with the error event.
+  {
+    id: 'fleetgate-no-resume',
+    name: 'fleetgate least-loaded, stream resume off',
+    kind: 'fleetgate',
+    balance: 'least-loaded',
+    resumeLimit: 0,
+    optIn: true,
   },
   { id: 'fleetgate-round-robin', name: 'fleetgate round-robin', kind: 'fleetgate', balance: 'round-robin' },
   { id: 'fleetgate-power-of-two', name: 'fleetgate power-of-two', kind: 'fleetgate', balance: 'power-of-two' },

@@ -18,6 +18,8 @@ export interface WorkloadSpec {
   longMedian: number;
   /** Longest answer. */
   maxLength: number;
+  /** Streamed requests, with `stream_options.include_usage`. */
+  stream?: boolean;
 }
 
 export interface Job {
@@ -66,6 +68,7 @@ export function makeWorkload(spec: WorkloadSpec): Job[] {
         messages: [{ role: 'user', content }],
         max_tokens: spec.maxTokens,
         temperature: 0.7,
+        ...(spec.stream ? { stream: true, stream_options: { include_usage: true } } : {}),
       }),
     );
     // As the simulator counts a chat prompt: its text plus 4 tokens per message.

@@ -7,6 +7,11 @@ import { Pool } from 'undici';
 
 const LFLF = Buffer.from('\n\n');
 const LF = 0x0a;
+const QUOTE = 0x22;
+const CONTENT = Buffer.from('"content":"');
+const DONE = Buffer.from('data: [DONE]');
+/** The error of a stream that ended without `data: [DONE]` (cut, with or without an error event). */
+export const STREAM_CUT = 'stream cut (no [DONE])';
 
 /** The error of a request aborted by the client's per-request time limit. */
 export const REQUEST_TIME_LIMIT = 'request time limit';
@@ -21,6 +26,8 @@ export interface Outcome {
   endMs: number;
   /** SSE events (`\n\n`-terminated blocks) received; 0 for non-streamed bodies is normal. */
   events: number;
+  /** Chat content deltas received (non-empty `"content":"`): output tokens that reached the client. */
+  tokens: number;
   bytes: number;
   error: string | null;
 }
@@ -64,9 +71,11 @@ export class LoadClient {
         firstMs: 0,
         endMs: 0,
         events: 0,
+        tokens: 0,
         bytes: 0,
         error: null,
       };
+      let done = false;
       let lastLf = false;
       let abort: ((error: Error) => void) | null = null;
       let timedOut = false;
@@ -115,11 +124,18 @@ export class LoadClient {
             }
             lastLf = chunk[chunk.length - 1] === LF;
             out.events += events;
+            if (events > 0) {
+              for (let c = chunk.indexOf(CONTENT); c >= 0; c = chunk.indexOf(CONTENT, c + CONTENT.length)) {
+                if (chunk[c + CONTENT.length] !== QUOTE) out.tokens++;
+              }
+              if (!done && chunk.includes(DONE)) done = true;
+            }
             hooks.onData?.(now, events, first);
             return true;
           },
           onComplete() {
-            finish(null);
+            // An event stream is whole only with its `[DONE]`; a plain JSON body has no events.
+            finish(out.events > 0 && !done ? STREAM_CUT : null);
           },
           onError(error: Error) {
             finish((error as NodeJS.ErrnoException).code ?? error.message);

@@ -110,6 +110,7 @@ export function fleetgateConfig(
     logLevel?: string;
     modelAliases?: Record<string, string>;
     accessLog?: boolean;
+    resumeLimit?: number;
   },
 ): string {
   const backends = input.backends.map((b, i) => `  - url: ${b}\n    name: gpu${i}`).join('\n');
@@ -126,7 +127,7 @@ export function fleetgateConfig(
   return `listen: 127.0.0.1:${input.port}
 backends:
 ${backends}
-${models}${routing ? `routing:\n${routing}` : ''}queue:
+${models}${routing ? `routing:\n${routing}` : ''}${input.resumeLimit === undefined ? '' : `retry:\n  resume_limit: ${input.resumeLimit}\n`}queue:
   max_waiting: 100000
   timeout: 30m
 ${input.queueYaml ?? ''}log:

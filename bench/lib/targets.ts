@@ -37,6 +37,8 @@ export interface TargetSpec {
   modelAliases?: Record<string, string>;
   /** fleetgate only: write the access log (info level) to the target's log file, for traces. */
   accessLog?: boolean;
+  /** fleetgate only: `retry.resume_limit` (0 = stream resume off). */
+  resumeLimit?: number;
 }
 
 export interface RunningTarget {
@@ -160,6 +162,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         queueYaml: spec.queueYaml,
         modelAliases: spec.modelAliases,
         accessLog: spec.accessLog,
+        resumeLimit: spec.resumeLimit,
       }),
     );
     proc = spawnPinned(

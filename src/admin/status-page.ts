@@ -259,6 +259,7 @@ const SCRIPT = `
     chip('', rate(fleet.requests_per_second), 'req/s');
     chip(fleet.waiting > 0 ? 'warn' : '', String(fleet.waiting), 'waiting');
     chip(fleet.retries > 0 ? 'warn' : '', String(fleet.retries), fleet.retries === 1 ? 'retry' : 'retries');
+    chip(fleet.resumes > 0 ? 'warn' : '', String(fleet.resumes || 0), fleet.resumes === 1 ? 'resume' : 'resumes');
     chip(fleet.errors > 0 ? 'bad' : '', String(fleet.errors), fleet.errors === 1 ? 'error' : 'errors');
     el('span', 'window', servingEl).textContent = 'in the last ' + fleet.window_seconds + ' s';
   }

@@ -21,13 +21,14 @@ function count(value: number | null): string {
   return value === null ? '-' : String(Math.round(value));
 }
 
-/** `12.3 req/s, 4512 tok/s, 3 waiting, 2 retries, 0 errors in the last 60 s`. */
+/** `12.3 req/s, 4512 tok/s, 3 waiting, 2 retries, 1 resume, 0 errors in the last 60 s`. */
 export function servingLine(fleet: NonNullable<FleetStatus['serving']>): string {
   return [
     `${rateText(fleet.requests_per_second)} req/s`,
     `${rateText(fleet.tokens_per_second)} tok/s`,
     `${fleet.waiting} waiting`,
     `${fleet.retries} ${fleet.retries === 1 ? 'retry' : 'retries'}`,
+    `${fleet.resumes} ${fleet.resumes === 1 ? 'resume' : 'resumes'}`,
     `${fleet.errors} ${fleet.errors === 1 ? 'error' : 'errors'} in the last ${fleet.window_seconds} s`,
   ].join(', ');
 }

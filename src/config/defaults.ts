@@ -28,6 +28,8 @@ export const DEFAULT_ROUTING_POLICY: PolicyName = 'least-loaded';
 /** `auto`: the adaptive cap (src/routing/adaptive-cap.ts); it finished bench:balance's job first. */
 export const DEFAULT_MAX_INFLIGHT_PER_BACKEND: number | 'auto' = 'auto';
 export const DEFAULT_ROUTING_RETRIES = 2;
+export const DEFAULT_RESUME_LIMIT = 2;
+export const DEFAULT_RESUME_WAIT = 10_000;
 /** Short enough for the adaptive cap to follow a backend's KV cache as answers grow. */
 export const DEFAULT_LOAD_INTERVAL = 250;
 export const DEFAULT_CAP_SLOW_START = false;

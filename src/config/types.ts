@@ -113,6 +113,13 @@ export interface Config {
     /** Slots per capped backend that only the highest class may fill; 0 = none. */
     reserve: number;
   };
+  /** Stream resume (docs/stream-resume.md). */
+  retry: {
+    /** Continuations of one cut stream at most; 0 = off. */
+    resume_limit: number;
+    /** ms a continuation may wait for a ready backend. */
+    resume_wait: number;
+  };
   upstream: {
     connect_timeout: number;
     /** Time to response headers; long, since a non-streamed generation sends nothing until done. */

@@ -105,6 +105,10 @@ const topLevel = section({
     max_starvation: duration(defaults.DEFAULT_QUEUE_MAX_STARVATION),
     reserve: integer({ min: 0, fallback: defaults.DEFAULT_QUEUE_RESERVE }),
   }),
+  retry: section({
+    resume_limit: integer({ min: 0, fallback: defaults.DEFAULT_RESUME_LIMIT }),
+    resume_wait: duration(defaults.DEFAULT_RESUME_WAIT, { mayBeZero: false }),
+  }),
   upstream: section({
     connect_timeout: duration(defaults.DEFAULT_UPSTREAM_CONNECT_TIMEOUT, { mayBeZero: false }),
     headers_timeout: duration(defaults.DEFAULT_UPSTREAM_HEADERS_TIMEOUT),

@@ -106,6 +106,18 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       labelNames: ['backend'] as const,
       registers,
     }),
+    streamResumes: new Counter({
+      name: 'fleetgate_stream_resumes_total',
+      help: 'Streams cut on this backend and continued on another, by why they were cut (reset, no_progress, error_event, closed, ...).',
+      labelNames: ['backend', 'reason'] as const,
+      registers,
+    }),
+    streamResumeFailures: new Counter({
+      name: 'fleetgate_stream_resume_failures_total',
+      help: 'Cut streams not continued (their error event stands), by why (n, constrained, tool_calls, limit, no_backend, ...).',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
     healthChecks: new Counter({
       name: 'fleetgate_health_checks_total',
       help: 'Readiness probes by result (pass, fail).',

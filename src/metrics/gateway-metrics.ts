@@ -87,6 +87,8 @@ export class GatewayMetrics {
     events.on('request', this.#onRequest);
     events.on('upstream_error', this.#onUpstreamError);
     events.on('retry', this.#onRetry);
+    events.on('stream_resume', this.#onResume);
+    events.on('stream_resume_failed', this.#onResumeFailed);
     // Zero from the start, so that dashboards and alerts find the series before the first refusal.
     for (const by of ['api_key', 'address'] as const) this.#families.rateLimited.inc({ by }, 0);
     events.on('rate_limited', this.#onRateLimited);
@@ -128,6 +130,8 @@ export class GatewayMetrics {
     this.#events.off('upstream_error', this.#onUpstreamError);
     this.#events.off('retry', this.#onRetry);
     this.#events.off('rate_limited', this.#onRateLimited);
+    this.#events.off('stream_resume', this.#onResume);
+    this.#events.off('stream_resume_failed', this.#onResumeFailed);
     this.#models.close();
     const server = this.#server;
     this.#server = null;
@@ -179,6 +183,14 @@ export class GatewayMetrics {
 
   readonly #onRateLimited = ({ by }: { by: 'api_key' | 'address' }): void => {
     this.#families.rateLimited.inc({ by });
+  };
+
+  readonly #onResume = ({ backend, reason }: { backend: string; reason: string }): void => {
+    this.#families.streamResumes.inc({ backend, reason });
+  };
+
+  readonly #onResumeFailed = ({ reason }: { reason: string }): void => {
+    this.#families.streamResumeFailures.inc({ reason });
   };
 
   /**

@@ -1,5 +1,5 @@
 /**
- * The serving view's figures: requests/s, tokens/s, retries and errors over the last minute, per
+ * The serving view's figures: requests/s, tokens/s, retries, stream resumes and errors over the last minute, per
  * backend and for the fleet, plus what each backend reports running, queued and of its KV cache,
  * and the straggler mark. Fed by the proxy's `request` events and by a once-a-second sample of the
  * registry (the load scraper's latest report of each backend); the clock is injected.
@@ -18,6 +18,8 @@ export interface FleetServing {
   /** Requests waiting in fleetgate's queue for a backend, now. */
   waiting: number;
   retries: number;
+  /** Streams continued on another backend after a cut (proxy/stream-resume.ts). */
+  resumes: number;
   errors: number;
 }
 
@@ -101,6 +103,7 @@ export class ServingStats {
   readonly #backends = new Map<string, BackendWindows>();
   readonly #requests: SlidingWindow;
   readonly #retries: SlidingWindow;
+  readonly #resumes: SlidingWindow;
   readonly #errors: SlidingWindow;
   #timer: NodeJS.Timeout | null = null;
 
@@ -113,6 +116,7 @@ export class ServingStats {
     const now = this.#now();
     this.#requests = new SlidingWindow(now, this.#windowMs);
     this.#retries = new SlidingWindow(now, this.#windowMs);
+    this.#resumes = new SlidingWindow(now, this.#windowMs);
     this.#errors = new SlidingWindow(now, this.#windowMs);
   }
 
@@ -180,6 +184,7 @@ export class ServingStats {
         tokens_per_second: round(tokens, 1),
         waiting: this.#waiting(),
         retries: this.#retries.sum(now),
+        resumes: this.#resumes.sum(now),
         errors: this.#errors.sum(now),
       },
       backends,
@@ -199,6 +204,7 @@ export class ServingStats {
     const now = this.#now();
     this.#requests.add(now);
     if (record.retries > 0) this.#retries.add(now, record.retries);
+    if (record.resumes > 0) this.#resumes.add(now, record.resumes);
     if (isServingError(record)) this.#errors.add(now);
     // A last record can arrive after its backend was removed (gateway-metrics.ts): not counted per backend then.
     if (record.backend === null || this.#registry.get(record.backend) === undefined) return;

@@ -1,4 +1,4 @@
-/** The access log: one structured line per proxied request (pino), with its backend and retries. */
+/** The access log: one structured line per proxied request (pino), with its backend, retries and stream resumes. */
 import type { Logger } from 'pino';
 import type { ProxyEventBus } from './proxy-events.js';
 
@@ -16,6 +16,8 @@ export function attachAccessLog(logger: Logger, events: ProxyEventBus): void {
       queue_ms: record.queueMs === null ? null : Math.round(record.queueMs * 100) / 100,
       bytes: record.bytes,
       retried: record.retries,
+      resumed: record.resumes,
+      ...(record.resumes > 0 ? { backends: record.backends } : {}),
       outcome: record.outcome,
     });
   });

@@ -27,6 +27,10 @@ export interface RequestRecord {
   bytes: number;
   /** Attempts beyond the first. */
   retries: number;
+  /** Continuations of its stream after a cut (proxy/stream-resume.ts). */
+  resumes: number;
+  /** With resumes: the backends that streamed it, in order. */
+  backends: readonly string[];
   outcome: RequestOutcome;
   /** Completion tokens the response reported in its `usage`, when it did. */
   completionTokens: number | null;
@@ -38,6 +42,10 @@ export interface ProxyEvents {
   /** A failed attempt, by error kind (`connect_refused`, `reset`, `headers_timeout`, ...). */
   upstream_error: [{ backend: string; kind: string }];
   retry: [{ backend: string }];
+  /** A cut stream continued elsewhere; `backend` is the one that cut it, `reason` the failure's kind. */
+  stream_resume: [{ backend: string; reason: string }];
+  /** A cut stream that was not continued, and why (continuation.ts ResumeRefusal). */
+  stream_resume_failed: [{ reason: string }];
   /** A request refused by `rate_limit`; `by` says what identified the client. */
   rate_limited: [{ by: 'api_key' | 'address' }];
 }

@@ -6,12 +6,15 @@
  * answer for a whole one; a cut plain body destroys the client connection so it cannot look
  * complete. A client that takes no bytes for the stream idle timeout is cut off like an upstream
  * that sends none: while it stalls, undici's own body timeout is suspended, and the backend would
- * hold the request's GPU slot for as long as the client keeps the connection open.
+ * hold the request's GPU slot for as long as the client keeps the connection open. A stream with a
+ * `resume` (stream-resume.ts) is cut by nothing of the upstream's: the relay hands the cut to it and
+ * relays the continuation it returns, or writes the error event it lets stand.
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { errorBody, errorTypeFor } from '../http/openai-error.js';
 import { classifyUpstreamError, type UpstreamFailure } from '../routing/upstream-failures.js';
+import { EARLY_END_FAILURE, ERROR_EVENT_FAILURE, type ResumeStep, type StreamResume } from './stream-resume.js';
 
 export type RelayEnd =
   | { type: 'complete' }
@@ -32,6 +35,8 @@ export interface RelayOptions {
   now: () => number;
   /** ms a client may take no bytes before it is cut off; 0 = no limit. */
   clientStallTimeout: number;
+  /** Continues a stream the upstream cuts; absent, a cut ends it. */
+  resume?: StreamResume;
   ended(result: RelayResult): void;
 }
 
@@ -43,7 +48,7 @@ export function relayBody(body: Readable, raw: ServerResponse, opts: RelayOption
 }
 
 class ResponseRelay {
-  readonly #body: Readable;
+  #body: Readable;
   readonly #raw: ServerResponse;
   readonly #opts: RelayOptions;
   #stallTimer: NodeJS.Timeout | null = null;
@@ -61,15 +66,30 @@ class ResponseRelay {
   }
 
   start(): void {
-    const body = this.#body;
     this.#raw.once('close', this.#onClientClose);
+    this.#listen(this.#body);
+  }
+
+  #listen(body: Readable): void {
     body.on('data', this.#onData);
     body.once('end', this.#onEnd);
     body.once('error', this.#onError);
   }
 
-  readonly #onData = (chunk: Buffer) => {
+  readonly #onData = (upstream: Buffer) => {
     if (this.#done) return;
+    const resume = this.#opts.resume;
+    const chunk = resume === undefined ? upstream : resume.pass(upstream);
+    if (resume?.cutEvent) {
+      this.#write(chunk);
+      this.#interrupt(ERROR_EVENT_FAILURE);
+      return;
+    }
+    this.#write(chunk);
+  };
+
+  #write(chunk: Buffer): void {
+    if (chunk.length === 0) return;
     if (this.#firstByteAt === null) this.#firstByteAt = this.#opts.now();
     this.#bytes += chunk.length;
     this.#previous = this.#last;
@@ -89,7 +109,7 @@ class ResponseRelay {
         this.#stallTimer = setTimeout(this.#clientStalled, this.#opts.clientStallTimeout);
       }
     }
-  };
+  }
 
   readonly #onDrain = () => {
     if (this.#done) return;
@@ -107,6 +127,10 @@ class ResponseRelay {
 
   readonly #onEnd = () => {
     if (this.#done) return;
+    if (this.#opts.resume !== undefined && !this.#opts.resume.complete) {
+      this.#interrupt(EARLY_END_FAILURE);
+      return;
+    }
     this.#uncork();
     this.#raw.end();
     this.#finish({ type: 'complete' });
@@ -115,17 +139,58 @@ class ResponseRelay {
   readonly #onError = (error: Error) => {
     if (this.#done) return;
     const failure = classifyUpstreamError(error);
+    if (this.#opts.resume !== undefined) {
+      this.#interrupt(failure);
+      return;
+    }
     this.#cutResponse(failure);
     this.#finish({ type: 'upstream_error', failure });
   };
+
+  /** The upstream attempt ended early: the resume decides what follows, while the client waits. */
+  #interrupt(failure: UpstreamFailure): void {
+    const old = this.#body;
+    old.off('data', this.#onData);
+    old.off('end', this.#onEnd);
+    old.off('error', this.#onError);
+    old.on('error', noop);
+    old.destroy();
+    const resume = this.#opts.resume as StreamResume;
+    resume.resume(failure).then(
+      (step) => this.#resumed(step, failure),
+      () => this.#resumed({ type: 'fail', event: null }, failure),
+    );
+  }
+
+  #resumed(step: ResumeStep, failure: UpstreamFailure): void {
+    if (this.#done) {
+      if (step.type === 'continue') step.body.destroy();
+      return;
+    }
+    if (step.type === 'continue') {
+      this.#body = step.body;
+      this.#listen(step.body);
+      return;
+    }
+    if (step.type === 'end') {
+      this.#uncork();
+      this.#raw.end(step.tail);
+      this.#finish({ type: 'complete' });
+      return;
+    }
+    this.#cutResponse(failure, step.event);
+    this.#finish({ type: 'upstream_error', failure });
+  }
 
   readonly #onClientClose = () => {
     if (this.#done || this.#raw.writableFinished) return;
     this.#finish({ type: 'client_abort' });
     this.#body.destroy();
+    this.#opts.resume?.cancel();
   };
 
-  #cutResponse(failure: UpstreamFailure): void {
+  /** `event`: the upstream's own error event, written instead of fleetgate's. */
+  #cutResponse(failure: UpstreamFailure, event: Buffer | null = null): void {
     const raw = this.#raw;
     if (raw.writableEnded || raw.destroyed) return;
     if (!this.#opts.sse) {
@@ -133,7 +198,12 @@ class ResponseRelay {
       return;
     }
     this.#uncork();
-    const separator = this.#bytes > 0 && !endsEvent(this.#last) ? '\n\n' : '';
+    if (event !== null) {
+      raw.end(event);
+      return;
+    }
+    // With a resume only whole events went out; without one the last may be cut short.
+    const separator = this.#opts.resume === undefined && this.#bytes > 0 && !endsEvent(this.#last) ? '\n\n' : '';
     raw.end(`${separator}data: ${errorBody(failure.message, errorTypeFor(failure.status), failure.status)}\n\n`);
   }
 

@@ -20,11 +20,13 @@ import { classifyUpstreamError } from '../routing/upstream-failures.js';
 import { AdmissionError } from '../routing/wait-queue.js';
 import type { PriorityStamp } from './backend-priority.js';
 import { unwatchConnection, watchConnection } from './client-gone.js';
+import { apiOf } from './continuation.js';
 import { clientResponseHeaders, type RequestHeaders, upstreamRequestHeaders } from './headers.js';
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
 import { registerRateLimit } from './rate-limit.js';
 import type { ContextReader, ContextRefusal } from './request-context-from.js';
 import { completionTokensIn, type RelayResult, relayBody } from './response-relay.js';
+import { type ResumeSettings, StreamResume } from './stream-resume.js';
 
 export interface TrafficOptions {
   /** The running config, read per request: a reload that changes `auth.api_keys` applies at once. */
@@ -47,6 +49,10 @@ interface Traffic {
   readonly started: number;
   readonly onClientClose: () => void;
   sse: boolean;
+  /** The body and headers as sent upstream: a stream's continuation is built from them. */
+  sent: Buffer | null;
+  upstreamHeaders: RequestHeaders | null;
+  resume: StreamResume | null;
 }
 
 declare module 'fastify' {
@@ -57,6 +63,9 @@ declare module 'fastify' {
 
 /** The context of a refused request, which never reaches the dispatcher. */
 const NO_CONTEXT = new RequestContext();
+
+/** `off`: the client's stream is not continued after a cut (docs/stream-resume.md). */
+const RESUME_HEADER = 'x-fleetgate-resume';
 
 /** Not a real host: the fleet dispatcher picks the backend and ignores the origin. */
 const FLEET_ORIGIN = 'http://fleet.invalid';
@@ -72,6 +81,13 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
   const startConfig = opts.config();
   const upstreamApiKey = startConfig.upstream.api_key;
   const clientStallTimeout = startConfig.upstream.stream_idle_timeout;
+  const resumeSettings: ResumeSettings = {
+    dispatcher: opts.dispatcher,
+    origin: FLEET_ORIGIN,
+    events,
+    limit: startConfig.retry.resume_limit,
+    waitMs: startConfig.retry.resume_wait,
+  };
 
   const record = (request: FastifyRequest, status: number, outcome: RequestOutcome, relay: RelayResult | null) => {
     const traffic = request.traffic as Traffic;
@@ -102,6 +118,8 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
       queueMs: traffic.context.dispatchedAt !== null ? traffic.context.dispatchedAt - traffic.started : null,
       bytes: relay?.bytes ?? 0,
       retries: traffic.context.retries,
+      resumes: traffic.resume?.count ?? 0,
+      backends: traffic.resume?.backends ?? [],
       outcome,
       completionTokens: relay ? completionTokensIn(relay.tail) : null,
       streamed: traffic.sse,
@@ -164,10 +182,12 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     const status = res.statusCode;
     reply.hijack();
     reply.raw.writeHead(status, reply.getHeaders() as OutgoingHttpHeaders);
+    traffic.resume = sse && status === 200 ? resumableStream(request, traffic) : null;
     relayBody(res.stream, reply.raw, {
       sse,
       now,
       clientStallTimeout,
+      resume: traffic.resume ?? undefined,
       ended: (result) => {
         const end = result.end.type;
         record(
@@ -180,9 +200,27 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     });
   };
 
+  /** A streamed chat or completions answer continues after a cut unless resume is off for it. */
+  const resumableStream = (request: FastifyRequest, traffic: Traffic): StreamResume | null => {
+    const api = apiOf(request.raw.url ?? '/');
+    if (api === null || resumeSettings.limit === 0 || traffic.sent === null || traffic.upstreamHeaders === null)
+      return null;
+    if (request.headers[RESUME_HEADER] === 'off') return null;
+    return new StreamResume(resumeSettings, {
+      api,
+      path: request.raw.url ?? '/',
+      body: traffic.sent,
+      headers: traffic.upstreamHeaders,
+      context: traffic.context,
+    });
+  };
+
   const rewriteRequestHeaders = (request: FastifyRequest, headers: RequestHeaders) => {
     upstreamRequestHeaders(headers, { peer: request.raw.socket.remoteAddress ?? '', apiKey: upstreamApiKey });
-    return attachContext(headers, (request.traffic as Traffic).context);
+    delete headers[RESUME_HEADER];
+    const traffic = request.traffic as Traffic;
+    traffic.upstreamHeaders = headers;
+    return attachContext(headers, traffic.context);
   };
 
   const replyOptions = {
@@ -216,6 +254,9 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
           context: context ?? NO_CONTEXT,
           started: now(),
           sse: false,
+          sent: null,
+          upstreamHeaders: null,
+          resume: null,
           onClientClose: () => {
             if (!reply.raw.writableFinished) traffic.context.clientGone.abort();
           },
@@ -229,6 +270,7 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
         const priority = context.traits?.priority;
         const body =
           opts.stampPriority && priority !== undefined ? opts.stampPriority(path, priority, received) : received;
+        traffic.sent = body;
         if (body === null) return reply.from(dest, options);
         const contentType = request.headers['content-type'] ?? 'application/octet-stream';
         return reply.from(dest, { ...options, body, contentType });

@@ -48,14 +48,16 @@ export class ClassQueue<W extends Queued> {
     return this.#size;
   }
 
-  push(waiter: W): void {
+  /** `first`: at the head of its flow (a request that was already admitted once, continuing). */
+  push(waiter: W, first = false): void {
     let flow = this.#byKey.get(waiter.key);
     if (flow === undefined) {
       flow = { key: waiter.key, waiters: [] };
       this.#byKey.set(waiter.key, flow);
       this.#flows.push(flow);
     }
-    flow.waiters.push(waiter);
+    if (first) flow.waiters.unshift(waiter);
+    else flow.waiters.push(waiter);
     this.#size++;
   }
 

@@ -97,7 +97,6 @@ export class FleetRequest implements AttemptOwner {
   /** Cancels a wait in the queue: aborted with the request. */
   readonly #cancelWait = new ClientGone();
   readonly #maxRetries: number;
-  #tried: Set<Backend> | undefined;
   #attempt: FleetAttempt | null = null;
   #reason: Error | null = null;
   #done = false;
@@ -149,7 +148,8 @@ export class FleetRequest implements AttemptOwner {
 
   #acquire(): void {
     const queue = this.#context.queue ?? this.#deps.queue;
-    const admitted = queue.acquire(this.#cancelWait, this.#tried, this.#context.traits);
+    const context = this.#context;
+    const admitted = queue.acquire(this.#cancelWait, context.tried, context.traits, context.continuation);
     if (admitted instanceof Promise) {
       admitted.then(
         (lease) => this.#send(lease),
@@ -166,8 +166,8 @@ export class FleetRequest implements AttemptOwner {
       this.#fail(this.#reason);
       return;
     }
-    this.#tried ??= new Set();
-    this.#tried.add(lease.backend);
+    this.#context.tried ??= new Set();
+    this.#context.tried.add(lease.backend);
     this.#context.backend = lease.backend.name;
     this.#context.dispatchedAt = performance.now();
     this.#attempt = new FleetAttempt(this, lease, this.#handler, this.#deps.watchdog);

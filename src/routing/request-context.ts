@@ -5,6 +5,7 @@
  * included) and read them with `Object.keys` (symbols skipped), so it rides along without being sent.
  */
 
+import type { Backend } from '../fleet/registry.js';
 import type { RequestTraits } from './request-traits.js';
 import type { AbortLike, WaitQueue } from './wait-queue.js';
 
@@ -48,6 +49,13 @@ export class RequestContext {
   /** Set by the dispatcher: the backend of the latest attempt, and attempts beyond the first. */
   backend: string | null = null;
   retries = 0;
+  /**
+   * Backends its attempts went to, shared with the dispatcher: a continuation of its stream
+   * (proxy/stream-resume.ts) starts with them, so it goes elsewhere where it can.
+   */
+  tried: Set<Backend> | undefined = undefined;
+  /** A stream's continuation: it waits at the head of its class's queue (WaitQueue.acquire `first`). */
+  continuation = false;
   /** Set by the dispatcher: performance.now() when the latest attempt left the queue for its backend. */
   dispatchedAt: number | null = null;
 }

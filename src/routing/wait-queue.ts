@@ -193,15 +193,22 @@ export class WaitQueue {
   /**
    * A lease now if a slot is free for this request's class, else a place in its class's queue.
    * `avoid`: backends that already failed this request; they are used only if nothing else is
-   * available. `traits`: its class and API key (default: the default class, no key).
+   * available. `traits`: its class and API key (default: the default class, no key). `first`: the
+   * continuation of a stream already running (proxy/stream-resume.ts): its client waits mid-answer,
+   * so it takes a free slot at once and otherwise waits at the head of its class.
    */
-  acquire(signal?: AbortLike, avoid?: ReadonlySet<Backend>, traits?: RequestTraits): Lease | Promise<Lease> {
+  acquire(
+    signal?: AbortLike,
+    avoid?: ReadonlySet<Backend>,
+    traits?: RequestTraits,
+    first = false,
+  ): Lease | Promise<Lease> {
     const queue = (traits && this.#byName.get(traits.priority)) || this.#default;
     // A client already gone gets no slot, even a free one: nothing would release it in time.
     if (signal?.aborted) return Promise.reject(this.#reject(queue, 'aborted', 'client went away'));
     // Waiters of this class or above were here first; lower ones yield (they would have taken a
     // slot free to them already, so one free now is a reserved slot or appeared this tick).
-    if (!this.#anyWaitingFrom(queue.rank)) {
+    if (first || !this.#anyWaitingFrom(queue.rank)) {
       const lease = this.#tryLease(avoid, traits, queue);
       if (lease) return lease;
     }
@@ -242,7 +249,7 @@ export class WaitQueue {
           signal?.removeEventListener('abort', onAbort);
         },
       };
-      queue.push(waiter);
+      queue.push(waiter, first);
       this.#waiting++;
     });
   }

@@ -5,7 +5,7 @@
  * only serialises its own text.
  */
 import type { FinishReason } from './engine.js';
-import { EOS_TOKEN_ID, outputIds, outputText, tokenId, tokenText } from './text-gen.js';
+import { EOS_TOKEN_ID, outputIds, outputText, outputTextFrom, tokenId, tokenText } from './text-gen.js';
 
 export type Api = 'generate' | 'chat' | 'completion';
 
@@ -18,6 +18,8 @@ export interface Job {
   stream: boolean;
   includeUsage: boolean;
   promptTokens: number;
+  /** Answer tokens the prompt already held (a continuation): the first generated token's number. */
+  offset: number;
   /** Prompt tokens found in the server's prefix cache; known once the request is admitted. */
   cachedTokens: number;
   startedMs: number;
@@ -103,9 +105,9 @@ export class OpenAiStream {
     );
   }
 
-  /** The chunk for token number `index` (0-based). */
+  /** The chunk for the request's token number `index` (0-based; after the prompt's own answer tokens). */
   token(index: number): string {
-    const text = JSON.stringify(tokenText(index));
+    const text = JSON.stringify(tokenText(this.#job.offset + index));
     if (this.#job.api === 'chat') {
       return sse(
         `${this.#head}{"index":0,"delta":{"role":null,"content":${text},"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
@@ -131,7 +133,7 @@ export class OpenAiStream {
 
 export function openaiBody(job: Job, generated: number, reason: FinishReason): string {
   const { finish, matched } = openaiFinish(reason);
-  const text = JSON.stringify(outputText(generated));
+  const text = JSON.stringify(outputTextFrom(job.offset, generated));
   const head = `{"id":${JSON.stringify(job.rid)},"object":"${job.api === 'chat' ? 'chat.completion' : 'text_completion'}","created":${job.created},"model":${JSON.stringify(job.model)},"choices":[`;
   const choice =
     job.api === 'chat'

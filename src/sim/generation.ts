@@ -18,7 +18,7 @@ import {
 } from './formats.js';
 import { prefixKeys } from './prefix-cache.js';
 import { CONTEXT_LEN } from './presets.js';
-import { countPromptTokens, outputText, stopAfter } from './text-gen.js';
+import { type Continued, continuedFrom, countPromptTokens, outputTextFrom, stopAfter } from './text-gen.js';
 import type { SimCounters } from './types.js';
 
 export interface GenerationHost {
@@ -71,6 +71,8 @@ interface Prompt {
   rendered: string;
   /** How a following prompt renders this one with its answer, when it can (not for token ids). */
   answered?: (answer: string) => string;
+  /** Answer tokens the prompt already holds (a continuation): generation goes on from this token number. */
+  offset: number;
 }
 
 /** Tool definitions first, then each message's role and content, as a chat template renders them. */
@@ -87,13 +89,20 @@ function promptOf(api: Api, body: Body): Prompt | string {
   if (api === 'chat') {
     const messages = body.messages;
     if (!Array.isArray(messages) || messages.length === 0) return 'messages: Field required (a non-empty list)';
-    const text = messages.map((m) => textOf((m as Body | null)?.content)).join('\n');
+    const continued = continuedChat(messages, body);
+    if (typeof continued === 'string') return continued;
+    const asked = continued === null ? messages : messages.slice(0, -1);
+    const text = asked.map((m) => textOf((m as Body | null)?.content)).join('\n');
     const rendered = renderChat(messages, body.tools);
+    // The final assistant message's own tokens: its answer part counts one per token, as generated.
+    const own =
+      continued === null ? 0 : (continued.before === '' ? 0 : countPromptTokens(continued.before)) + continued.tokens;
     return {
-      text,
-      tokens: countPromptTokens(text) + 4 * messages.length,
+      text: continued === null ? text : `${text}\n${continued.before}`,
+      tokens: countPromptTokens(text) + 4 * asked.length + own,
       rendered,
       answered: (answer) => `${rendered}<|assistant|>${answer}\n`,
+      offset: continued?.tokens ?? 0,
     };
   }
   const field = api === 'generate' ? (body.text ?? body.input_ids) : body.prompt;
@@ -101,9 +110,31 @@ function promptOf(api: Api, body: Body): Prompt | string {
     return api === 'generate' ? 'Either text, input_ids or input_embeds should be provided.' : 'prompt: Field required';
   }
   if (Array.isArray(field) && field.every((x) => typeof x === 'number'))
-    return { text: '', tokens: Math.max(1, field.length), rendered: field.join(',') };
+    return { text: '', tokens: Math.max(1, field.length), rendered: field.join(','), offset: 0 };
   const text = textOf(field);
-  return { text, tokens: countPromptTokens(text), rendered: text, answered: (answer) => text + answer };
+  // A completions prompt that ends with the start of the simulated answer is that answer continued
+  // (so a fresh prompt must not end with " Paris", the answer's first word: docs/stream-resume.md).
+  const continued = api === 'completion' && typeof field === 'string' ? continuedFrom(text) : null;
+  const tokens =
+    continued === null || continued.tokens === 0
+      ? countPromptTokens(text)
+      : (continued.before === '' ? 0 : countPromptTokens(continued.before)) + continued.tokens;
+  return { text, tokens, rendered: text, answered: (answer) => text + answer, offset: continued?.tokens ?? 0 };
+}
+
+/**
+ * vLLM's and SGLang's `continue_final_message`: the final assistant message is the start of the
+ * answer, rendered without an end-of-turn, and generation goes on from it (`add_generation_prompt`
+ * must then be false). Null: not a continuation; a string: the 400 message.
+ */
+function continuedChat(messages: readonly unknown[], body: Body): Continued | null | string {
+  if (body.continue_final_message !== true) return null;
+  if (body.add_generation_prompt === true) {
+    return 'Cannot set both `continue_final_message` and `add_generation_prompt` to True.';
+  }
+  const last = (messages[messages.length - 1] ?? {}) as Body;
+  if (last.role !== 'assistant') return 'continue_final_message requires the final message to be from the assistant.';
+  return continuedFrom(textOf(last.content));
 }
 
 function positiveInt(value: unknown, name: string): number | string | null {
@@ -134,7 +165,9 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
   if (prompt.tokens + maxTokens > CONTEXT_LEN) {
     return `Requested token count exceeds the model's maximum context length of ${CONTEXT_LEN} tokens. You requested a total of ${prompt.tokens + maxTokens} tokens: ${prompt.tokens} tokens from the input messages and ${maxTokens} tokens for the completion.`;
   }
-  const early = stopAfter(prompt.text);
+  // A `<sim:len=N>` answer ends after N tokens in all, however many the prompt already holds.
+  const stop = stopAfter(prompt.text);
+  const early = stop === null ? null : Math.max(1, stop - prompt.offset);
   const target = Math.max(1, Math.min(maxTokens, early ?? maxTokens));
   const streamOptions = b.stream_options as Body | undefined;
   const rid = typeof b.rid === 'string' ? b.rid : randomUUID().replaceAll('-', '');
@@ -149,6 +182,7 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
       stream: b.stream === true,
       includeUsage: streamOptions?.include_usage === true,
       promptTokens: prompt.tokens,
+      offset: prompt.offset,
       cachedTokens: 0,
       startedMs: performance.now(),
     },
@@ -157,7 +191,11 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
       ? {}
       : {
           answerKeys: (generated: number) =>
-            prefixKeys(answered(outputText(generated)), page, Math.floor((prompt.tokens + generated - 1) / page)),
+            prefixKeys(
+              answered(outputTextFrom(prompt.offset, generated)),
+              page,
+              Math.floor((prompt.tokens + generated - 1) / page),
+            ),
         }),
     maxTokens,
     target,

@@ -20,6 +20,8 @@ export interface HttpHost extends GenerationHost {
   readonly healthTimeoutMs: number;
   /** Counts the request and emits `request`. */
   received(path: string, method: string): void;
+  /** A generation request's parsed body (emitted as `generation` for tests that check what a backend got). */
+  generationBody(path: string, body: unknown): void;
   /** Requests the hung server holds forever (until stop). */
   readonly held: Set<ServerResponse>;
   /** `dp_rank_dead`: this generation request goes to the dead rank and gets nothing back. */
@@ -109,6 +111,7 @@ function generation(api: 'generate' | 'chat' | 'completion'): Handler {
         host.log.access(client(req), req.method ?? 'POST', req.url ?? '/', 400);
         return sendError(res, error);
       }
+      host.generationBody(req.url ?? '/', body);
       const spec = parseGeneration(api, body, host);
       if (typeof spec === 'string') {
         host.log.access(client(req), req.method ?? 'POST', req.url ?? '/', 400);

@@ -23,6 +23,7 @@ export interface LaunchOwner {
   readonly status: SimStatus;
   setStatus(status: SimStatus): void;
   received(path: string, method: string): void;
+  generationBody(path: string, body: unknown): void;
   clientGone(): void;
   ready(): void;
   /** The process is gone (port closed); the owner sets `exited` and emits `exit`. */
@@ -143,6 +144,10 @@ export class Launch implements LaunchHost, HttpHost {
 
   setStatus(status: SimStatus): void {
     if (!this.#closed) this.#owner.setStatus(status);
+  }
+
+  generationBody(path: string, body: unknown): void {
+    this.#owner.generationBody(path, body);
   }
 
   received(path: string, method: string): void {

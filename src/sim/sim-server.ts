@@ -157,6 +157,9 @@ export class SimServer extends EventEmitter {
         if (current()) this.#setStatus(status);
       },
       received: (path, method) => this.#received(path, method),
+      generationBody: (path, body) => {
+        if (this.listenerCount('generation') > 0) this.emit('generation', { path, body });
+      },
       clientGone: () => this.emit('disconnect'),
       ready: () => {
         if (!current()) return;

@@ -66,3 +66,43 @@ export function stopAfter(text: string): number | null {
   for (const match of text.matchAll(LEN_MARKER)) last = match[1];
   return last === null ? null : Number(last);
 }
+
+/** `count` tokens' text from token number `offset` on: the rest of an answer whose first `offset` tokens were given. */
+export function outputTextFrom(offset: number, count: number): string {
+  let text = '';
+  for (let i = offset; i < offset + count; i++) text += tokenText(i);
+  return text;
+}
+
+/** A text split into what came before the simulated answer's start and that start's token count. */
+export interface Continued {
+  before: string;
+  tokens: number;
+}
+
+/**
+ * How much of the simulated answer `text` ends with: the largest `k` such that `text` ends with
+ * `outputText(k)`. A continuation request (chat `continue_final_message`, a completions prompt
+ * extended by the text already generated) then goes on with token number `k`, so a stream cut and
+ * continued reads exactly like an uncut one. Since the answer repeats with the period of WORDS, one
+ * backward walk per residue finds every candidate: O(22 * matched words), not O(k^2).
+ */
+export function continuedFrom(text: string): Continued {
+  const period = WORDS.length;
+  let best: Continued = { before: text, tokens: 0 };
+  for (let last = 0; last < period; last++) {
+    const positions: number[] = [text.length];
+    let pos = text.length;
+    for (let j = last; ; j = (j - 1 + period) % period) {
+      const word = WORDS[j];
+      if (pos < word.length || !text.startsWith(word, pos - word.length)) break;
+      pos -= word.length;
+      positions.push(pos);
+    }
+    const matched = positions.length - 1;
+    if (matched < last + 1) continue;
+    const k = last + 1 + period * Math.floor((matched - last - 1) / period);
+    if (k > best.tokens) best = { before: text.slice(0, positions[k]), tokens: k };
+  }
+  return best;
+}

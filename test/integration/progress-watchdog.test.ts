@@ -78,8 +78,10 @@ async function faultUnderLoad(
   return { outcomes, gateway };
 }
 
-test('scheduler_dead_http_alive: ejected within progress_timeout + 5 s; streams on it end with the error event, plain requests re-sent', async (t) => {
+test('scheduler_dead_http_alive, stream resume off: ejected within progress_timeout + 5 s; streams on it end with the error event, plain requests re-sent', async (t) => {
   const { outcomes } = await faultUnderLoad(t, (sim) => sim.killScheduler(), /no progress for .* requests? in flight/, {
+    // stream-resume.test.ts has the same fault with resume on.
+    config: { ...CONFIG, retry: { resume_limit: 0 } },
     // A stream already answering when the scheduler dies: it cannot be re-sent, so it must be cut.
     injectWhen: (sim) => sim.counters.openStreams > 0,
   });

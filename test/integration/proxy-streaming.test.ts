@@ -93,12 +93,12 @@ test('a client disconnect aborts the upstream request within 1 s', async (t) => 
   assert.equal(gateway.fleet.registry.get(sim.name)?.state, 'ready', 'a client leaving is not a backend failure');
 });
 
-test('a backend dying mid-stream: one error event, no [DONE]; the openai SDK raises', async (t) => {
+test('a backend dying mid-stream with stream resume off: one error event, no [DONE]; the openai SDK raises', async (t) => {
   const {
     url,
     gateway,
     sims: [sim],
-  } = await startReadyFleet(t, [{ engine: { tokenMs: 15 } }]);
+  } = await startReadyFleet(t, [{ engine: { tokenMs: 15 } }], { retry: { resume_limit: 0 } });
 
   // Raw view: what bytes does a client get?
   const res = await streamOf(url, 400);

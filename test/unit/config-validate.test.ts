@@ -56,6 +56,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     max_starvation: 60_000,
     reserve: 0,
   },
+  retry: { resume_limit: 2, resume_wait: 10_000 },
   upstream: { connect_timeout: 5_000, headers_timeout: 3_600_000, stream_idle_timeout: 600_000, api_key: null },
   limits: {
     body_size: 32 * 2 ** 20,
@@ -120,6 +121,7 @@ test('every key is read and converted', () => {
       cap_slow_start: true,
     },
     queue: { max_waiting: 0, timeout: '1m' },
+    retry: { resume_limit: 0, resume_wait: '3s' },
     upstream: { connect_timeout: '2s', headers_timeout: '2h', stream_idle_timeout: '30s', api_key: 'sk-backend' },
     limits: {
       body_size: '1MiB',
@@ -189,6 +191,7 @@ test('every key is read and converted', () => {
       max_starvation: 60_000,
       reserve: 0,
     },
+    retry: { resume_limit: 0, resume_wait: 3_000 },
     upstream: {
       connect_timeout: 2_000,
       headers_timeout: 7_200_000,

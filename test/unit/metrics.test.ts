@@ -78,6 +78,8 @@ function record(over: Partial<RequestRecord>): RequestRecord {
     priorityClass: null,
     bytes: 100,
     retries: 0,
+    resumes: 0,
+    backends: [],
     outcome: 'ok',
     completionTokens: null,
     streamed: false,

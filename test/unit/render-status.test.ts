@@ -201,6 +201,7 @@ const underLoad: FleetStatus = {
     tokens_per_second: 906.3,
     waiting: 3,
     retries: 1,
+    resumes: 2,
     errors: 0,
   },
 };
@@ -211,7 +212,7 @@ test('serving view: fleet totals, then one row per serving backend with rates, r
   const at = lines.findIndex((l) => l.startsWith('SERVING'));
   assert.ok(at > 0, out);
   assert.equal(lines[at - 1], '', 'a blank line after the backend table');
-  assert.equal(lines[at], 'SERVING  1.15 req/s, 906 tok/s, 3 waiting, 1 retry, 0 errors in the last 60 s');
+  assert.equal(lines[at], 'SERVING  1.15 req/s, 906 tok/s, 3 waiting, 1 retry, 2 resumes, 0 errors in the last 60 s');
   assert.match(lines[at + 1], /^NAME\s+REQ\/S\s+TOK\/S\s+TOK\/S\/REQ\s+RUNNING\s+QUEUED\s+KV$/);
   assert.match(lines[at + 2], /^gpu0\s+0\.50\s+412\s+51\.5\s+8\s+0\s+42%$/);
   assert.match(lines[at + 3], /^gpu1\s+0\.55\s+398\s+51\.5\s+8\s+0\s+42%$/);

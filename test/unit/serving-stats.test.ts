@@ -101,6 +101,8 @@ function record(fields: Partial<RequestRecord>): RequestRecord {
     priorityClass: null,
     bytes: 100,
     retries: 0,
+    resumes: 0,
+    backends: [],
     outcome: 'ok',
     completionTokens: null,
     streamed: false,
@@ -137,7 +139,7 @@ test('stats: requests/s, usage tokens/s, retries and errors over the last minute
   const { events, stats, advance, setWaiting } = setup();
   t.after(() => stats.stop());
   for (let i = 0; i < 20; i++) {
-    events.emit('request', record({ completionTokens: 50, retries: i === 0 ? 2 : 0 }));
+    events.emit('request', record({ completionTokens: 50, retries: i === 0 ? 2 : 0, resumes: i === 1 ? 1 : 0 }));
     advance(500);
   }
   events.emit('request', record({ backend: 'gpu1', status: 502, outcome: 'upstream_error' }));
@@ -152,6 +154,7 @@ test('stats: requests/s, usage tokens/s, retries and errors over the last minute
   assert.equal(view.backends.gpu1.requests_per_second, 0.1);
   assert.equal(view.fleet.tokens_per_second, 100);
   assert.equal(view.fleet.retries, 2);
+  assert.equal(view.fleet.resumes, 1, 'a stream continued on another backend counts beside the retries');
   assert.equal(view.fleet.errors, 2, 'the 502 and the queue timeout; a client that left is no error');
   assert.equal(view.fleet.waiting, 3);
   assert.equal(view.backends.gpu0.running, null, 'nothing reported');
@@ -160,6 +163,7 @@ test('stats: requests/s, usage tokens/s, retries and errors over the last minute
   const later = stats.view();
   assert.equal(later.fleet.requests_per_second, 0);
   assert.equal(later.fleet.retries, 0);
+  assert.equal(later.fleet.resumes, 0);
   assert.equal(later.fleet.errors, 0);
   assert.equal(later.backends.gpu0.tokens_per_second, 0);
 });

@@ -1,0 +1,227 @@
+/**
+ * Stream resume (docs/stream-resume.md): a streamed chat or completions answer cut mid-generation
+ * (the backend died, sent an error event, was ejected by the progress watchdog, or the stream ended
+ * without `[DONE]`) continues on another ready backend in the same client stream, as NVIDIA Dynamo's
+ * request migration does. The continuation goes through fleetgate's own dispatcher and queue, so
+ * readiness, caps, the request's model queue and priority class apply; it waits at most
+ * `retry.resume_wait` for a backend, and a stream is continued at most `retry.resume_limit` times.
+ *
+ * The response relay (response-relay.ts) calls this module and nothing else about resuming:
+ * `pass(chunk)` for every upstream chunk (the journal keeps whole events, the text and tokens sent,
+ * and rewrites a continuation's events), `cutEvent` when the upstream sent an error event, `complete`
+ * when its `[DONE]` passed, and `resume(failure)` when the attempt ended early. The pure parts
+ * (eligibility, the continuation body, the event rewriting) are in continuation.ts.
+ */
+import type { Readable } from 'node:stream';
+import type { Dispatcher } from 'undici';
+import { attachContext, RequestContext } from '../routing/request-context.js';
+import type { UpstreamFailure } from '../routing/upstream-failures.js';
+import { AdmissionError } from '../routing/wait-queue.js';
+import {
+  bodyRefusal,
+  continuationBody,
+  type ResumeApi,
+  type ResumeRefusal,
+  remainingBudget,
+  StreamJournal,
+} from './continuation.js';
+import type { ProxyEventBus } from './proxy-events.js';
+
+/** What the relay does next after a cut. */
+export type ResumeStep =
+  /** Relay this body (the continuation's, rewritten by `pass`). */
+  | { type: 'continue'; body: Readable }
+  /** The generation was whole (or its budget ran out): write these last events and end. */
+  | { type: 'end'; tail: string }
+  /** Not continued: the error event stands; `event` is the upstream's own when it sent one. */
+  | { type: 'fail'; event: Buffer | null };
+
+export interface ResumeSettings {
+  dispatcher: Pick<Dispatcher, 'request'>;
+  /** The origin the dispatcher ignores (it picks the backend). */
+  origin: string;
+  events: ProxyEventBus;
+  /** `retry.resume_limit`. */
+  limit: number;
+  /** `retry.resume_wait`, ms. */
+  waitMs: number;
+}
+
+export interface ResumableRequest {
+  api: ResumeApi;
+  path: string;
+  /** The body as sent upstream (with the class's `priority` stamped in, where configured). */
+  body: Buffer;
+  /** The upstream request's headers as fleetgate sent them. */
+  headers: Record<string, unknown>;
+  /** The original request's context: its class, model queue, tried backends and client. */
+  context: RequestContext;
+}
+
+/** The upstream sent an error event mid-stream. */
+export const ERROR_EVENT_FAILURE: UpstreamFailure = {
+  kind: 'error_event',
+  outcome: null,
+  status: 502,
+  retryable: false,
+  message: 'backend sent an error event mid-stream',
+};
+
+/** The upstream's stream ended cleanly but before `[DONE]`. */
+export const EARLY_END_FAILURE: UpstreamFailure = {
+  kind: 'closed',
+  outcome: null,
+  status: 502,
+  retryable: false,
+  message: 'backend ended the stream before its final event',
+};
+
+export class StreamResume {
+  readonly #settings: ResumeSettings;
+  readonly #request: ResumableRequest;
+  readonly #journal: StreamJournal;
+  /** Backends of the attempts that reached the client, in order. */
+  readonly #backends: string[];
+  #parsed: Record<string, unknown> | null | undefined;
+  #cancel: (() => void) | null = null;
+
+  constructor(settings: ResumeSettings, request: ResumableRequest) {
+    this.#settings = settings;
+    this.#request = request;
+    this.#journal = new StreamJournal(request.api);
+    this.#backends = request.context.backend === null ? [] : [request.context.backend];
+  }
+
+  /** Continuations made so far. */
+  get count(): number {
+    return Math.max(0, this.#backends.length - 1);
+  }
+
+  get backends(): readonly string[] {
+    return this.#backends;
+  }
+
+  /** The client bytes for an upstream chunk (see StreamJournal.feed). */
+  pass(chunk: Buffer): Buffer {
+    return this.#journal.feed(chunk);
+  }
+
+  /** The upstream sent an error event: the attempt is over. */
+  get cutEvent(): boolean {
+    return this.#journal.errorEvent !== null;
+  }
+
+  /** `[DONE]` went out: the stream is whole. */
+  get complete(): boolean {
+    return this.#journal.done;
+  }
+
+  /** The client left while a continuation was being sought. */
+  cancel(): void {
+    this.#cancel?.();
+  }
+
+  /** The current attempt ended early with `failure`: continue the stream, end it, or give up. */
+  async resume(failure: UpstreamFailure): Promise<ResumeStep> {
+    const journal = this.#journal;
+    const upstreamEvent = journal.errorEvent;
+    const failed = this.#backends[this.#backends.length - 1] ?? 'unknown';
+    if (journal.finished) return { type: 'end', tail: 'data: [DONE]\n\n' };
+    const refusal = this.#refusal();
+    if (refusal !== null) return this.#refused(refusal, upstreamEvent);
+    const body = this.#parsed as Record<string, unknown>;
+    const budget = remainingBudget(body, journal.tokens);
+    if (budget !== null && budget <= 0) {
+      const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+      return { type: 'end', tail: journal.lengthEnding(includeUsage) };
+    }
+    const next = continuationBody(this.#request.api, body, journal.text, journal.tokens);
+    const answer = await this.#dispatch(next);
+    // A client that left meanwhile is no failure to resume: the relay already ended.
+    if (this.#request.context.clientGone.aborted) {
+      if (typeof answer !== 'string') answer.stream.destroy();
+      return { type: 'fail', event: null };
+    }
+    if (typeof answer === 'string') return this.#refused(answer, upstreamEvent);
+    const { backend, stream } = answer;
+    this.#backends.push(backend);
+    this.#settings.events.emit('stream_resume', { backend: failed, reason: failure.kind });
+    journal.beginAttempt(`: resumed on ${backend} after ${failed} failed\n\n`);
+    return { type: 'continue', body: stream };
+  }
+
+  #refusal(): ResumeRefusal | null {
+    const journal = this.#journal;
+    if (this.#parsed === undefined) this.#parsed = parseBody(this.#request.body);
+    const fromBody = bodyRefusal(this.#request.api, this.#parsed);
+    if (fromBody !== null) return fromBody;
+    if (journal.refusal !== null) return journal.refusal;
+    if (this.count >= this.#settings.limit) return 'limit';
+    return null;
+  }
+
+  #refused(reason: ResumeRefusal, event: Buffer | null): ResumeStep {
+    this.#settings.events.emit('stream_resume_failed', { reason });
+    return { type: 'fail', event };
+  }
+
+  /** Sends the continuation through the fleet; its backend and body, or why it got none. */
+  async #dispatch(body: Record<string, unknown>): Promise<{ backend: string; stream: Readable } | ResumeRefusal> {
+    const original = this.#request.context;
+    const context = new RequestContext();
+    context.traits = original.traits;
+    context.queue = original.queue;
+    context.streamed = true;
+    context.continuation = true;
+    context.tried = new Set(original.tried ?? []);
+    const headers: Record<string, unknown> = { ...this.#request.headers };
+    delete headers['content-length'];
+    attachContext(headers, context);
+    const gone = () => context.clientGone.abort();
+    original.clientGone.addEventListener('abort', gone);
+    // No backend in time: leave the queue (an abort there is an AdmissionError, a refusal below).
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      if (context.dispatchedAt !== null) return;
+      timedOut = true;
+      context.clientGone.abort();
+    }, this.#settings.waitMs);
+    this.#cancel = gone;
+    try {
+      const res = await this.#settings.dispatcher.request({
+        origin: this.#settings.origin,
+        path: this.#request.path,
+        method: 'POST',
+        headers: headers as Record<string, string>,
+        body: JSON.stringify(body),
+      });
+      const sse = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
+      if (res.statusCode !== 200 || !sse) {
+        res.body.resume();
+        res.body.on('error', () => {});
+        return 'rejected';
+      }
+      original.tried = context.tried;
+      return { backend: context.backend ?? 'unknown', stream: res.body };
+    } catch (error) {
+      // The queue gave up (full, its own timeout) or `resume_wait` passed: no backend for it.
+      const cause = (error as Error).cause ?? error;
+      return timedOut || error instanceof AdmissionError || cause instanceof AdmissionError ? 'no_backend' : 'rejected';
+    } finally {
+      clearTimeout(timer);
+      this.#cancel = null;
+      if (!original.clientGone.aborted) original.clientGone.removeEventListener('abort', gone);
+    }
+  }
+}
+
+function parseBody(body: Buffer): Record<string, unknown> | null {
+  try {
+    const parsed: unknown = JSON.parse(body.toString('utf8'));
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
+      ? (parsed as Record<string, unknown>)
+      : null;
+  } catch {
+    return null;
+  }
+}
