@@ -4,7 +4,10 @@
  * is hidden by the live ones, sgl-project/sglang#6624, #4191). Pure: the proxy reports requests,
  * the load scraper reports the backend's counters, a timer calls `tick()`; the clock is injected.
  *
- * Two rules, both judged only on `ready` backends (docs/decisions.md, "Progress watchdog"):
+ * Two rules, both judged only on `ready` backends (docs/decisions.md, "Progress watchdog"); a
+ * backend already out of rotation (the probes caught a hang first, or it drains) is not ejected
+ * again, but requests it holds with no progress for `timeoutMs` are ended, so they go on elsewhere
+ * (a retry, a stream resume) instead of waiting out the upstream timeouts:
  * - **No progress.** The backend holds requests and, for `timeoutMs`, none of them received a
  *   response byte or completed, and its reported token counters and KV use did not move. It is
  *   ejected and every request on it is ended.
@@ -125,11 +128,12 @@ export class ProgressWatchdog<B> {
   tick(): void {
     if (!this.enabled) return;
     for (const [backend, watch] of this.#watches) {
+      const now = this.#opts.now();
       if (!this.#opts.isReady(backend)) {
         watch.wasReady = false;
+        this.#endSilent(watch, now);
         continue;
       }
-      const now = this.#opts.now();
       if (!watch.wasReady) {
         // Re-admitted: judged afresh from now.
         watch.wasReady = true;
@@ -174,6 +178,14 @@ export class ProgressWatchdog<B> {
     // Out of rotation: any of its requests with no byte yet may sit on the dead rank; they go elsewhere.
     const silent = live.filter((r) => !r.ended && r.firstByteAt === null);
     this.#end(silent, 'the backend was ejected (a dead DP rank?) before this request got a byte');
+  }
+
+  #endSilent(watch: Watch, now: number): void {
+    for (const request of watch.requests) this.#seeBytes(watch, request);
+    const silentMs = now - watch.silentSince;
+    if (silentMs < this.#opts.timeoutMs) return;
+    const live = [...watch.requests].filter((r) => !r.ended);
+    this.#end(live, `the backend is out of rotation and made no progress for ${seconds(silentMs)}`);
   }
 
   #end(requests: Request[], reason: string): void {

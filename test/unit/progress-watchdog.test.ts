@@ -141,13 +141,34 @@ describe('progress watchdog: no progress at all', () => {
     assert.deepEqual(h.ejections, []);
   });
 
-  test('a backend not ready is not judged; once re-admitted its silence counts afresh', () => {
+  test('a backend out of rotation is not ejected again, but requests it holds in silence are ended', () => {
+    const h = harness();
+    const silent = h.send('a', true);
+    h.ready.delete('a'); // the probes caught the hang first: unhealthy
+    h.run(TIMEOUT - 1_000);
+    assert.equal(silent.ended, null);
+    h.run(1_000);
+    assert.deepEqual(h.ejections, []);
+    assert.match(silent.ended ?? '', /out of rotation and made no progress for 60s/);
+  });
+
+  test('a request still progressing on a backend out of rotation (draining) is kept', () => {
+    const h = harness();
+    const streaming = h.send('a', true);
+    h.ready.delete('a');
+    h.run(3 * TIMEOUT, () => {
+      streaming.bytes += 10;
+    });
+    assert.equal(streaming.ended, null);
+  });
+
+  test('once re-admitted, a backend is judged afresh: an old silence does not eject it', () => {
     const h = harness();
     h.send('a', false);
     h.ready.delete('a');
     h.run(2 * TIMEOUT);
-    assert.deepEqual(h.ejections, []);
     h.ready.add('a');
+    h.send('a', false);
     h.run(TIMEOUT);
     assert.deepEqual(h.ejections, [], 'judged from the first tick after re-admission');
     h.run(1_000);
