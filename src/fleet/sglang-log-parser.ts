@@ -14,7 +14,16 @@ import {
   PORT_IN_USE,
   tracebackStart,
 } from './log-line-format.js';
-import { CrashTracker, type LogParserOptions, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
+import {
+  CrashTracker,
+  type LogParserOptions,
+  PhaseTracker,
+  phaseRank,
+  runBoundary,
+  SuspectTracker,
+  showsProgress,
+} from './log-parser-state.js';
+import { splitLogLine } from './traceback-reader.js';
 
 const BARS: readonly BarLabel[] = [
   { label: 'Loading safetensors checkpoint shards', phase: 'loading_weights' },
@@ -112,7 +121,18 @@ class SglangLogParser implements LogParser {
     this.#fatalPatterns = fatalPatterns;
   }
 
+  readonly #suspects = new SuspectTracker();
+
   push(line: string): LogEvent[] {
+    const events = this.#read(line);
+    if (showsProgress(events)) this.#suspects.clear();
+    const settled = this.#crash.reported || this.#phases.current === 'serving';
+    const suspects = this.#suspects.read(splitLogLine(line), settled);
+    if (suspects.length > 0) events.push(...suspects);
+    return events;
+  }
+
+  #read(line: string): LogEvent[] {
     const message = sglangMessage(line);
     const traced = this.#crash.continue(line, message);
     if (traced.consumed) return traced.events;

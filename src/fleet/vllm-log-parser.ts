@@ -15,7 +15,16 @@ import {
   PORT_IN_USE,
   tracebackStart,
 } from './log-line-format.js';
-import { CrashTracker, type LogParserOptions, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
+import {
+  CrashTracker,
+  type LogParserOptions,
+  PhaseTracker,
+  phaseRank,
+  runBoundary,
+  SuspectTracker,
+  showsProgress,
+} from './log-parser-state.js';
+import { type LogLine, splitLogLine } from './traceback-reader.js';
 
 const BARS: readonly BarLabel[] = [
   { label: 'Loading safetensors checkpoint shards', phase: 'loading_weights' },
@@ -66,16 +75,6 @@ const FATAL_LINES: readonly RegExp[] = [
   /No available memory for the cache blocks/,
 ];
 
-/** `(EngineCore_DP0 pid=79) `, `(VllmWorker rank=7 pid=37352) `: V1 tags each process's output. */
-const PROCESS_TAG = /^\([^()]*\bpid=\d+\) ?/;
-/**
- * `INFO 08-05 10:00:02 [api_server.py:1805] `; older `INFO 09-01 10:22:14 gpu_worker.py:284] `;
- * 2026 builds drop the time: `INFO [monitor.py:53] `.
- */
-const RECORD_HEADER =
-  /^(DEBUG|INFO|WARNING|ERROR|CRITICAL)( \d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?)? (\[[^\]]+\]|[\w.]+:\d+\]) /;
-const UVICORN_LEVEL = /^(INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+/;
-
 export interface VllmLine {
   /** The text after the process tag and record header, indentation kept. */
   message: string;
@@ -83,11 +82,10 @@ export interface VllmLine {
   isRecord: boolean;
 }
 
+/** The process tag (`(EngineCore_DP0 pid=79) `) and record header stripped (traceback-reader.ts). */
 export function vllmMessage(line: string): VllmLine {
-  const untagged = line.replace(PROCESS_TAG, '');
-  const header = RECORD_HEADER.exec(untagged);
-  if (header !== null) return { message: untagged.slice(header[0].length), isRecord: true };
-  return { message: untagged.replace(UVICORN_LEVEL, ''), isRecord: false };
+  const { message, isRecord } = splitLogLine(line);
+  return { message, isRecord };
 }
 
 export function createVllmLogParser(options: LogParserOptions = {}): LogParser {
@@ -112,8 +110,19 @@ class VllmLogParser implements LogParser {
     this.#fatalPatterns = fatalPatterns;
   }
 
+  readonly #suspects = new SuspectTracker();
+
   push(line: string): LogEvent[] {
-    const { message, isRecord } = vllmMessage(line);
+    const split = splitLogLine(line);
+    const events = this.#read(line, split);
+    if (showsProgress(events)) this.#suspects.clear();
+    const settled = this.#crash.reported || this.#phases.current === 'serving';
+    const suspects = this.#suspects.read(split, settled);
+    if (suspects.length > 0) events.push(...suspects);
+    return events;
+  }
+
+  #read(line: string, { message, isRecord }: LogLine): LogEvent[] {
     const traced = this.#crash.continue(line, message);
     if (traced.consumed) return traced.events;
     const events = traced.events;
