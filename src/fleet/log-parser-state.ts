@@ -179,7 +179,7 @@ export class SuspectTracker {
     const thrown = this.#reader.push(line);
     if (settled) return [];
     if (thrown !== null) return this.#fromException(thrown);
-    if (this.#reason !== null) return [];
+    if (this.#reason !== null || this.#reader.partOfTraceback) return [];
     const message = line.message;
     if (isIndented(message) || !RUNBOOK_GREP.test(message) || line.level === 'WARNING' || WARNING.test(message)) {
       return [];

@@ -127,8 +127,20 @@ export class TracebackReader {
   static readonly MAX_TAGS = 256;
   readonly #states = new Map<string, TagState>();
 
+  /** The last line pushed belonged to a traceback (opener, frame, source line, chain header, exception). */
+  partOfTraceback = false;
+
   /** Feeds one split line; returns the exception that this line ends a traceback with, if any. */
   push(line: LogLine): TracebackException | null {
+    const before = this.#states.get(line.tag);
+    const inside = before?.inTraceback === true;
+    const thrown = this.#push(line);
+    const after = this.#states.get(line.tag);
+    this.partOfTraceback = thrown !== null || inside || after?.inTraceback === true;
+    return thrown;
+  }
+
+  #push(line: LogLine): TracebackException | null {
     const { message, tag } = line;
     let state = this.#states.get(tag);
     if (message.includes('Traceback (most recent call last)')) {

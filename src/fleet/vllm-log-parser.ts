@@ -58,6 +58,11 @@ const START = /vLLM API server version/;
 const EARLY_START = /non-default args|Initializing an? (V1 )?LLM engine/;
 const READY = /Application startup complete/;
 const RUNTIME = /Avg prompt throughput|Avg generation throughput/;
+/**
+ * A record of the request layer (`[serving_chat.py:198]`, `serving_completion.py:131]`) or an access
+ * line: the API server answers requests, so the engine was built (vLLM listens only then).
+ */
+const REQUEST_LAYER = /[[ ]serving_\w+\.py:\d+\]|"(GET|POST) \/v1\/[^"]* HTTP\/[\d.]+" \d{3}/;
 
 /**
  * A fatal record followed by the traceback that explains it (engine core and worker processes;
@@ -142,7 +147,7 @@ class VllmLogParser implements LogParser {
     const starts = START.test(message) || (!this.#started && EARLY_START.test(message));
     if (starts) this.#started = true;
     const boundary = starts ? 'start' : READY.test(message) ? 'ready' : null;
-    events.push(...(boundary ? runBoundary(this.#crash, this.#phases, boundary) : this.#phaseOf(message)));
+    events.push(...(boundary ? runBoundary(this.#crash, this.#phases, boundary) : this.#phaseOf(message, line)));
     return events;
   }
 
@@ -180,7 +185,7 @@ class VllmLogParser implements LogParser {
     return null;
   }
 
-  #phaseOf(message: string): LogEvent[] {
+  #phaseOf(message: string, line: string): LogEvent[] {
     const bar = lastProgressBar(message, BARS);
     const rule = PHASE_LINES.find(({ pattern }) => pattern.test(message));
     if (bar !== null && (rule === undefined || phaseRank(bar.phase) >= phaseRank(rule.phase))) {
@@ -188,7 +193,9 @@ class VllmLogParser implements LogParser {
     }
     if (rule !== undefined) return this.#phases.advance(rule.phase);
     // Stats lines only: the log was rotated while the server ran.
-    if (this.#phases.current === null && RUNTIME.test(message)) return this.#phases.advance('serving');
+    if (this.#phases.current === null && (RUNTIME.test(message) || REQUEST_LAYER.test(line))) {
+      return this.#phases.advance('serving');
+    }
     return [];
   }
 }
