@@ -158,7 +158,7 @@ export class TracebackReader {
       if (!FRAME.test(message)) return null;
       state = this.#state(tag, state);
       state.inTraceback = true;
-      state.afterFrame = true;
+      state.afterFrame = !isIndented(message);
       state.lines = 0;
       return null;
     }
@@ -168,7 +168,8 @@ export class TracebackReader {
       return null;
     }
     if (message.trim().length === 0 || isIndented(message) || isTracebackHeader(message)) {
-      state.afterFrame = FRAME.test(message);
+      // An indented frame's source line is indented too: only an unindented frame sets afterFrame.
+      state.afterFrame = false;
       return null;
     }
     if (FRAME.test(message)) {
@@ -197,7 +198,7 @@ export class TracebackReader {
     if (FRAME.test(message)) {
       state.chained = state.afterException && state.chained;
       state.inTraceback = true;
-      state.afterFrame = true;
+      state.afterFrame = !isIndented(message);
       state.afterException = false;
       state.lines = 0;
       return null;
