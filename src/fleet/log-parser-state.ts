@@ -158,6 +158,11 @@ export function runBoundary(crash: CrashTracker, phases: PhaseTracker, boundary:
 
 /** The runbook's wait loop ends with `grep -E "Not enough memory|RuntimeError|ValueError"`: a floor. */
 export const RUNBOOK_GREP = /Not enough memory|RuntimeError|ValueError/;
+/** The grep, with a cheap test first: most lines name no error at all. */
+function mayMatchGrep(message: string): boolean {
+  return (message.includes('Error') || message.includes('Not enough memory')) && RUNBOOK_GREP.test(message);
+}
+
 /** `UserWarning: ...`, `DeprecationWarning`, a `WARNING` record, `warnings.warn(`: not a failure. */
 const WARNING = /Warning\b|warnings\.warn|\bWARN(ING)?\b/;
 
@@ -169,19 +174,21 @@ const WARNING = /Warning\b|warnings\.warn|\bWARN(ING)?\b/;
  * none (a serving process's `ValueError` is one request's).
  */
 export class SuspectTracker {
-  readonly #reader = new TracebackReader();
+  #reader = new TracebackReader();
   #reason: string | null = null;
   #fromTraceback = false;
   #tag = '';
 
-  /** Feed every line, split; `settled`: the ready line (or runtime lines) or a fatal was seen. */
-  read(line: LogLine, settled: boolean): LogEvent[] {
+  /**
+   * Feed every line of a start, split, until it is settled (the ready line, runtime lines or a fatal
+   * were seen: no suspect can matter until the next start, so a busy serving log costs nothing here).
+   */
+  read(line: LogLine): LogEvent[] {
     const thrown = this.#reader.push(line);
-    if (settled) return [];
     if (thrown !== null) return this.#fromException(thrown);
     if (this.#reason !== null || this.#reader.partOfTraceback) return [];
     const message = line.message;
-    if (isIndented(message) || !RUNBOOK_GREP.test(message) || line.level === 'WARNING' || WARNING.test(message)) {
+    if (!mayMatchGrep(message) || isIndented(message) || line.level === 'WARNING' || WARNING.test(message)) {
       return [];
     }
     return this.#set(message, false, line.tag);
@@ -191,6 +198,12 @@ export class SuspectTracker {
   clear(): void {
     this.#reason = null;
     this.#fromTraceback = false;
+  }
+
+  /** A new process start: nothing of the previous one's tracebacks carries over. */
+  reset(): void {
+    this.clear();
+    this.#reader = new TracebackReader();
   }
 
   #fromException(thrown: TracebackException): LogEvent[] {
@@ -209,9 +222,15 @@ export class SuspectTracker {
   }
 }
 
-/** Whether these events show start-up going on: they clear a suspect. */
-export function showsProgress(events: readonly LogEvent[]): boolean {
-  return events.some((event) => event.type === 'phase' || event.type === 'start' || event.type === 'ready');
+/**
+ * What a line's events do to the suspects: a start resets them, other progress (a phase, the ready
+ * line) clears the current one.
+ */
+export function followProgress(suspects: SuspectTracker, events: readonly LogEvent[]): void {
+  for (const event of events) {
+    if (event.type === 'start') suspects.reset();
+    else if (event.type === 'phase' || event.type === 'ready') suspects.clear();
+  }
 }
 
 export interface LogParserOptions {

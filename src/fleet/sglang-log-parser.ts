@@ -16,12 +16,12 @@ import {
 } from './log-line-format.js';
 import {
   CrashTracker,
+  followProgress,
   type LogParserOptions,
   PhaseTracker,
   phaseRank,
   runBoundary,
   SuspectTracker,
-  showsProgress,
 } from './log-parser-state.js';
 import { splitLogLine } from './traceback-reader.js';
 
@@ -125,9 +125,9 @@ class SglangLogParser implements LogParser {
 
   push(line: string): LogEvent[] {
     const events = this.#read(line);
-    if (showsProgress(events)) this.#suspects.clear();
-    const settled = this.#crash.reported || this.#phases.current === 'serving';
-    const suspects = this.#suspects.read(splitLogLine(line), settled);
+    if (events.length > 0) followProgress(this.#suspects, events);
+    if (this.#crash.reported || this.#phases.current === 'serving') return events;
+    const suspects = this.#suspects.read(splitLogLine(line));
     if (suspects.length > 0) events.push(...suspects);
     return events;
   }

@@ -52,19 +52,29 @@ export function splitLogLine(raw: string): LogLine {
   }
   const first = line.charCodeAt(0);
   if (first === 91 /* [ */) {
-    const rank = RANK_PREFIX.exec(line);
-    if (rank !== null) line = line.slice(rank[0].length);
-    const record = SGLANG_RECORD.exec(line);
-    if (record !== null) return { tag, level: null, isRecord: true, message: line.slice(record[0].length) };
+    if (line.startsWith('[rank')) {
+      const rank = RANK_PREFIX.exec(line);
+      if (rank !== null) line = line.slice(rank[0].length);
+    }
+    // Regex tests, not matches: a busy log is read line by line, and match arrays cost collections.
+    if (SGLANG_RECORD.test(line)) return { tag, level: null, isRecord: true, message: afterBracket(line) };
     return { tag, level: null, isRecord: false, message: line };
   }
   if (first >= 65 && first <= 90 /* A-Z */) {
-    const record = VLLM_RECORD.exec(line);
-    if (record !== null) return { tag, level: record[1], isRecord: true, message: line.slice(record[0].length) };
+    // Neither header holds a `]` before the one that ends it.
+    if (VLLM_RECORD.test(line)) {
+      return { tag, level: line.slice(0, line.indexOf(' ')), isRecord: true, message: afterBracket(line) };
+    }
     const uvicorn = UVICORN_LEVEL.exec(line);
     if (uvicorn !== null) return { tag, level: uvicorn[1], isRecord: false, message: line.slice(uvicorn[0].length) };
   }
   return { tag, level: null, isRecord: false, message: line };
+}
+
+/** The text after the first `]` and the one space after it. */
+function afterBracket(line: string): string {
+  const end = line.indexOf(']') + 1;
+  return line.charCodeAt(end) === 32 ? line.slice(end + 1) : line.slice(end);
 }
 
 export interface TracebackException {
@@ -132,17 +142,16 @@ export class TracebackReader {
 
   /** Feeds one split line; returns the exception that this line ends a traceback with, if any. */
   push(line: LogLine): TracebackException | null {
-    const before = this.#states.get(line.tag);
-    const inside = before?.inTraceback === true;
-    const thrown = this.#push(line);
-    const after = this.#states.get(line.tag);
-    this.partOfTraceback = thrown !== null || inside || after?.inTraceback === true;
+    const existing = this.#states.get(line.tag);
+    const inside = existing?.inTraceback === true;
+    const thrown = this.#push(line, existing);
+    this.partOfTraceback = thrown !== null || inside || this.#states.get(line.tag)?.inTraceback === true;
     return thrown;
   }
 
-  #push(line: LogLine): TracebackException | null {
+  #push(line: LogLine, existing: TagState | undefined): TracebackException | null {
     const { message, tag } = line;
-    let state = this.#states.get(tag);
+    let state = existing;
     if (message.includes('Traceback (most recent call last)')) {
       state = this.#state(tag, state);
       // A later link only after an exception line and a chain header; else a traceback of its own.
@@ -155,7 +164,7 @@ export class TracebackReader {
     }
     if (state === undefined) {
       // A log cut inside a traceback, or one whose opener shared a line with a head: a frame opens it.
-      if (!FRAME.test(message)) return null;
+      if (!message.includes('File "') || !FRAME.test(message)) return null;
       state = this.#state(tag, state);
       state.inTraceback = true;
       state.afterFrame = !isIndented(message);

@@ -17,12 +17,12 @@ import {
 } from './log-line-format.js';
 import {
   CrashTracker,
+  followProgress,
   type LogParserOptions,
   PhaseTracker,
   phaseRank,
   runBoundary,
   SuspectTracker,
-  showsProgress,
 } from './log-parser-state.js';
 import { type LogLine, splitLogLine } from './traceback-reader.js';
 
@@ -120,9 +120,9 @@ class VllmLogParser implements LogParser {
   push(line: string): LogEvent[] {
     const split = splitLogLine(line);
     const events = this.#read(line, split);
-    if (showsProgress(events)) this.#suspects.clear();
-    const settled = this.#crash.reported || this.#phases.current === 'serving';
-    const suspects = this.#suspects.read(split, settled);
+    if (events.length > 0) followProgress(this.#suspects, events);
+    if (this.#crash.reported || this.#phases.current === 'serving') return events;
+    const suspects = this.#suspects.read(split);
     if (suspects.length > 0) events.push(...suspects);
     return events;
   }
