@@ -5,6 +5,7 @@
  *   sim                       the simulated engines: imports no other folder
  *   config                    the configuration's types, defaults and validation
  *   http                      the HTTP server, OpenAI-style error answers, bearer keys, server-level refusals
+ *   batch                     `fleetgate batch` and the Batch API's engine: input, ledger, runner, jobs (an HTTP client of fleetgate)
  *   fleet                     backends, their state and the I/O that observes them
  *   launch                    the engines `fleetgate launch` starts and supervises
  *   routing                   load, caps, wait queues, policies
@@ -18,12 +19,13 @@ const layers = {
   sim: [],
   config: [],
   http: ['config'],
+  batch: ['config', 'http'],
   fleet: ['config'],
   launch: ['config', 'fleet'],
   routing: ['config', 'fleet'],
   proxy: ['config', 'http', 'fleet', 'routing'],
-  metrics: ['config', 'fleet', 'routing', 'proxy'],
-  admin: ['config', 'http', 'fleet', 'launch', 'routing', 'proxy', 'metrics'],
+  metrics: ['config', 'fleet', 'routing', 'proxy', 'batch'],
+  admin: ['config', 'http', 'batch', 'fleet', 'launch', 'routing', 'proxy', 'metrics'],
 };
 
 const layerRules = Object.entries(layers).map(([folder, allowed]) => ({

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { ControlPlane } from './admin/control-plane.js';
 import { type ReloadOutcome, reload } from './admin/reload.js';
 import { registerAdminRoutes } from './admin/routes.js';
+import { type BatchService, createBatchService } from './batch/batch-service.js';
 import type { Config } from './config/types.js';
 import type { DnsResolver } from './fleet/dns-discovery.js';
 import { Fleet } from './fleet/fleet.js';
@@ -57,6 +58,8 @@ export interface Gateway {
   readonly metrics: GatewayMetrics;
   /** The engines' supervisor under `fleetgate launch`; null under `serve`. */
   readonly launcher: Launcher | null;
+  /** The Batch API's jobs; null with `batch.enabled: false`. */
+  readonly batch: BatchService | null;
   /** The running config; a reload changes its live keys in place. */
   readonly config: Config;
   /** Re-reads the config and applies it (`POST /fleet/reload`, SIGHUP); null without `reloadConfig`. */
@@ -123,6 +126,8 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
   };
   await registerAdminRoutes(app, control, { events, queue: routing.queue });
+  const batch = createBatchService(app, config, (id, err) => logger.error({ err, batch: id }, 'batch job failed'));
+  if (batch) metrics.observeBatches(batch.jobs);
   const prefix = config.routing.prefix;
   const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
   registerTrafficRoutes(app, {
@@ -149,6 +154,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     events,
     metrics,
     launcher,
+    batch,
     config,
     reload: control.reload,
     listen: async () => {
@@ -157,10 +163,13 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       if (config.metrics_listen) await metrics.listen(config.metrics_listen);
       // Once listening: a fleetgate that cannot take its port leaves no engines behind.
       launcher?.start();
+      batch?.start((app.server.address() as { port: number }).port);
       return address;
     },
     close: async () => {
       closing = true;
+      // Jobs first: their requests to this very listener would otherwise hold the drain.
+      await batch?.stop();
       const server = app.server;
       const force = setTimeout(() => server.closeAllConnections(), config.shutdown.drain_timeout);
       force.unref();

@@ -5,7 +5,7 @@
  * job's makespan, for fleetgate with priority classes (the interactive client names its class),
  * without (one class), with `queue.reserve`, NGINX least_conn, HAProxy leastconn, and the same
  * interactive client on an idle fleet. Every proxy is warmed before the clock starts (warm-up.ts).
- * Markdown on stdout, JSON in bench/results/, progress on stderr.
+ * Markdown on stdout, JSON in bench/results/raw/, progress on stderr.
  */
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';

@@ -3,7 +3,7 @@
  * (bench:balance's, one server 1.3x slower) for three workloads: group sampling, multi-turn chat
  * and the unique-prompt batch job; against least-loaded, NGINX least_conn, HAProxy leastconn and
  * HAProxy hashing X-Session-Id consistently (the affinity peer). Markdown on stdout, JSON in
- * bench/results/, progress on stderr.
+ * bench/results/raw/, progress on stderr.
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -34,7 +34,7 @@ const usage = `usage: npm run bench:prefix -- [options]
   --workloads LIST  group,multi-turn,unique (default all)
   --targets LIST    prefix,least,nginx,haproxy,affinity (default all)
   --proxy-cpu N / --client-cpu N / --no-pin   core pinning (default 0 / 1)
-  --out FILE        JSON results (default bench/results/prefix-<date>.json)
+  --out FILE        JSON results (default bench/results/raw/prefix-<date>.json)
   --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep            keep the work directory
   --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see prefix-plans.ts)

@@ -4,7 +4,7 @@
  * heavy-tailed answer lengths sent at fixed concurrency through one URL, and every balancer on a
  * fresh set of servers. `--fault`: one server starts late, one crashes mid-run and comes back.
  * `--fault-kind scheduler-dead`: one server's scheduler dies mid-run with HTTP up and `/health` 200.
- * Markdown table on stdout, JSON in bench/results/, progress on stderr.
+ * Markdown table on stdout, JSON in bench/results/raw/, progress on stderr.
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -68,7 +68,7 @@ const usage = `usage: npm run bench:balance -- [options]
   --max-tokens N        max_tokens of every request (default 1400; answers stop on their own before it)
   --seed N              workload seed (default 7)
   --proxy-cpu N / --client-cpu N / --no-pin   core pinning (default 0 / 1)
-  --out FILE            JSON results (default bench/results/balance[-fault]-<date>.json)
+  --out FILE            JSON results (default bench/results/raw/balance[-fault]-<date>.json)
   --quiet-wait SEC      before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep                keep the work directory
 `;

@@ -4,7 +4,7 @@
  * start includes tsx's own start-up); ROUNDS times: SIGKILL gpu0's process, then time until fleetgate
  * has a new process (restart_backoff 1s) and until gpu0 is ready again. Then SIGTERM to fleetgate
  * with engines whose child ignores SIGTERM (stop_grace 1s): time until fleetgate exited, no process
- * left. Writes bench/results/launch-restart-<time>.json. Bounded: 5 rounds, 60 s per wait.
+ * left. Writes bench/results/raw/launch-restart-<time>.json (ignored by git). Bounded: 5 rounds, 60 s per wait.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -111,8 +111,8 @@ async function main(): Promise<void> {
     processes_left_after_stop: left.length,
     loadavg_1m: load.map((l) => Number(l.toFixed(1))),
   };
-  mkdirSync(join(REPO, 'bench/results'), { recursive: true });
-  const out = join(REPO, `bench/results/launch-restart-${result.when.replace(/[:.]/g, '-').slice(0, 19)}.json`);
+  mkdirSync(join(REPO, 'bench/results/raw'), { recursive: true });
+  const out = join(REPO, `bench/results/raw/launch-restart-${result.when.replace(/[:.]/g, '-').slice(0, 19)}.json`);
   writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(result, null, 2)}\nwritten to ${out}\n`);
 }

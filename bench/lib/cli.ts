@@ -42,6 +42,12 @@ export function numberFlag(text: string | undefined, flag: string, fallback: num
   return n;
 }
 
+/**
+ * Where a run's JSON goes unless `--out` says otherwise: ignored by git (.gitignore), so a bench run
+ * leaves the tree clean. A run a doc cites is copied into bench/results/ by hand (docs/benchmarks.md).
+ */
+export const RAW_RESULTS_DIR = join(REPO_ROOT, 'bench/results/raw');
+
 /** The settings every bench run takes from the shared options; `name` names the results file. */
 export function commonSettings(values: CommonValues, name: string) {
   const quick = values.quick === true;
@@ -51,7 +57,7 @@ export function commonSettings(values: CommonValues, name: string) {
     quick,
     proxyCpu: pin ? numberFlag(values['proxy-cpu'], 'proxy-cpu', 0, 0) : null,
     clientCpu: pin ? numberFlag(values['client-cpu'], 'client-cpu', 1, 0) : null,
-    out: values.out ?? join(REPO_ROOT, 'bench/results', `${name}-${stamp()}.json`),
+    out: values.out ?? join(RAW_RESULTS_DIR, `${name}-${stamp()}.json`),
     keep: values.keep === true,
     // Other sessions may be busy on this machine: wait (up to this long) for it to calm down before each measurement.
     quietWaitMs: numberFlag(values['quiet-wait'], 'quiet-wait', quick ? 0 : 20, 0, true) * 1000,

@@ -3,7 +3,7 @@
  * client on one core, the proxy under test (fleetgate, NGINX, HAProxy; or none: direct) alone on
  * the other, or, for the side-by-side scenarios, every proxy at once; each scenario repeated
  * `--runs` times (targets interleaved within a run), medians reported as a markdown table on
- * stdout and JSON in bench/results/. Progress goes to stderr.
+ * stdout and JSON in bench/results/raw/. Progress goes to stderr.
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -51,7 +51,7 @@ const usage = `usage: npm run bench:overhead -- [options]
   --no-pin              do not pin with taskset
   --cpu-prof DIR        run fleetgate under node --cpu-prof, writing .cpuprofile files to DIR
                         (summarise with: node --import tsx bench/profile-summary.ts DIR)
-  --out FILE            JSON results (default bench/results/overhead-<date>.json)
+  --out FILE            JSON results (default bench/results/raw/overhead-<date>.json)
   --quiet-wait SEC      before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep                keep the work directory (configs, proxy logs)
 `;

@@ -400,6 +400,23 @@ const SCRIPT = `
   setInterval(function () {
     backends.forEach(function (b) { var c = cards.get(b.name); if (c) tickCard(b, c); });
   }, 1000);
+
+  // Batch API jobs under way (GET fleet/batches; absent with batch.enabled false).
+  var batchesEl = document.getElementById('batches');
+  function batches() {
+    fetch('fleet/batches').then(function (r) { return r.ok ? r.json() : { batches: [] }; }).then(function (body) {
+      var running = body.batches || [];
+      batchesEl.hidden = running.length === 0;
+      batchesEl.textContent = running.map(function (b) {
+        var done = b.completed + b.failed;
+        var pct = b.total ? Math.floor(100 * done / b.total) : 0;
+        return 'batch ' + b.id + ' ' + b.status + ': ' + done + '/' + b.total + ' (' + pct + '%)' +
+          (b.failed ? ', ' + b.failed + ' failed' : '');
+      }).join(' \u00b7 ');
+    }).catch(function () {});
+  }
+  batches();
+  setInterval(batches, 5000);
   connect();
 })();
 `
@@ -419,6 +436,7 @@ export const STATUS_PAGE_HTML = `<!doctype html>
 <header>
   <div class="head"><h1>fleetgate</h1><div id="summary">connecting\u2026</div><div id="conn">connecting</div></div>
   <div id="serving" hidden></div>
+  <div id="batches" hidden></div>
   <div id="fleetbar"></div>
 </header>
 <main id="grid"></main>

@@ -7,6 +7,7 @@ const verbs: Record<string, () => Promise<{ run(argv: string[]): Promise<number>
   launch: () => import('./launch.js'),
   demo: () => import('./demo.js'),
   sim: () => import('./sim.js'),
+  batch: () => import('./batch.js'),
   status: () => import('./status.js'),
   wait: () => import('./wait.js'),
   drain: () => import('./admin-verbs.js').then((m) => ({ run: (argv: string[]) => m.run('drain', argv) })),
@@ -24,6 +25,7 @@ commands:
   drain   NAME [--url URL] [--token T]                               stop sending new requests to a backend
   resume  NAME [--url URL] [--token T]                               undo drain
   restart NAME [--url URL] [--token T]                               restart an engine fleetgate launch started
+  batch   INPUT.jsonl -o OUTPUT.jsonl [--url URL]                    run an OpenAI Batch input file through fleetgate, resumably
   demo                                                               simulated fleet of 7 + proxy
   sim     --ports 30000-30006 [...]                                  simulated SGLang servers
 

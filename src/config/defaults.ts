@@ -77,6 +77,10 @@ export const DEFAULT_LOG_DESTINATION = 'stdout';
 export const DEFAULT_LOG_ACCESS = true;
 
 export const DEFAULT_DRAIN_TIMEOUT = 30_000;
+export const DEFAULT_BATCH_ENABLED = true;
+export const DEFAULT_BATCH_DIR = 'fleetgate-batches';
+/** OpenAI's own limit for a Batch input file. */
+export const DEFAULT_BATCH_MAX_FILE_SIZE = 200 * 2 ** 20;
 export const DEFAULT_RATE_LIMIT_ENABLED = false;
 export const DEFAULT_RATE_LIMIT_MAX = 60;
 export const DEFAULT_RATE_LIMIT_WINDOW = 60_000;

@@ -163,6 +163,14 @@ export interface Config {
   shutdown: {
     drain_timeout: number;
   };
+  /** The OpenAI Batch API (`/v1/files`, `/v1/batches`): jobs run through fleetgate itself. */
+  batch: {
+    enabled: boolean;
+    /** Uploaded files, job state and output files; relative to the working directory. */
+    dir: string;
+    /** Largest input file accepted, bytes. */
+    max_file_size: number;
+  };
   /** Engines `fleetgate launch` starts and supervises; under `serve` only their backends are used. */
   launch: LaunchConfig | null;
 }

@@ -141,6 +141,11 @@ const topLevel = section({
     access: boolean(defaults.DEFAULT_LOG_ACCESS),
   }),
   shutdown: section({ drain_timeout: duration(defaults.DEFAULT_DRAIN_TIMEOUT) }),
+  batch: section({
+    enabled: boolean(defaults.DEFAULT_BATCH_ENABLED),
+    dir: text(defaults.DEFAULT_BATCH_DIR),
+    max_file_size: size(defaults.DEFAULT_BATCH_MAX_FILE_SIZE),
+  }),
   launch: launchRule,
 });
 
@@ -189,3 +194,6 @@ export function coerceSettingText(path: readonly string[], text: string): unknow
 }
 
 export { validateBackend } from './backend-rules.js';
+
+/** The schema of the whole file, for the configuration reference test to walk (docs/configuration.md). */
+export const CONFIG_SCHEMA: Rule<unknown> = topLevel;

@@ -19,15 +19,16 @@ export interface BarReading {
 
 /**
  * `| 113/158 [00:16<00:06, ...]`: tqdm's `{n}/{total} [{elapsed}<{remaining}`. `remaining` is `?`
- * until the rate is known (reference §2 point 7: `0/52 [00:04<?, ?it/s]`); pasted logs may cut
- * the line after the counts (`| 74/74`).
+ * until the rate is known (docs/sglang-vllm-behaviour.md §2 point 7: `0/52 [00:04<?, ?it/s]`); pasted logs
+ * may cut the line after the counts (`| 74/74`).
  */
 const BAR_COUNTS = /(?<=[\s|])(\d+)\/(\d+)(?: \[\d[\d:]*<(\?|\d[\d:]*))?/;
 
 /**
  * The latest state of a known bar in `line`. Redraws may arrive run together on one line when
- * something stripped the `\r`s (reference §2, last paragraph), so the last bar wins; if its counts
- * are cut off, an earlier complete redraw of the same phase gives them, else `progress` is null.
+ * something stripped the `\r`s (docs/sglang-vllm-behaviour.md §2, last paragraph), so the last bar wins; if
+ * its counts are cut off, an earlier complete redraw of the same phase gives them, else `progress`
+ * is null.
  */
 export function lastProgressBar(line: string, labels: readonly BarLabel[]): BarReading | null {
   let found: BarLabel | null = null;

@@ -22,8 +22,8 @@ export function phaseRank(phase: Phase): number {
 
 /**
  * The phase of the current start. It only moves forward: several processes write one log (TP/DP
- * ranks, reference §2 "Logger prefix"), and with DP one scheduler may still print weight lines
- * while another captures CUDA graphs, which would otherwise make the phase flicker. A speculative
+ * ranks, docs/sglang-vllm-behaviour.md §2 "Logger prefix"), and with DP one scheduler may still print
+ * weight lines while another captures CUDA graphs, which would otherwise make the phase flicker. A speculative
  * decoding draft model loads after the target's graphs were captured; that load stays in the later
  * phase.
  */
@@ -75,8 +75,8 @@ export interface TracebackStep {
 
 /**
  * A crash prints several fatal-looking lines (the exception, `Received sigquit ...`, `Possible
- * solutions:` ..., reference §3 "What happens next"); the lifecycle wants one crash per run, so the
- * first fatal wins until a new run starts.
+ * solutions:` ..., docs/sglang-vllm-behaviour.md §3 "What happens next"); the lifecycle wants one crash per
+ * run, so the first fatal wins until a new run starts.
  *
  * A head such as `Scheduler hit an exception:` is fatal when it arrives: the traceback after it may
  * be cut, end in a frame, or never be flushed, and waiting for it kept dead backends in rotation.

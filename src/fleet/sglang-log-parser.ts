@@ -1,7 +1,8 @@
 /**
  * Reads an SGLang server log one line at a time and says what it implies for the lifecycle:
  * a process start, the start-up phase (with tqdm progress), the ready line, or a fatal error.
- * Pure: no I/O, no clock. Line forms and their order are in reference §2; fatal ones in §3.
+ * Pure: no I/O, no clock. Line forms and their order are in docs/sglang-vllm-behaviour.md §2; fatal ones
+ * in §3.
  */
 import type { LogEvent, LogParser, Phase } from './log-events.js';
 import {
@@ -43,26 +44,26 @@ const PHASE_LINES: ReadonlyArray<{ pattern: RegExp; phase: Phase }> = [
   // Old `Capture cuda graph begin/bs/end`, 2026 `Capture target decode CUDA graph begin` with
   // `target verify` / `draft decode` / `target prefill` variants, `Capture piecewise CUDA graph end`.
   { pattern: /Capture [\w ]*cuda graph (begin|end|bs)\b/i, phase: 'capturing_cuda_graphs' },
-  // The scheduler is built; the tokenizer process now starts uvicorn (reference §1.1).
+  // The scheduler is built; the tokenizer process now starts uvicorn (docs/sglang-vllm-behaviour.md §1.1).
   {
     pattern:
       /max_total_num_tokens=|Engine startup timings|Started server process|Waiting for application startup|Application startup complete/,
     phase: 'starting_http',
   },
   // uvicorn logs `Application startup complete.` before it binds; `Uvicorn running on` means the
-  // port is open and the warm-up thread's request can run (reference §1.2).
+  // port is open and the warm-up thread's request can run (docs/sglang-vllm-behaviour.md §1.2).
   { pattern: /Uvicorn running on/, phase: 'warming_up' },
 ];
 
-/** The warm-up thread's own requests (reference §1.2), seen as access lines. */
+/** The warm-up thread's own requests (docs/sglang-vllm-behaviour.md §1.2), seen as access lines. */
 const WARMUP_REQUEST = /"(GET \/(get_)?model_info|POST \/(generate|encode)) HTTP/;
-/** Per-batch stats, old `Decode batch.` and 2026 `Decode batch,` (reference §2 point 11). */
+/** Per-batch stats, old `Decode batch.` and 2026 `Decode batch,` (docs/sglang-vllm-behaviour.md §2 point 11). */
 const BATCH_LINE = /\b(Prefill|Decode) batch[.,]/;
 
 const START = /^server_args=|server_args=ServerArgs\(/;
 const READY = /The server is fired up and ready to roll/;
 
-/** A fatal head that the traceback after it explains (reference §1.5, §1.2). */
+/** A fatal head that the traceback after it explains (docs/sglang-vllm-behaviour.md §1.5, §1.2). */
 const CRASH_HEAD = /\b\w+ hit an exception\b|Initialization failed\. warmup error/;
 /**
  * Python's multiprocessing prints `Process Process-6:` and the traceback when a child process (a
@@ -181,9 +182,9 @@ class SglangLogParser implements LogParser {
   }
 
   /**
-   * The warm-up request prints the same batch line as real traffic (reference §1.2), so batch
-   * lines mean `warming_up` right after HTTP came up, and `serving` only when the log shows no
-   * start-up at all (it was rotated while the server ran).
+   * The warm-up request prints the same batch line as real traffic (docs/sglang-vllm-behaviour.md §1.2), so
+   * batch lines mean `warming_up` right after HTTP came up, and `serving` only when the log shows
+   * no start-up at all (it was rotated while the server ran).
    */
   #runtimePhase(message: string): LogEvent[] {
     const current = this.#phases.current;

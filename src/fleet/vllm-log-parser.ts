@@ -1,7 +1,7 @@
 /**
  * Reads a vLLM OpenAI-server log one line at a time: process start, start-up phase, ready
- * (`Application startup complete.`: vLLM listens only once the engine is built, reference §6),
- * fatal errors. Pure: no I/O, no clock.
+ * (`Application startup complete.`: vLLM listens only once the engine is built,
+ * docs/sglang-vllm-behaviour.md §6), fatal errors. Pure: no I/O, no clock.
  */
 import type { LogEvent, LogParser, Phase } from './log-events.js';
 import {

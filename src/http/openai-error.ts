@@ -13,7 +13,6 @@ export type ErrorType =
   | 'model_not_found'
   | 'conflict_error'
   | 'rate_limit_exceeded'
-  | 'rate_limit_error'
   | 'fleet_unavailable'
   | 'upstream_error'
   | 'upstream_timeout'
@@ -31,7 +30,7 @@ export function errorTypeFor(status: number): ErrorType {
     case 409:
       return 'conflict_error';
     case 429:
-      return 'rate_limit_error';
+      return 'rate_limit_exceeded';
     case 502:
       return 'upstream_error';
     case 503:

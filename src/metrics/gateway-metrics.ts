@@ -17,6 +17,7 @@ export type QueueCounts = Pick<WaitQueue, 'waiting' | 'classNames' | 'waitingIn'
 
 import type { PrefixDecision, PrefixStats } from '../routing/prefix-aware.js';
 import { BackendSeries } from './backend-series.js';
+import { type BatchSource, registerBatchMetrics } from './batch-metrics.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
 import { MetricsServer } from './metrics-server.js';
 import { ModelMetrics, type ModelQueueCounts } from './model-metrics.js';
@@ -88,11 +89,16 @@ export class GatewayMetrics {
     events.on('retry', this.#onRetry);
     // Zero from the start, so that dashboards and alerts find the series before the first refusal.
     for (const by of ['api_key', 'address'] as const) this.#families.rateLimited.inc({ by }, 0);
-    events.on('rate_limited', ({ by }) => this.#families.rateLimited.inc({ by }));
+    events.on('rate_limited', this.#onRateLimited);
   }
 
   get contentType(): string {
     return this.registry.contentType;
+  }
+
+  /** Adds the Batch API's series. */
+  observeBatches(source: BatchSource): void {
+    registerBatchMetrics(this.registry, source);
   }
 
   render(): Promise<string> {
@@ -121,6 +127,7 @@ export class GatewayMetrics {
     this.#events.off('request', this.#onRequest);
     this.#events.off('upstream_error', this.#onUpstreamError);
     this.#events.off('retry', this.#onRetry);
+    this.#events.off('rate_limited', this.#onRateLimited);
     this.#models.close();
     const server = this.#server;
     this.#server = null;
@@ -168,6 +175,10 @@ export class GatewayMetrics {
 
   readonly #onRetry = ({ backend }: { backend: string }): void => {
     this.#series(backend)?.requests.retry();
+  };
+
+  readonly #onRateLimited = ({ by }: { by: 'api_key' | 'address' }): void => {
+    this.#families.rateLimited.inc({ by });
   };
 
   /**

@@ -6,13 +6,13 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
-import { hasValidKey, keyDigest } from '../http/bearer-keys.js';
+import { apiKeyCheck } from '../http/bearer-keys.js';
 import { sendError } from '../http/openai-error.js';
 
 export function registerModelsRoute(app: FastifyInstance, registry: FleetRegistry, config: () => Config): void {
+  const acceptsKey = apiKeyCheck(() => config().auth.api_keys);
   app.get('/v1/models', async (request, reply) => {
-    const keys = config().auth.api_keys;
-    if (keys.length > 0 && !hasValidKey(request.headers.authorization, keys.map(keyDigest))) {
+    if (!acceptsKey(request.headers.authorization)) {
       const message = 'missing or invalid API key (Authorization: Bearer <key>)';
       return sendError(reply, 401, message);
     }

@@ -6,6 +6,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../config/types.js';
+import { bearerToken } from '../http/bearer-keys.js';
 import type { ProxyEventBus } from './proxy-events.js';
 
 /** The error the plugin throws over the limit; fleetgate's error handler turns it into an OpenAI-style body. */
@@ -16,11 +17,8 @@ class RateLimitError extends Error {
 /** What identifies a client: its API key (the `Authorization` bearer token) or, without one, its address. */
 function clientKey(config: () => Config) {
   return (request: FastifyRequest): string => {
-    const authorization = request.headers.authorization;
-    if (config().rate_limit.by === 'api_key' && authorization?.startsWith('Bearer ')) {
-      return `key:${authorization.slice(7)}`;
-    }
-    return `address:${request.ip}`;
+    const token = config().rate_limit.by === 'api_key' ? bearerToken(request.headers.authorization) : null;
+    return token === null ? `address:${request.ip}` : `key:${token}`;
   };
 }
 

@@ -5,6 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Config } from '../config/types.js';
+import { bearerToken } from '../http/bearer-keys.js';
 import type { RequestTraits } from '../routing/request-traits.js';
 
 export const PRIORITY_HEADER = 'x-fleetgate-priority';
@@ -34,10 +35,4 @@ export function createTraitsReader(queue: Config['queue']): TraitsReader {
     }
     return { traits: { priority, apiKey }, problem: null };
   };
-}
-
-function bearerToken(authorization: string | undefined): string | null {
-  if (authorization === undefined || !/^bearer /i.test(authorization)) return null;
-  const token = authorization.slice(7).trim();
-  return token === '' ? null : token;
 }

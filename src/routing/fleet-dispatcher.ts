@@ -5,7 +5,9 @@
  * A refused or reset connection is reported to the registry (which ejects) and, while no response
  * byte reached the handler, the request is re-sent to another ready backend; the body is a buffer
  * so POSTs can be re-sent too. A refusal by the queue (timeout, full, shutdown) reaches the handler
- * as an `AdmissionError`, whose `code` the HTTP side answers with 503 + `Retry-After`.
+ * as an `AdmissionError`, which the HTTP side (proxy/traffic-routes.ts) answers with `Retry-After`:
+ * 503 while no backend is ready or fleetgate is shutting down (`fleetUnavailable`), 429 when the fleet
+ * is up but the request's class is over its own `max_waiting` or `timeout`.
  *
  * Handlers are undici's callback handlers (onConnect, onHeaders, onData, onComplete, onError): the
  * interface undici's client calls, and the one its `request()`, `stream()` and `fetch()` (and so

@@ -8,6 +8,9 @@ import type { Backend, FleetRegistry } from '../fleet/registry.js';
 
 export type UpstreamRequest = Pick<Dispatcher.DispatchOptions, 'method' | 'path' | 'headers' | 'body'>;
 
+/** undici's callback handler (fleet-attempt.ts's `FleetAttempt`): it is told of a failure by `onError`. */
+export type UpstreamHandler = Dispatcher.DispatchHandler & Required<Pick<Dispatcher.DispatchHandler, 'onError'>>;
+
 export class UpstreamPools {
   readonly #pools = new Map<string, Pool>();
   readonly #upstream: Config['upstream'];
@@ -19,12 +22,15 @@ export class UpstreamPools {
     registry.on('removed', (backend) => void this.#remove(backend));
   }
 
-  /** Sends one request on the backend's pool; the handler hears how it goes. */
-  dispatch(backend: Backend, request: UpstreamRequest, handler: Dispatcher.DispatchHandler): void {
+  /**
+   * Sends one request on the backend's pool; the handler hears how it goes. A backend removed while
+   * its request waited has no pool: the handler hears a closed connection, as from a closed pool, so
+   * the attempt ends and the request is re-sent elsewhere instead of waiting for an answer forever.
+   */
+  dispatch(backend: Backend, request: UpstreamRequest, handler: UpstreamHandler): void {
     const pool = this.#pools.get(backend.url);
     if (!pool) {
-      const closed = Object.assign(new Error(`no pool for ${backend.url}`), { code: 'UND_ERR_CLOSED' });
-      handler.onResponseError?.(undefined as never, closed);
+      handler.onError(Object.assign(new Error(`no pool for ${backend.url}`), { code: 'UND_ERR_CLOSED' }));
       return;
     }
     pool.dispatch(request, handler);

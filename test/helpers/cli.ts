@@ -36,7 +36,8 @@ export function spawnCli(args: string[], env: NodeJS.ProcessEnv = plainEnv()): C
   return { child, output: () => output, stdout: () => stdout, stderr: () => stderr, closed };
 }
 
-export const VERBS = ['serve', 'status', 'wait', 'drain', 'resume', 'demo', 'sim'];
+/** Every verb of `fleetgate`; cli-usage.test.ts checks it against the commands `fleetgate --help` lists. */
+export const VERBS = ['serve', 'launch', 'status', 'wait', 'drain', 'resume', 'restart', 'demo', 'sim'];
 
 /** `fleetgate VERB FLAG` exits 0 with the verb's usage on stdout and nothing on stderr; returns the usage. */
 export async function usageOf(verb: string, flag: string): Promise<string> {

@@ -16,6 +16,14 @@ test('every verb answers --help with its usage on stdout and exit 0; serve names
   }
 });
 
+test('VERBS is every command fleetgate --help lists, so each gets its usage checked', async () => {
+  const run = spawnCli(['--help']);
+  assert.equal(await run.closed, 0);
+  const commands = run.stdout().split('commands:\n')[1].split('\n\n')[0];
+  const listed = [...commands.matchAll(/^ {2}([a-z]+) /gm)].map((m) => m[1]);
+  assert.deepEqual(listed.sort(), [...VERBS].sort());
+});
+
 test('--version and -v print the version in package.json', async () => {
   const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
   const runs = [spawnCli(['--version']), spawnCli(['-v'])];

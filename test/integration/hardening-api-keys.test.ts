@@ -38,6 +38,16 @@ test('auth.api_keys: 401 without a known key, 200 with any; own endpoints need n
   assert.equal(sim.counters.requests, 0, 'refused requests never reach a backend');
   assert.equal((await generate(url, 'Bearer key-one')).status, 200);
   assert.equal((await generate(url, 'Bearer key-two')).status, 200, 'the proxy keeps serving, with either key');
+  // RFC 7235: the scheme is case-insensitive, on proxied traffic and on /v1/models alike.
+  for (const authorization of ['bearer key-one', 'BEARER key-two', 'Bearer  key-one']) {
+    assert.equal((await generate(url, authorization)).status, 200, authorization);
+    const models = await request(`${url}/v1/models`, { headers: { authorization } });
+    assert.equal(models.statusCode, 200, `/v1/models with ${authorization}`);
+    await models.body.dump();
+  }
+  const refusedModels = await request(`${url}/v1/models`, { headers: { authorization: 'bearer nope' } });
+  assert.equal(refusedModels.statusCode, 401, '/v1/models refuses an unknown key');
+  await refusedModels.body.dump();
   for (const path of ['/livez', '/readyz', '/health', '/metrics', '/fleet/status']) {
     const res = await request(`${url}${path}`);
     assert.equal(res.statusCode, 200, path);

@@ -1,6 +1,6 @@
 /**
  * `rate_limit` through @fastify/rate-limit, end to end with the `openai` SDK as the client: over
- * the limit a 429 with `Retry-After` and an OpenAI-style `rate_limit_error`, counted in a metric;
+ * the limit a 429 with `Retry-After` and an OpenAI-style `rate_limit_exceeded`, counted in a metric;
  * after `Retry-After` the same client goes through again. Keys are limited apart; a reload changes
  * the figures at once.
  */
@@ -19,7 +19,7 @@ import { waitFor } from '../helpers/wait.js';
 const ask = (client: OpenAI) =>
   client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
 
-test('over rate_limit.max the openai SDK sees a 429 rate_limit_error; after Retry-After it goes through', async (t) => {
+test('over rate_limit.max the openai SDK sees a 429 rate_limit_exceeded; after Retry-After it goes through', async (t) => {
   const [sim] = await createSims(t, [{ engine: { tokenMs: 1 } }]);
   sim.start();
   await sim.whenReady();
@@ -44,7 +44,7 @@ test('over rate_limit.max the openai SDK sees a 429 rate_limit_error; after Retr
   );
   assert.ok(refused instanceof OpenAI.RateLimitError, `expected a RateLimitError, got ${String(refused)}`);
   assert.equal(refused.status, 429);
-  assert.equal(refused.type, 'rate_limit_error');
+  assert.equal(refused.type, 'rate_limit_exceeded');
   assert.match(refused.message, /rate limit exceeded: 2 requests per window/);
   const retryAfter = Number(refused.headers?.get('retry-after'));
   assert.ok(retryAfter >= 1 && retryAfter <= 2, `Retry-After ${retryAfter}`);

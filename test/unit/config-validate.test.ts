@@ -71,6 +71,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   discovery: null,
   log: { level: 'info', destination: 'stdout', access: true },
   shutdown: { drain_timeout: 30_000 },
+  batch: { enabled: true, dir: 'fleetgate-batches', max_file_size: 200 * 2 ** 20 },
   launch: null,
 };
 
@@ -134,6 +135,7 @@ test('every key is read and converted', () => {
     discovery: { dns: 'sglang.svc.cluster.local', port: 30000, interval: '30s', kind: 'sglang' },
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
     shutdown: { drain_timeout: '90s' },
+    batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: '1MiB' },
   };
   const expected: Config = {
     listen: { host: '127.0.0.1', port: 9000 },
@@ -209,6 +211,7 @@ test('every key is read and converted', () => {
     discovery: { dns: 'sglang.svc.cluster.local', port: 30000, interval: 30_000, kind: 'sglang' },
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
     shutdown: { drain_timeout: 90_000 },
+    batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: 2 ** 20 },
     launch: null,
   };
   assert.deepEqual(validateConfig(raw, 'test'), expected);

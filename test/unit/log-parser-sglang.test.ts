@@ -11,7 +11,7 @@ import type { LogEvent, LogParser } from '../../src/fleet/log-events.js';
 import { createLogParser } from '../../src/fleet/log-parser.js';
 import { createSglangLogParser } from '../../src/fleet/sglang-log-parser.js';
 
-/** SGLang's logger prefix (reference §2 "Logger prefix"). */
+/** SGLang's logger prefix (docs/sglang-vllm-behaviour.md §2 "Logger prefix"). */
 const tp0 = (message: string) => `[2025-03-14 06:56:42 TP0] ${message}`;
 const main = (message: string) => `[2025-11-30 11:18:05] ${message}`;
 
@@ -233,7 +233,7 @@ describe('SGLang progress bars', () => {
     assert.equal(feed(parser, `${done}\n${done}\n`).length, 1);
   });
 
-  test('redraws run together on one line: the last one wins (docs notebook output, reference §2)', () => {
+  test('redraws run together on one line: the last one wins (docs notebook output, sglang-vllm-behaviour.md §2)', () => {
     const parser = startedParser();
     const reading = lastPhase(
       parser,
@@ -241,7 +241,7 @@ describe('SGLang progress bars', () => {
     );
     assert.deepEqual(reading.progress, { done: 2, total: 3 });
     assert.equal(reading.etaSeconds, 0);
-    // Verbatim from the reference: the last redraw is cut off, so only the phase is known.
+    // Verbatim from docs/sglang-vllm-behaviour.md: the last redraw is cut off, so only the phase is known.
     const cut = lastPhase(createSglangLogParser(), '0%|          | 0/3 [00:00<?, ?it/s]Capturing batches (bs=4 ...');
     assert.equal(cut.phase, 'capturing_cuda_graphs');
     assert.equal(cut.progress, null);
@@ -255,7 +255,7 @@ describe('SGLang progress bars', () => {
 });
 
 describe('SGLang warm-up and serving', () => {
-  test('HTTP is up at `Uvicorn running on`: warming_up until the ready line (reference §1.2)', () => {
+  test('HTTP is up at `Uvicorn running on`: warming_up until the ready line (docs/sglang-vllm-behaviour.md §1.2)', () => {
     const parser = startedParser();
     assert.deepEqual(phases(parser.push(main('INFO:     Application startup complete.'))), ['starting_http']);
     assert.deepEqual(
@@ -319,7 +319,7 @@ function fatalReasons(lines: string[], parser: LogParser = startedParser()): str
   );
 }
 
-describe('SGLang fatal lines (reference §3, §1.5)', () => {
+describe('SGLang fatal lines (docs/sglang-vllm-behaviour.md §3, §1.5)', () => {
   const cases: Array<{ name: string; line: string; reason: string }> = [
     {
       name: 'not enough KV memory',
@@ -597,7 +597,7 @@ describe('SGLang fatal lines (reference §3, §1.5)', () => {
     assert.deepEqual(fatalReasons(['Killed'], parser), ['Killed']);
   });
 
-  test('a crash after ready is still reported (runtime scheduler crash, reference §1.5)', () => {
+  test('a crash after ready is still reported (runtime scheduler crash, docs/sglang-vllm-behaviour.md §1.5)', () => {
     const parser = startedParser();
     parser.push(main('The server is fired up and ready to roll!'));
     const reasons = fatalReasons(

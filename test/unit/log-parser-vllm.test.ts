@@ -119,7 +119,7 @@ describe('vLLM fatal lines', () => {
   const freeMemory =
     'ValueError: Free memory on device cuda:0 (84.11/287.98 GiB) on startup is less than desired GPU memory utilization (0.95, 273.59 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.';
 
-  test('startup OOM refusal (reference §6), cut to about 200 characters', () => {
+  test('startup OOM refusal (docs/sglang-vllm-behaviour.md §6), cut to about 200 characters', () => {
     const [reason] = fatalReasons(createVllmLogParser().push(freeMemory));
     assert.ok(
       reason.startsWith('ValueError: Free memory on device cuda:0 (84.11/287.98 GiB) on startup is less than desired'),

@@ -508,3 +508,11 @@ function sumSamples(text: string, name: string): number {
   }
   return total;
 }
+
+test('close() removes every listener it added to the proxy events, rate_limited included', async () => {
+  const { events, metrics } = setup();
+  const names = ['request', 'upstream_error', 'retry', 'rate_limited'] as const;
+  for (const name of names) assert.ok(events.listenerCount(name) > 0, `${name} is listened to`);
+  await metrics.close();
+  for (const name of names) assert.equal(events.listenerCount(name), 0, `${name} has no listener after close()`);
+});

@@ -8,11 +8,7 @@ test('status to type: a backend 504 is upstream_timeout, other 502s upstream_err
   assert.equal(errorTypeFor(500), 'internal_error');
   assert.equal(errorTypeFor(501), 'internal_error');
   assert.equal(errorTypeFor(503), 'fleet_unavailable');
-  assert.equal(
-    errorTypeFor(429),
-    'rate_limit_error',
-    'a rate limit (a class over its own limit says rate_limit_exceeded)',
-  );
+  assert.equal(errorTypeFor(429), 'rate_limit_exceeded', 'one type for every 429: rate_limit and a full class alike');
   assert.equal(errorTypeFor(401), 'authentication_error');
   assert.equal(errorTypeFor(403), 'permission_error');
   assert.equal(errorTypeFor(404), 'not_found_error');

@@ -1,0 +1,174 @@
+/**
+ * The batch engine shared by `fleetgate batch` and the Batch API's jobs: keeps `limit()` requests
+ * in flight, writes each answer to the output ledger as it comes, retries what may pass elsewhere
+ * (up to `maxAttempts`, with exponential backoff), writes a 4xx or a request out of attempts to
+ * the errors ledger, and stops taking new work when `signal` aborts (in-flight ones are abandoned:
+ * they are not in the ledger, so a re-run sends them again).
+ *
+ * A request fleetgate never sent anywhere (it was down, or had no backend ready) costs no attempt;
+ * such waits are bounded too (`maxNotSent`), so a fleet gone for good ends the run.
+ */
+import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import type { BatchRequest } from './batch-input.js';
+import type { Send, SendOutcome } from './batch-sender.js';
+import type { BatchOutputRecord } from './output-ledger.js';
+
+export interface LedgerSink {
+  append(record: BatchOutputRecord): void;
+}
+
+export interface RunnerOptions {
+  send: Send;
+  /** How many requests may be in flight now (0 pauses); read before each start. */
+  limit: () => number;
+  output: LedgerSink;
+  errors: LedgerSink;
+  maxAttempts: number;
+  /** Retries of a request fleetgate did not send, at most (each waits a backoff). */
+  maxNotSent?: number;
+  /** Delay before attempt `n + 1` after `n` failed, ms. */
+  backoff?: (failures: number) => number;
+  /** Injected timer (tests). */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  signal?: AbortSignal;
+  /** Each outcome, for progress and metrics. */
+  observe?: (event: RunnerEvent) => void;
+}
+
+export type RunnerEvent =
+  | { type: 'completed'; tokens: number }
+  | { type: 'failed' }
+  | { type: 'retried'; reason: string; counted: boolean };
+
+export interface RunnerSummary {
+  completed: number;
+  failed: number;
+  /** Stopped by `signal` before they were done. */
+  abandoned: number;
+}
+
+export const DEFAULT_MAX_NOT_SENT = 120;
+
+export function defaultBackoff(failures: number): number {
+  return Math.min(10_000, 250 * 2 ** Math.max(0, failures - 1)) * (0.75 + Math.random() * 0.5);
+}
+
+function defaultSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
+
+/** How often `run` looks again at `limit()` while requests wait for room. */
+const LIMIT_POLL_MS = 100;
+
+interface Pending {
+  request: BatchRequest;
+  attempts: number;
+  notSent: number;
+}
+
+export function recordId(): string {
+  return `batch_req_${randomUUID().replaceAll('-', '')}`;
+}
+
+function errorRecord(request: BatchRequest, outcome: SendOutcome): BatchOutputRecord {
+  const base = { id: recordId(), custom_id: request.custom_id };
+  if ((outcome.kind === 'rejected' || outcome.kind === 'retry') && outcome.status !== null) {
+    const response = { status_code: outcome.status, request_id: outcome.requestId ?? '', body: outcome.body };
+    return { ...base, response, error: null };
+  }
+  const message = outcome.kind === 'retry' || outcome.kind === 'not_sent' ? outcome.reason : 'failed';
+  return { ...base, response: null, error: { code: 'request_failed', message } };
+}
+
+export async function runBatch(requests: readonly BatchRequest[], opts: RunnerOptions): Promise<RunnerSummary> {
+  const signal = opts.signal ?? new AbortController().signal;
+  // Every request in flight and every backoff listens to it.
+  setMaxListeners(0, signal);
+  const sleep = opts.sleep ?? defaultSleep;
+  const backoff = opts.backoff ?? defaultBackoff;
+  const maxNotSent = opts.maxNotSent ?? DEFAULT_MAX_NOT_SENT;
+  const observe = opts.observe ?? (() => {});
+  const summary: RunnerSummary = { completed: 0, failed: 0, abandoned: 0 };
+  // A retry keeps its slot through its backoff: the fleet is not sent more than `limit()` at once.
+  const queue: Pending[] = requests.map((request) => ({ request, attempts: 0, notSent: 0 }));
+  let next = 0;
+  let active = 0;
+  let wake: (() => void) | null = null;
+  const poke = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+
+  const finish = (item: Pending, outcome: SendOutcome) => {
+    if (outcome.kind === 'answer') {
+      opts.output.append({
+        id: recordId(),
+        custom_id: item.request.custom_id,
+        response: { status_code: outcome.status, request_id: outcome.requestId, body: outcome.body },
+        error: null,
+      });
+      summary.completed++;
+      observe({ type: 'completed', tokens: outcome.tokens });
+    } else {
+      opts.errors.append(errorRecord(item.request, outcome));
+      summary.failed++;
+      observe({ type: 'failed' });
+    }
+  };
+
+  const attempt = async (item: Pending): Promise<void> => {
+    for (;;) {
+      let outcome: SendOutcome;
+      try {
+        outcome = await opts.send(item.request, signal);
+      } catch (error) {
+        if (signal.aborted) return;
+        outcome = { kind: 'retry', reason: (error as Error).message, status: null, requestId: null, body: null };
+      }
+      if (signal.aborted) return;
+      if (outcome.kind === 'answer' || outcome.kind === 'rejected') return finish(item, outcome);
+      const counted = outcome.kind === 'retry';
+      if (counted) item.attempts++;
+      else item.notSent++;
+      if (item.attempts >= opts.maxAttempts || item.notSent > maxNotSent) return finish(item, outcome);
+      observe({ type: 'retried', reason: outcome.reason, counted });
+      await sleep(backoff(item.attempts + item.notSent), signal);
+      if (signal.aborted) return;
+    }
+  };
+
+  const start = (item: Pending) => {
+    active++;
+    void attempt(item).finally(() => {
+      active--;
+      poke();
+    });
+  };
+
+  while (!signal.aborted) {
+    while (next < queue.length && active < opts.limit()) start(queue[next++]);
+    if (active === 0 && next >= queue.length) break;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(poke, LIMIT_POLL_MS);
+      const onAbort = () => poke();
+      signal.addEventListener('abort', onAbort, { once: true });
+      wake = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+    });
+  }
+  summary.abandoned = requests.length - summary.completed - summary.failed;
+  return summary;
+}

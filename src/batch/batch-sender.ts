@@ -1,0 +1,131 @@
+/**
+ * Sends one batch request to fleetgate's URL (undici) and says what came of it, in the terms the
+ * runner decides on: an answer to keep (2xx), an answer that failed for good (4xx), one worth
+ * another attempt (5xx, 408, a body cut short or not JSON), or a request fleetgate never sent
+ * anywhere (refused connection, 429, 503 with no backend ready): that one costs no attempt, since
+ * no engine saw it.
+ */
+import { randomUUID } from 'node:crypto';
+import { Agent, errors, request } from 'undici';
+import type { BatchRequest } from './batch-input.js';
+
+export type SendOutcome =
+  | { kind: 'answer'; status: number; requestId: string; body: unknown; tokens: number }
+  | { kind: 'rejected'; status: number; requestId: string; body: unknown }
+  | { kind: 'retry'; reason: string; status: number | null; requestId: string | null; body: unknown }
+  | { kind: 'not_sent'; reason: string };
+
+export type Send = (request: BatchRequest, signal: AbortSignal) => Promise<SendOutcome>;
+
+export interface SenderOptions {
+  /** fleetgate's base URL, ending in `/`. */
+  base: URL;
+  /** `X-Fleetgate-Priority`; null sends none (fleetgate's default class applies). */
+  priorityClass: string | null;
+  /** Sent as `Authorization: Bearer ...` when fleetgate has `auth.api_keys`. */
+  apiKey: string | null;
+  /** Longest wait for a whole answer, ms. */
+  timeoutMs: number;
+  connections: number;
+}
+
+/** Completion tokens of an OpenAI answer (prompt tokens for embeddings), for tokens/s. */
+export function tokensOf(body: unknown): number {
+  const usage = (body as { usage?: { completion_tokens?: unknown; prompt_tokens?: unknown } } | null)?.usage;
+  const n = usage?.completion_tokens ?? usage?.prompt_tokens;
+  return typeof n === 'number' && Number.isFinite(n) ? n : 0;
+}
+
+function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function errorTypeIn(body: unknown): string | null {
+  const type = (body as { error?: { type?: unknown } } | null)?.error?.type;
+  return typeof type === 'string' ? type : null;
+}
+
+/** Network failures before fleetgate took the request: nothing reached an engine. */
+const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT']);
+
+export class BatchSender {
+  readonly #agent: Agent;
+  readonly #opts: SenderOptions;
+
+  constructor(opts: SenderOptions) {
+    this.#opts = opts;
+    this.#agent = new Agent({
+      connections: opts.connections,
+      headersTimeout: opts.timeoutMs,
+      bodyTimeout: opts.timeoutMs,
+      keepAliveTimeout: 30_000,
+    });
+  }
+
+  readonly send: Send = async (batchRequest, signal) => {
+    const url = new URL(batchRequest.url.slice(1), this.#opts.base);
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (this.#opts.priorityClass !== null) headers['x-fleetgate-priority'] = this.#opts.priorityClass;
+    if (this.#opts.apiKey !== null) headers.authorization = `Bearer ${this.#opts.apiKey}`;
+    let status: number;
+    let text: string;
+    let requestId: string;
+    try {
+      const res = await request(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(batchRequest.body),
+        dispatcher: this.#agent,
+        signal,
+      });
+      status = res.statusCode;
+      requestId = String(res.headers['x-request-id'] ?? `req_${randomUUID().replaceAll('-', '')}`);
+      try {
+        text = await res.body.text();
+      } catch (error) {
+        return {
+          kind: 'retry',
+          reason: `answer cut short: ${(error as Error).message}`,
+          status,
+          requestId,
+          body: null,
+        };
+      }
+    } catch (error) {
+      if (signal.aborted) throw error;
+      const code = (error as { code?: string }).code ?? '';
+      const message = (error as Error).message;
+      if (NOT_SENT_CODES.has(code)) return { kind: 'not_sent', reason: `cannot reach fleetgate: ${code}` };
+      if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
+        return {
+          kind: 'retry',
+          reason: `no answer in ${this.#opts.timeoutMs} ms`,
+          status: null,
+          requestId: null,
+          body: null,
+        };
+      }
+      return { kind: 'retry', reason: `${code || 'error'}: ${message}`, status: null, requestId: null, body: null };
+    }
+    const parsed = parseJson(text);
+    const body = parsed.ok ? parsed.value : text;
+    if (status >= 200 && status < 300) {
+      if (!parsed.ok) return { kind: 'retry', reason: 'answer is not JSON (cut?)', status, requestId, body: null };
+      return { kind: 'answer', status, requestId, body, tokens: tokensOf(body) };
+    }
+    const type = errorTypeIn(body);
+    if (status === 429 || (status === 503 && (type === 'fleet_unavailable' || type === null))) {
+      return { kind: 'not_sent', reason: `fleetgate answered ${status}${type ? ` ${type}` : ''}` };
+    }
+    if (status >= 500 || status === 408) return { kind: 'retry', reason: `HTTP ${status}`, status, requestId, body };
+    return { kind: 'rejected', status, requestId, body };
+  };
+
+  close(): Promise<void> {
+    return this.#agent.close();
+  }
+}

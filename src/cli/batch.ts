@@ -1,0 +1,254 @@
+/**
+ * `fleetgate batch INPUT.jsonl -o OUTPUT.jsonl`: runs an OpenAI Batch input file through a running
+ * fleetgate, resumably (OUTPUT is the ledger; docs/batch.md). Exit 0 all done, 1 some requests
+ * failed for good (or fleetgate unreachable), 2 usage or input error (nothing is sent).
+ */
+import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { batchClassOf, ConcurrencyControl } from '../batch/auto-concurrency.js';
+import { BatchInputError, type BatchRequest, oversizeError, parseBatchInput } from '../batch/batch-input.js';
+import { BatchProgress } from '../batch/batch-progress.js';
+import { BatchSender } from '../batch/batch-sender.js';
+import { fleetViewReader } from '../batch/fleet-view-client.js';
+import { runLedgered } from '../batch/ledgered-run.js';
+import { LedgerError } from '../batch/output-ledger.js';
+import { type ProgressMode, ProgressReporter } from '../batch/progress-reporter.js';
+import { DEFAULT_BATCH_MAX_FILE_SIZE } from '../config/defaults.js';
+import { formatSize, parseDuration, parseSize } from '../config/duration.js';
+import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
+
+const usage = `usage: fleetgate batch INPUT.jsonl -o OUTPUT.jsonl [--url URL] [--concurrency auto|N] [--max-attempts N] [--json-progress]
+
+Sends every request of INPUT (OpenAI Batch input: one {"custom_id", "method", "url", "body"} per line;
+urls /v1/chat/completions, /v1/completions, /v1/embeddings) through a running fleetgate, in its batch
+priority class, and writes each answer to OUTPUT (OpenAI Batch output format) as it arrives.
+OUTPUT is the ledger: run the same command again after a kill and only the custom_ids not yet in it
+are sent. Requests that failed for good go to the errors file (tried again by the next run).
+
+options:
+  -o, --output FILE        the output file (required); created, or resumed when it exists
+  --errors FILE            the errors file (default: OUTPUT with .errors.jsonl)
+  --url URL                fleetgate's URL (default $FLEETGATE_URL, else ${DEFAULT_URL})
+  --concurrency auto|N     requests in flight: auto (default) follows the fleet's ready backends, caps and queues
+  --max-attempts N         tries of a request that got a 5xx or a cut answer (default 3); a 4xx is not retried
+  --timeout DUR            longest wait for one answer (default 30m)
+  --max-input-size SIZE    largest INPUT accepted (default ${formatSize(DEFAULT_BATCH_MAX_FILE_SIZE)})
+  --api-key KEY            sent as Authorization: Bearer KEY (default $FLEETGATE_API_KEY)
+  --json-progress          progress as JSON lines on stdout (default: a bar on a terminal, else a line every 30 s on stderr)
+  -h, --help               this text
+
+exit status: 0 every request answered, 1 some failed for good (count printed) or fleetgate unreachable,
+2 usage or input error (bad JSONL names the line; nothing is sent)
+`;
+
+class UsageError extends Error {}
+
+interface BatchArgs {
+  input: string;
+  output: string;
+  errors: string;
+  url: URL;
+  concurrency: number | null;
+  maxAttempts: number;
+  timeoutMs: number;
+  maxInputSize: number;
+  apiKey: string | null;
+  jsonProgress: boolean;
+}
+
+function positiveInteger(value: string, flag: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1)
+    throw new UsageError(`${flag} must be an integer >= 1, got '${value}'`);
+  return n;
+}
+
+export function defaultErrorsPath(output: string): string {
+  return output.endsWith('.jsonl') ? `${output.slice(0, -'.jsonl'.length)}.errors.jsonl` : `${output}.errors.jsonl`;
+}
+
+function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      output: { type: 'string', short: 'o' },
+      errors: { type: 'string' },
+      url: { type: 'string' },
+      concurrency: { type: 'string', default: 'auto' },
+      'max-attempts': { type: 'string', default: '3' },
+      timeout: { type: 'string', default: '30m' },
+      'max-input-size': { type: 'string' },
+      'api-key': { type: 'string' },
+      'json-progress': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return 'help';
+  if (positionals.length !== 1) throw new UsageError('give exactly one INPUT.jsonl');
+  if (values.output === undefined) throw new UsageError('-o OUTPUT.jsonl is required');
+  const timeoutMs = parseDuration(values.timeout);
+  if (timeoutMs === null || timeoutMs <= 0)
+    throw new UsageError(`--timeout must be a duration such as 10m, got '${values.timeout}'`);
+  const maxInputSize =
+    values['max-input-size'] === undefined ? DEFAULT_BATCH_MAX_FILE_SIZE : parseSize(values['max-input-size']);
+  if (maxInputSize === null || maxInputSize <= 0)
+    throw new UsageError(`--max-input-size must be a size such as 200MiB, got '${values['max-input-size']}'`);
+  if (positionals[0] === values.output) throw new UsageError('INPUT and OUTPUT are the same file');
+  return {
+    input: positionals[0],
+    output: values.output,
+    errors: values.errors ?? defaultErrorsPath(values.output),
+    url: resolveBaseUrl(values.url),
+    concurrency: values.concurrency === 'auto' ? null : positiveInteger(values.concurrency, '--concurrency'),
+    maxAttempts: positiveInteger(values['max-attempts'], '--max-attempts'),
+    timeoutMs,
+    maxInputSize,
+    apiKey: values['api-key'] ?? (process.env.FLEETGATE_API_KEY || null),
+    jsonProgress: values['json-progress'],
+  };
+}
+
+/** INPUT checked whole; a file over the limit is refused before it is read. */
+function readInput(args: BatchArgs): BatchRequest[] {
+  let size: number;
+  try {
+    size = statSync(args.input).size;
+  } catch (error) {
+    throw new UsageError(
+      `cannot read ${args.input}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+    );
+  }
+  if (size > args.maxInputSize) {
+    const head = Buffer.alloc(args.maxInputSize + 1);
+    const fd = openSync(args.input, 'r');
+    try {
+      readSync(fd, head, 0, head.length, 0);
+    } finally {
+      closeSync(fd);
+    }
+    throw oversizeError(head, args.maxInputSize, size);
+  }
+  return parseBatchInput(readFileSync(args.input), { maxBytes: args.maxInputSize });
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let args: BatchArgs;
+  let requests: BatchRequest[];
+  let input = 'INPUT';
+  try {
+    const parsed = parseBatchArgs(argv);
+    if (parsed === 'help') {
+      process.stdout.write(usage);
+      return 0;
+    }
+    args = parsed;
+    input = args.input;
+    requests = readInput(args);
+  } catch (error) {
+    if (error instanceof BatchInputError) {
+      process.stderr.write(`fleetgate batch: ${input}: ${error.message}\n`);
+      process.stderr.write('nothing was sent\n');
+      return 2;
+    }
+    if (
+      error instanceof UsageError ||
+      error instanceof UrlError ||
+      (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    ) {
+      process.stderr.write(`fleetgate batch: ${(error as Error).message}\n\n${usage}`);
+      return 2;
+    }
+    throw error;
+  }
+  return runBatchCommand(args, requests);
+}
+
+async function runBatchCommand(args: BatchArgs, requests: BatchRequest[]): Promise<number> {
+  const control = new ConcurrencyControl({ fixed: args.concurrency, fetchStatus: fleetViewReader(args.url) });
+  await control.poll();
+  if (control.view === null) {
+    process.stderr.write(
+      `fleetgate batch: cannot read ${new URL('fleet/status', args.url)}: is fleetgate running there? (nothing was sent)\n`,
+    );
+    return 1;
+  }
+  await control.start();
+  const sender = new BatchSender({
+    base: args.url,
+    priorityClass: batchClassOf(control.view),
+    apiKey: args.apiKey,
+    timeoutMs: args.timeoutMs,
+    connections: 4096,
+  });
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let progress: BatchProgress | null = null;
+  let reporter: ProgressReporter | null = null;
+  const mode: ProgressMode = args.jsonProgress ? 'json' : process.stderr.isTTY ? 'tty' : 'plain';
+  const fleetTick = setInterval(() => {
+    const view = control.view;
+    if (view) progress?.fleet(view.ready, view.total);
+  }, 500);
+  fleetTick.unref();
+  try {
+    const result = await runLedgered({
+      requests,
+      outputPath: args.output,
+      errorsPath: args.errors,
+      send: sender.send,
+      limit: control.limit,
+      maxAttempts: args.maxAttempts,
+      signal: stop.signal,
+      resumed: (done, dropped) => {
+        if (done > 0 || dropped > 0) {
+          const torn = dropped > 0 ? `; dropped a torn last line of ${dropped} bytes` : '';
+          process.stderr.write(
+            `fleetgate batch: resuming ${args.output}: ${done} of ${requests.length} already written${torn}\n`,
+          );
+        }
+        progress = new BatchProgress(requests.length, done);
+        const view = control.view;
+        if (view) progress.fleet(view.ready, view.total);
+        reporter = new ProgressReporter(progress, args.jsonProgress ? process.stdout : process.stderr, mode);
+        reporter.start();
+      },
+      observe: (event) => {
+        if (event.type === 'completed') progress?.completed(event.tokens);
+        else if (event.type === 'failed') progress?.failed();
+        else progress?.retried();
+      },
+    });
+    (reporter as ProgressReporter | null)?.stop();
+    if (stop.signal.aborted) {
+      process.stderr.write(
+        `fleetgate batch: stopped; ${result.abandoned} not done: run the same command again to resume\n`,
+      );
+      return 130;
+    }
+    const done = result.alreadyDone + result.completed;
+    if (result.failed > 0) {
+      process.stderr.write(
+        `fleetgate batch: ${result.failed} of ${result.total} requests failed for good: see ${args.errors}\n`,
+      );
+      return 1;
+    }
+    if (!args.jsonProgress)
+      process.stderr.write(`fleetgate batch: ${done}/${result.total} done, written to ${args.output}\n`);
+    return 0;
+  } catch (error) {
+    if (error instanceof LedgerError) {
+      process.stderr.write(`fleetgate batch: ${error.message} (nothing was sent)\n`);
+      return 2;
+    }
+    throw error;
+  } finally {
+    clearInterval(fleetTick);
+    control.stop();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await sender.close();
+  }
+}

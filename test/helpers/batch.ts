@@ -1,0 +1,77 @@
+/** Batch test fixtures: an OpenAI Batch input file, and what an output file holds. */
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { SimServer } from '../../src/sim/index.js';
+
+type After = { after(fn: () => unknown): void };
+
+/** A fresh temporary directory, removed after the test. */
+export function tempDir(t: After, prefix = 'fleetgate-batch-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** One Batch input line: a short chat completion. */
+export function chatLine(customId: string, maxTokens = 4): string {
+  return JSON.stringify({
+    custom_id: customId,
+    method: 'POST',
+    url: '/v1/chat/completions',
+    body: { model: 'default', max_tokens: maxTokens, messages: [{ role: 'user', content: `question ${customId}` }] },
+  });
+}
+
+/** `count` chat requests `req-0`.. into `dir/input.jsonl`; returns its path. */
+export function writeChatInput(dir: string, count: number, maxTokens = 4): string {
+  const path = join(dir, 'input.jsonl');
+  const lines = Array.from({ length: count }, (_, i) => chatLine(`req-${i}`, maxTokens));
+  writeFileSync(path, `${lines.join('\n')}\n`);
+  return path;
+}
+
+export interface OutputLine {
+  id: string;
+  custom_id: string;
+  response: {
+    status_code: number;
+    request_id: string;
+    body: { choices?: Array<{ message?: { content?: string } }> };
+  } | null;
+  error: unknown;
+}
+
+/** The whole lines of a JSONL file (a torn last line is left out), parsed. */
+export function readJsonl(path: string): OutputLine[] {
+  if (!existsSync(path)) return [];
+  const text = readFileSync(path, 'utf8');
+  const whole = text.slice(0, text.lastIndexOf('\n') + 1);
+  return whole
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as OutputLine);
+}
+
+/** Every id of `req-0..count-1` exactly once, each a 200 chat answer with content. */
+export function assertCompleteOutput(lines: OutputLine[], count: number): void {
+  const ids = lines.map((l) => l.custom_id);
+  assert.equal(new Set(ids).size, ids.length, 'no custom_id twice');
+  assert.equal(ids.length, count, `${count} lines`);
+  const present = new Set(ids);
+  for (let i = 0; i < count; i++) assert.ok(present.has(`req-${i}`), `req-${i} present`);
+  for (const line of lines) {
+    assert.equal(line.error, null, line.custom_id);
+    assert.equal(line.response?.status_code, 200, line.custom_id);
+    assert.match(line.id, /^batch_req_/);
+    assert.ok(line.response?.request_id, 'a request id');
+    const content = line.response?.body.choices?.[0]?.message?.content;
+    assert.ok(typeof content === 'string' && content.length > 0, `${line.custom_id} has an answer`);
+  }
+}
+
+/** Generation requests the sims received, together. */
+export function generationRequests(sims: SimServer[]): number {
+  return sims.reduce((sum, sim) => sum + (sim.counters.byPath['/v1/chat/completions'] ?? 0), 0);
+}
