@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type BackendEvent, BackendLifecycle, type ProbeResult } from '../../src/fleet/backend-lifecycle.js';
+import { createLogParser } from '../../src/fleet/log-parser.js';
 
 const REFUSED: ProbeResult = { ok: false, reachable: false, reason: 'connection refused' };
 const WARMING: ProbeResult = { ok: false, reachable: true, reason: '/health 503 (warming up)', phase: 'warming_up' };
@@ -132,5 +133,45 @@ describe('start-up failure suspects', () => {
     m.feed({ type: 'process_exit', detail: 'exited with code 1' });
     m.advance(60_000);
     assert.notEqual(m.lifecycle.state, 'failed');
+  });
+});
+
+describe('what the parsers take for a suspect', () => {
+  const suspects = (kind: 'sglang' | 'vllm', lines: string[]) => {
+    const parser = createLogParser(kind, []);
+    return lines.flatMap((line) => parser.push(line)).filter((event) => event.type === 'suspect');
+  };
+
+  test('a grep line that is a warning is not one; the same words in an error record are', () => {
+    assert.deepEqual(
+      suspects('vllm', ['WARNING 05-01 10:00:00 [config.py:1] ValueError raised by a plugin, ignored']),
+      [],
+    );
+    assert.deepEqual(suspects('sglang', ['/x/y.py:3: UserWarning: a RuntimeError in the allocator is deprecated']), []);
+    assert.equal(suspects('sglang', ['[2025-03-14 06:56:42 TP0] ValueError: unsupported rope_scaling']).length, 1);
+  });
+
+  test('a frame quoting `raise ValueError(` is part of its traceback, not a grep line of its own', () => {
+    const events = suspects('vllm', [
+      'Traceback (most recent call last):',
+      '  File "/v/worker.py", line 544, in raise_if_cache_size_invalid',
+      '    raise ValueError(',
+      "ValueError: The model's max seq len (131072) is larger than the maximum number of tokens",
+    ]);
+    assert.deepEqual(
+      events.map((event) => event.type === 'suspect' && event.reason),
+      ["ValueError: The model's max seq len (131072) is larger than the maximum number of tokens"],
+    );
+  });
+
+  test('after the ready line, or once a fatal line was reported, there are none', () => {
+    assert.deepEqual(suspects('vllm', ['INFO:     Application startup complete.', 'ValueError: one bad request']), []);
+    assert.deepEqual(
+      suspects('sglang', [
+        '[2025-03-14 06:56:42 TP0] Not enough memory. Please try to increase --mem-fraction-static.',
+        'ValueError: later',
+      ]),
+      [],
+    );
   });
 });
