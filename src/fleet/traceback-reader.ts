@@ -44,11 +44,11 @@ export function splitLogLine(raw: string): LogLine {
   const redraw = line.lastIndexOf('\r');
   if (redraw >= 0) line = line.slice(redraw + 1);
   let tag = '';
-  if (line.charCodeAt(0) === 40 /* ( */) {
-    for (let tagged = PROCESS_TAG.exec(line); tagged !== null; tagged = PROCESS_TAG.exec(line)) {
-      tag = tagged[1];
-      line = line.slice(tagged[0].length);
-    }
+  while (line.charCodeAt(0) === 40 /* ( */) {
+    const tagged = PROCESS_TAG.exec(line);
+    if (tagged === null) break;
+    tag = tagged[1];
+    line = line.slice(tagged[0].length);
   }
   const first = line.charCodeAt(0);
   if (first === 91 /* [ */) {
@@ -62,14 +62,15 @@ export function splitLogLine(raw: string): LogLine {
   }
   if (first >= 65 && first <= 90 /* A-Z */) {
     // Neither header holds a `]` before the one that ends it.
-    if (VLLM_RECORD.test(line)) {
-      return { tag, level: line.slice(0, line.indexOf(' ')), isRecord: true, message: afterBracket(line) };
-    }
+    if (VLLM_RECORD.test(line)) return { tag, level: LEVELS[first], isRecord: true, message: afterBracket(line) };
     const uvicorn = UVICORN_LEVEL.exec(line);
     if (uvicorn !== null) return { tag, level: uvicorn[1], isRecord: false, message: line.slice(uvicorn[0].length) };
   }
   return { tag, level: null, isRecord: false, message: line };
 }
+
+/** A record's level by its first letter (the header was matched): no string made per line. */
+const LEVELS: Record<number, string> = { 68: 'DEBUG', 73: 'INFO', 87: 'WARNING', 69: 'ERROR', 67: 'CRITICAL' };
 
 /** The text after the first `]` and the one space after it. */
 function afterBracket(line: string): string {
