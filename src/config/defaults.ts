@@ -19,6 +19,8 @@ export const DEFAULT_HEALTH_RISE = 1;
 export const DEFAULT_HEALTH_FALL = 3;
 /** A hang during CUDA graph capture prints nothing more; loading 54 GB from a slow disk still logs every shard. */
 export const DEFAULT_HEALTH_STALL_AFTER = 10 * 60_000;
+/** A crashed engine exits within seconds of its traceback; a healthy one logs progress again. */
+export const DEFAULT_HEALTH_FAILURE_QUIET = 5_000;
 export const DEFAULT_HEALTH_PROGRESS_TIMEOUT = 60_000;
 /** Envoy outlier detection's defaults (`base_ejection_time` 30 s, `max_ejection_time` 300 s). */
 export const DEFAULT_HEALTH_EJECTION_TIME = 30_000;

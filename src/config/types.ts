@@ -69,6 +69,12 @@ export interface Config {
     /** Cap of that hold. */
     max_ejection_time: number;
     fatal_patterns: string[];
+    /**
+     * ms a start-up failure suspect (a traceback's final exception, or a runbook-grep line) may go
+     * without start-up progress before the backend is `failed`; an exit or port loss fails it at once.
+     * 0 = off (such a backend is `down` when its process is gone, as before).
+     */
+    failure_quiet: number;
   };
   routing: {
     policy: PolicyName;

@@ -74,6 +74,7 @@ const topLevel = section({
     ejection_time: duration(defaults.DEFAULT_HEALTH_EJECTION_TIME),
     max_ejection_time: duration(defaults.DEFAULT_HEALTH_MAX_EJECTION_TIME, { mayBeZero: false }),
     fatal_patterns: list(regexSource()),
+    failure_quiet: duration(defaults.DEFAULT_HEALTH_FAILURE_QUIET),
   }),
   routing: section({
     policy: oneOf(POLICY_NAMES, defaults.DEFAULT_ROUTING_POLICY),

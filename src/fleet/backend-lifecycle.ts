@@ -36,6 +36,8 @@ export type BackendEvent =
   | { type: 'resume' }
   /** `fleetgate launch` stopped restarting the engine (`max_restarts` in a row), or was told to try again (null). */
   | { type: 'gave_up'; reason: string | null }
+  /** `fleetgate launch` saw the engine's process end (`exited with code 1`, `killed by SIGKILL`). */
+  | { type: 'process_exit'; detail: string }
   | { type: 'tick' };
 
 export interface LifecycleOptions {
@@ -52,6 +54,11 @@ export interface LifecycleOptions {
   ejectionTime?: number;
   /** Cap of that hold (Envoy's `max_ejection_time`). */
   maxEjectionTime?: number;
+  /**
+   * ms a start-up failure suspect (a `suspect` log event) may go without start-up progress before
+   * it fails the backend (`health.failure_quiet`); an exit or a lost port fails it at once; 0 = off.
+   */
+  failureQuiet?: number;
   now: () => number;
 }
 
@@ -68,11 +75,16 @@ export interface BackendSnapshot {
   lastLogLine: string | null;
 }
 
+/** What turned a start-up failure suspect into `failed`. */
+export type SuspectCause = 'exit' | 'port_down' | 'quiet';
+
 export interface Transition {
   from: BackendState;
   to: BackendState;
   reason: string | null;
   at: number;
+  /** Set when a start-up failure suspect became the failure, and by what. */
+  cause?: SuspectCause;
 }
 
 interface ProbeFacts {
@@ -88,6 +100,9 @@ interface LogFacts {
   starting: boolean;
   readyLine: boolean;
   fatal: string | null;
+  /** A start-up failure suspect (traceback's final exception, runbook-grep line) and when it came. */
+  suspect: string | null;
+  suspectAt: number;
   phase: Phase | null;
   progress: Progress | null;
   etaSeconds: number | null;
@@ -118,6 +133,10 @@ export class BackendLifecycle {
   #passive: PassiveFacts = noPassiveFacts();
   #draining = false;
   #gaveUp: string | null = null;
+  /** The process ended since the latest start (`fleetgate launch` knows). */
+  #exited = false;
+  /** A suspect became the failure since the last transition: what did it. */
+  #suspectCause: SuspectCause | null = null;
   /** Admitted since the latest start: failures from here on mean `unhealthy`, not `starting`. */
   #wasReady = false;
   /** Seen down (refused) since it was ready or failed: coming back up is a fresh start. */
@@ -181,6 +200,10 @@ export class BackendLifecycle {
       case 'gave_up':
         this.#gaveUp = event.reason;
         break;
+      case 'process_exit':
+        this.#exited = true;
+        this.#failSuspect('exit');
+        break;
       case 'tick':
         break;
     }
@@ -192,6 +215,8 @@ export class BackendLifecycle {
       starting: false,
       readyLine: false,
       fatal: null,
+      suspect: null,
+      suspectAt: 0,
       phase: null,
       progress: null,
       etaSeconds: null,
@@ -205,8 +230,11 @@ export class BackendLifecycle {
    * is the authority on starts (SGLang prints `server_args=` first), so a port coming back keeps it.
    */
   #freshStart({ keepLog = false } = {}): void {
-    if (keepLog) this.#log.fatal = null;
-    else this.#log = this.#freshLog();
+    if (keepLog) {
+      this.#log.fatal = null;
+      this.#log.suspect = null;
+    } else this.#log = this.#freshLog();
+    this.#exited = false;
     this.#probe.passes = 0;
     this.#passive = noPassiveFacts();
     this.#wasReady = false;
@@ -222,6 +250,8 @@ export class BackendLifecycle {
       this.#freshStart({ keepLog: this.#opts.hasLog });
     }
     if (!result.reachable && (this.#wasReady || this.#log.fatal !== null)) this.#sawDown = true;
+    // Its port went away after a suspect: the process that logged it is gone.
+    if (!result.reachable && probe.reachable === true) this.#failSuspect('port_down');
     probe.reachable = result.reachable;
     probe.reason = result.reason;
     probe.phase = result.ok ? null : (result.phase ?? null);
@@ -291,6 +321,7 @@ export class BackendLifecycle {
       case 'phase':
         // A fatal line sticks until a fresh start; later phase lines cannot clear it.
         if (log.fatal !== null) return;
+        log.suspect = null;
         log.starting = true;
         log.phase = event.phase;
         log.progress = event.progress;
@@ -299,6 +330,7 @@ export class BackendLifecycle {
         break;
       case 'ready':
         if (log.fatal !== null) return;
+        log.suspect = null;
         log.starting = true;
         log.readyLine = true;
         log.phase = null;
@@ -313,7 +345,28 @@ export class BackendLifecycle {
         // Only a crash already reported in this run: the state stays failed, its reason improves.
         if (log.fatal !== null) log.fatal = event.reason;
         break;
+      case 'suspect':
+        // Before ready only: a live server's exception is one request's (the existing rules stand).
+        if (log.fatal !== null || log.readyLine || this.#wasReady || !this.#suspectsOn()) return;
+        log.suspect = event.reason;
+        log.suspectAt = now;
+        log.starting = true;
+        if (this.#exited) this.#failSuspect('exit');
+        break;
     }
+  }
+
+  #suspectsOn(): boolean {
+    return (this.#opts.failureQuiet ?? 0) > 0;
+  }
+
+  /** The suspect is the failure: it sticks as a fatal line does, until a fresh start. */
+  #failSuspect(cause: SuspectCause): void {
+    const log = this.#log;
+    if (log.suspect === null || log.fatal !== null) return;
+    log.fatal = log.suspect;
+    log.suspect = null;
+    this.#suspectCause = cause;
   }
 
   #readyNow(): boolean {
@@ -350,6 +403,12 @@ export class BackendLifecycle {
   }
 
   #update(): Transition | null {
+    const log = this.#log;
+    if (log.suspect !== null && this.#opts.now() - log.suspectAt >= (this.#opts.failureQuiet ?? 0)) {
+      this.#failSuspect('quiet');
+    }
+    const cause = this.#suspectCause;
+    this.#suspectCause = null;
     const { state, reason } = this.#derive();
     this.#reason = reason;
     if (state === 'ready' && !this.#wasReady) {
@@ -360,6 +419,8 @@ export class BackendLifecycle {
     const from = this.#state;
     this.#state = state;
     this.#since = this.#opts.now();
-    return { from, to: state, reason, at: this.#since };
+    const transition: Transition = { from, to: state, reason, at: this.#since };
+    if (cause !== null && state === 'failed') transition.cause = cause;
+    return transition;
   }
 }

@@ -55,6 +55,7 @@ export class Fleet {
       stallAfter: config.health.stall_after,
       ejectionTime: config.health.ejection_time,
       maxEjectionTime: config.health.max_ejection_time,
+      failureQuiet: config.health.failure_quiet,
       defaultCap: cap,
       now: opts.now,
     });

@@ -25,7 +25,15 @@ export type LogEvent =
    * A better reason for the fatal already reported: the exception line that closes the traceback
    * after a crash head (`Scheduler hit an exception:`), which was reported with the head alone.
    */
-  | { type: 'fatal_reason'; reason: string };
+  | { type: 'fatal_reason'; reason: string }
+  /**
+   * Before the ready line: a start-up failure suspect, the final exception of a traceback or a line
+   * the runbook's grep (`Not enough memory|RuntimeError|ValueError`) matches. It replaces the
+   * previous suspect; start-up progress (a phase, the ready line, a new start) clears it. The
+   * lifecycle fails the backend with it when the process exits, its port goes down, or no progress
+   * follows within `health.failure_quiet`.
+   */
+  | { type: 'suspect'; reason: string };
 
 export interface LogParser {
   /** Feed one complete line (no `\n`/`\r`); returns the events it implies, in order. */

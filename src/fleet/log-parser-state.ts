@@ -4,6 +4,7 @@
  */
 import type { LogEvent, Phase, Progress } from './log-events.js';
 import { isExceptionLine, isIndented, isTracebackHeader, shortReason } from './log-line-format.js';
+import { type LogLine, type TracebackException, TracebackReader } from './traceback-reader.js';
 
 const PHASE_ORDER: readonly Phase[] = [
   'launching',
@@ -92,6 +93,11 @@ export class CrashTracker {
     this.#options = options;
   }
 
+  /** A fatal was reported in this run: nothing later can change the verdict. */
+  get reported(): boolean {
+    return this.#reported;
+  }
+
   /** A fatal line with its own reason. */
   report(reason: string): LogEvent[] {
     this.#traceback = null;
@@ -148,6 +154,83 @@ export function runBoundary(crash: CrashTracker, phases: PhaseTracker, boundary:
     phases.markServing();
   }
   return events;
+}
+
+/** The runbook's wait loop ends with `grep -E "Not enough memory|RuntimeError|ValueError"`: a floor. */
+export const RUNBOOK_GREP = /Not enough memory|RuntimeError|ValueError/;
+/** The grep, with a cheap test first: most lines name no error at all. */
+function mayMatchGrep(message: string): boolean {
+  return (message.includes('Error') || message.includes('Not enough memory')) && RUNBOOK_GREP.test(message);
+}
+
+/** `UserWarning: ...`, `DeprecationWarning`, a `WARNING` record, `warnings.warn(`: not a failure. */
+const WARNING = /Warning\b|warnings\.warn|\bWARN(ING)?\b/;
+
+/**
+ * Start-up failure suspects (`suspect` events), from the shared traceback reader and the runbook's
+ * grep. Across tracebacks the first root cause wins (a worker's OOM, not the API server's
+ * `Engine core initialization failed` that follows); within a chain the last link does; a
+ * traceback's exception replaces a grep line. Progress clears it; after the ready line there are
+ * none (a serving process's `ValueError` is one request's).
+ */
+export class SuspectTracker {
+  #reader = new TracebackReader();
+  #reason: string | null = null;
+  #fromTraceback = false;
+  #tag = '';
+
+  /**
+   * Feed every line of a start, split, until it is settled (the ready line, runtime lines or a fatal
+   * were seen: no suspect can matter until the next start, so a busy serving log costs nothing here).
+   */
+  read(line: LogLine): LogEvent[] {
+    const thrown = this.#reader.push(line);
+    if (thrown !== null) return this.#fromException(thrown);
+    if (this.#reason !== null || this.#reader.partOfTraceback) return [];
+    const message = line.message;
+    if (!mayMatchGrep(message) || isIndented(message) || line.level === 'WARNING' || WARNING.test(message)) {
+      return [];
+    }
+    return this.#set(message, false, line.tag);
+  }
+
+  /** Start-up went on (a phase, the ready line, a new start): the suspect was recovered from. */
+  clear(): void {
+    this.#reason = null;
+    this.#fromTraceback = false;
+  }
+
+  /** A new process start: nothing of the previous one's tracebacks carries over. */
+  reset(): void {
+    this.clear();
+    this.#reader = new TracebackReader();
+  }
+
+  #fromException(thrown: TracebackException): LogEvent[] {
+    const laterLink = thrown.chained && thrown.tag === this.#tag;
+    if (this.#fromTraceback && !laterLink) return [];
+    return this.#set(thrown.text, true, thrown.tag);
+  }
+
+  #set(text: string, fromTraceback: boolean, tag: string): LogEvent[] {
+    const reason = shortReason(text);
+    this.#fromTraceback = fromTraceback;
+    this.#tag = tag;
+    if (reason === this.#reason) return [];
+    this.#reason = reason;
+    return [{ type: 'suspect', reason }];
+  }
+}
+
+/**
+ * What a line's events do to the suspects: a start resets them, other progress (a phase, the ready
+ * line) clears the current one.
+ */
+export function followProgress(suspects: SuspectTracker, events: readonly LogEvent[]): void {
+  for (const event of events) {
+    if (event.type === 'start') suspects.reset();
+    else if (event.type === 'phase' || event.type === 'ready') suspects.clear();
+  }
 }
 
 export interface LogParserOptions {

@@ -155,6 +155,8 @@ export interface RegistryOptions {
   /** `health.ejection_time` / `health.max_ejection_time` (backend-lifecycle.ts); absent = 0, re-admit at `rise` probes. */
   ejectionTime?: number;
   maxEjectionTime?: number;
+  /** `health.failure_quiet` (backend-lifecycle.ts); absent = 0, off. */
+  failureQuiet?: number;
   defaultCap: number;
   now?: () => number;
 }
@@ -225,6 +227,7 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
       stallAfter: this.#opts.stallAfter,
       ejectionTime: this.#opts.ejectionTime,
       maxEjectionTime: this.#opts.maxEjectionTime,
+      failureQuiet: this.#opts.failureQuiet,
       hasLog: config.log !== null,
       now: this.#now,
     });

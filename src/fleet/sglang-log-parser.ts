@@ -15,7 +15,16 @@ import {
   PORT_IN_USE,
   tracebackStart,
 } from './log-line-format.js';
-import { CrashTracker, type LogParserOptions, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
+import {
+  CrashTracker,
+  followProgress,
+  type LogParserOptions,
+  PhaseTracker,
+  phaseRank,
+  runBoundary,
+  SuspectTracker,
+} from './log-parser-state.js';
+import { splitLogLine } from './traceback-reader.js';
 
 const BARS: readonly BarLabel[] = [
   { label: 'Loading safetensors checkpoint shards', phase: 'loading_weights' },
@@ -113,7 +122,18 @@ class SglangLogParser implements LogParser {
     this.#fatalPatterns = fatalPatterns;
   }
 
+  readonly #suspects = new SuspectTracker();
+
   push(line: string): LogEvent[] {
+    const events = this.#read(line);
+    if (events.length > 0) followProgress(this.#suspects, events);
+    if (this.#crash.reported || this.#phases.current === 'serving') return events;
+    const suspects = this.#suspects.read(splitLogLine(line));
+    if (suspects.length > 0) events.push(...suspects);
+    return events;
+  }
+
+  #read(line: string): LogEvent[] {
     const message = sglangMessage(line);
     const traced = this.#crash.continue(line, message);
     if (traced.consumed) return traced.events;

@@ -15,7 +15,16 @@ import {
   PORT_IN_USE,
   tracebackStart,
 } from './log-line-format.js';
-import { CrashTracker, type LogParserOptions, PhaseTracker, phaseRank, runBoundary } from './log-parser-state.js';
+import {
+  CrashTracker,
+  followProgress,
+  type LogParserOptions,
+  PhaseTracker,
+  phaseRank,
+  runBoundary,
+  SuspectTracker,
+} from './log-parser-state.js';
+import { type LogLine, splitLogLine } from './traceback-reader.js';
 
 const BARS: readonly BarLabel[] = [
   { label: 'Loading safetensors checkpoint shards', phase: 'loading_weights' },
@@ -49,6 +58,11 @@ const START = /vLLM API server version/;
 const EARLY_START = /non-default args|Initializing an? (V1 )?LLM engine/;
 const READY = /Application startup complete/;
 const RUNTIME = /Avg prompt throughput|Avg generation throughput/;
+/**
+ * A record of the request layer (`[serving_chat.py:198]`, `serving_completion.py:131]`) or an access
+ * line: the API server answers requests, so the engine was built (vLLM listens only then).
+ */
+const REQUEST_LAYER = /[[ ]serving_\w+\.py:\d+\]|"(GET|POST) \/v1\/[^"]* HTTP\/[\d.]+" \d{3}/;
 
 /**
  * A fatal record followed by the traceback that explains it (engine core and worker processes;
@@ -66,16 +80,6 @@ const FATAL_LINES: readonly RegExp[] = [
   /No available memory for the cache blocks/,
 ];
 
-/** `(EngineCore_DP0 pid=79) `, `(VllmWorker rank=7 pid=37352) `: V1 tags each process's output. */
-const PROCESS_TAG = /^\([^()]*\bpid=\d+\) ?/;
-/**
- * `INFO 08-05 10:00:02 [api_server.py:1805] `; older `INFO 09-01 10:22:14 gpu_worker.py:284] `;
- * 2026 builds drop the time: `INFO [monitor.py:53] `.
- */
-const RECORD_HEADER =
-  /^(DEBUG|INFO|WARNING|ERROR|CRITICAL)( \d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?)? (\[[^\]]+\]|[\w.]+:\d+\]) /;
-const UVICORN_LEVEL = /^(INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+/;
-
 export interface VllmLine {
   /** The text after the process tag and record header, indentation kept. */
   message: string;
@@ -83,11 +87,10 @@ export interface VllmLine {
   isRecord: boolean;
 }
 
+/** The process tag (`(EngineCore_DP0 pid=79) `) and record header stripped (traceback-reader.ts). */
 export function vllmMessage(line: string): VllmLine {
-  const untagged = line.replace(PROCESS_TAG, '');
-  const header = RECORD_HEADER.exec(untagged);
-  if (header !== null) return { message: untagged.slice(header[0].length), isRecord: true };
-  return { message: untagged.replace(UVICORN_LEVEL, ''), isRecord: false };
+  const { message, isRecord } = splitLogLine(line);
+  return { message, isRecord };
 }
 
 export function createVllmLogParser(options: LogParserOptions = {}): LogParser {
@@ -112,8 +115,19 @@ class VllmLogParser implements LogParser {
     this.#fatalPatterns = fatalPatterns;
   }
 
+  readonly #suspects = new SuspectTracker();
+
   push(line: string): LogEvent[] {
-    const { message, isRecord } = vllmMessage(line);
+    const split = splitLogLine(line);
+    const events = this.#read(line, split);
+    if (events.length > 0) followProgress(this.#suspects, events);
+    if (this.#crash.reported || this.#phases.current === 'serving') return events;
+    const suspects = this.#suspects.read(split);
+    if (suspects.length > 0) events.push(...suspects);
+    return events;
+  }
+
+  #read(line: string, { message, isRecord }: LogLine): LogEvent[] {
     const traced = this.#crash.continue(line, message);
     if (traced.consumed) return traced.events;
     const events = traced.events;
@@ -133,7 +147,7 @@ class VllmLogParser implements LogParser {
     const starts = START.test(message) || (!this.#started && EARLY_START.test(message));
     if (starts) this.#started = true;
     const boundary = starts ? 'start' : READY.test(message) ? 'ready' : null;
-    events.push(...(boundary ? runBoundary(this.#crash, this.#phases, boundary) : this.#phaseOf(message)));
+    events.push(...(boundary ? runBoundary(this.#crash, this.#phases, boundary) : this.#phaseOf(message, line)));
     return events;
   }
 
@@ -171,7 +185,7 @@ class VllmLogParser implements LogParser {
     return null;
   }
 
-  #phaseOf(message: string): LogEvent[] {
+  #phaseOf(message: string, line: string): LogEvent[] {
     const bar = lastProgressBar(message, BARS);
     const rule = PHASE_LINES.find(({ pattern }) => pattern.test(message));
     if (bar !== null && (rule === undefined || phaseRank(bar.phase) >= phaseRank(rule.phase))) {
@@ -179,7 +193,9 @@ class VllmLogParser implements LogParser {
     }
     if (rule !== undefined) return this.#phases.advance(rule.phase);
     // Stats lines only: the log was rotated while the server ran.
-    if (this.#phases.current === null && RUNTIME.test(message)) return this.#phases.advance('serving');
+    if (this.#phases.current === null && (RUNTIME.test(message) || REQUEST_LAYER.test(line))) {
+      return this.#phases.advance('serving');
+    }
     return [];
   }
 }

@@ -138,7 +138,11 @@ export class EngineSupervisor {
     void proc.exited.then((exit) => {
       if (this.#proc !== proc || this.#ending !== null || this.#closed) return;
       this.#log.warn({ pid: proc.pid, ...exit }, `engine ${this.engine.name} ${describeExit(exit)}`);
-      void this.#end('exit', false);
+      // A start-up failure suspect in its log becomes the failure (and the reason remedies match).
+      const backend = this.#backend();
+      if (backend !== undefined)
+        this.#opts.registry.apply(backend, { type: 'process_exit', detail: describeExit(exit) });
+      if (this.#ending === null && this.#proc === proc) void this.#end('exit', false);
     });
   }
 

@@ -4,7 +4,12 @@
  * a backend that leaves the fleet leaves no stale series behind.
  */
 import type { Counter, Gauge } from 'prom-client';
-import { BACKEND_STATES, type BackendSnapshot, type BackendState } from '../fleet/backend-lifecycle.js';
+import {
+  BACKEND_STATES,
+  type BackendSnapshot,
+  type BackendState,
+  type SuspectCause,
+} from '../fleet/backend-lifecycle.js';
 import { type Backend, RESTART_REASONS, type RestartReason } from '../fleet/registry.js';
 import type { MetricFamilies } from './definitions.js';
 import { RequestSeries } from './request-series.js';
@@ -23,6 +28,7 @@ export class BackendSeries {
   readonly #probeFail: Counter.Internal;
   /** Keyed `from>to`: at most 30 pairs. */
   readonly #transitions = new Map<string, Counter.Internal>();
+  readonly #suspectCauses = new Set<SuspectCause>();
   readonly #supervised: Gauge.Internal<'backend'>;
   readonly #restarts = new Map<RestartReason, Counter.Internal>();
   #state: BackendState;
@@ -67,8 +73,12 @@ export class BackendSeries {
     return this.#state;
   }
 
-  transition(from: BackendState, to: BackendState): void {
+  transition(from: BackendState, to: BackendState, cause?: SuspectCause): void {
     this.#transitionCounter(from, to).inc();
+    if (cause !== undefined) {
+      this.#suspectCauses.add(cause);
+      this.#families.startupFailures.labels({ backend: this.backend.name, by: cause }).inc();
+    }
     this.#state = to;
     this.#showState(to);
   }
@@ -113,6 +123,7 @@ export class BackendSeries {
     f.healthChecks.remove({ backend, result: 'fail' });
     f.supervised.remove({ backend });
     for (const reason of this.#restarts.keys()) f.restarts.remove({ backend, reason });
+    for (const by of this.#suspectCauses) f.startupFailures.remove({ backend, by });
     for (const key of this.#transitions.keys()) {
       const [from, to] = key.split('>');
       f.transitions.remove({ backend, from, to });

@@ -130,6 +130,12 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       labelNames: ['backend', 'from', 'to'] as const,
       registers,
     }),
+    startupFailures: new Counter({
+      name: 'fleetgate_startup_failure_verdicts_total',
+      help: "Backends failed on a start-up failure suspect (a traceback's final exception or a runbook-grep line), by what confirmed it (exit, port_down, quiet).",
+      labelNames: ['backend', 'by'] as const,
+      registers,
+    }),
     restarts: new Counter({
       name: 'fleetgate_backend_restarts_total',
       help: 'Restarts of an engine fleetgate launched, by reason (exit, failed, stalled, no_progress, operator).',

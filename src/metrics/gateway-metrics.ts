@@ -150,8 +150,8 @@ export class GatewayMetrics {
     this.#backends.delete(backend.name);
   };
 
-  readonly #onTransition = ({ backend, from, to }: TransitionEvent): void => {
-    this.#series(backend.name)?.transition(from, to);
+  readonly #onTransition = ({ backend, from, to, cause }: TransitionEvent): void => {
+    this.#series(backend.name)?.transition(from, to, cause);
   };
 
   readonly #onChange = (backend: Backend): void => {

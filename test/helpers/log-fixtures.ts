@@ -20,6 +20,8 @@ export interface ExpectedVerdict {
   reason_exact?: string;
   /** 1-based line from which the failure is known: the crash head or the fatal line. */
   head_line?: number;
+  /** 1-based line of the start-up failure suspect that becomes the reason (exit or quiet confirm it). */
+  suspect_line?: number;
 }
 
 export interface LogFixture {
@@ -27,6 +29,8 @@ export interface LogFixture {
   source: string;
   engine: 'sglang' | 'vllm';
   verdict: ExpectedVerdict;
+  /** What really happened when the log alone cannot tell (a process that died without a line). */
+  truth?: 'failed';
   note?: string;
 }
 
@@ -45,19 +49,30 @@ export interface Verdict {
   reason: string | null;
 }
 
-/** What the events of one log say at its end, as the lifecycle reads them (a fatal sticks until a start). */
+/**
+ * What the events of one log say at its end, as the lifecycle reads them: a fatal sticks until a
+ * start; a start-up failure suspect that no progress followed fails it, the end of the file being
+ * the quiet that `health.failure_quiet` waits for.
+ */
 export function verdictOf(events: readonly LogEvent[]): Verdict {
   let verdict: Verdict = { state: 'starting', phase: null, reason: null };
+  let suspect: string | null = null;
   for (const event of events) {
     switch (event.type) {
       case 'start':
         verdict = { state: 'starting', phase: null, reason: null };
+        suspect = null;
         break;
       case 'phase':
         if (verdict.state !== 'failed') verdict.phase = event.phase;
+        suspect = null;
         break;
       case 'ready':
         if (verdict.state !== 'failed') verdict.state = 'ready-line-seen';
+        suspect = null;
+        break;
+      case 'suspect':
+        if (verdict.state === 'starting') suspect = event.reason;
         break;
       case 'fatal':
         if (verdict.state !== 'failed') verdict = { ...verdict, state: 'failed', reason: event.reason };
@@ -67,6 +82,7 @@ export function verdictOf(events: readonly LogEvent[]): Verdict {
         break;
     }
   }
+  if (suspect !== null && verdict.state === 'starting') verdict = { ...verdict, state: 'failed', reason: suspect };
   return verdict;
 }
 

@@ -26,6 +26,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     ejection_time: 30_000,
     max_ejection_time: 300_000,
     fatal_patterns: [],
+    failure_quiet: 5_000,
   },
   routing: {
     policy: 'least-loaded',
@@ -112,6 +113,7 @@ test('every key is read and converted', () => {
       ejection_time: '10s',
       max_ejection_time: '2m',
       fatal_patterns: ['NCCL error', 'Segmentation fault \\(core dumped\\)'],
+      failure_quiet: '2s',
     },
     routing: {
       policy: 'power-of-two',
@@ -161,6 +163,7 @@ test('every key is read and converted', () => {
       ejection_time: 10_000,
       max_ejection_time: 120_000,
       fatal_patterns: ['NCCL error', 'Segmentation fault \\(core dumped\\)'],
+      failure_quiet: 2_000,
     },
     routing: {
       policy: 'power-of-two',

@@ -37,6 +37,17 @@ describe('log fixtures from public issues', () => {
     });
   }
 
+  for (const fixture of fixtures.filter((f) => f.verdict.suspect_line !== undefined)) {
+    test(`${fixture.file}: the failure's reason comes from its suspect line`, () => {
+      const lines = fixtureText(fixture).split('\n');
+      const expected = lines[(fixture.verdict.suspect_line ?? 0) - 1];
+      const parsed = parse(fixture.engine, fixtureText(fixture));
+      const last = parsed.filter((entry) => entry.events.some((event) => event.type === 'suspect')).at(-1);
+      assert.equal(last?.line, expected);
+      assert.ok(!parsed.some((entry) => entry.events.some((event) => event.type === 'fatal')), 'no fatal line');
+    });
+  }
+
   for (const fixture of fixtures.filter((f) => f.verdict.head_line !== undefined)) {
     test(`${fixture.file}: fatal on its head line`, () => {
       // Empty lines are dropped by the splitter; count the file's lines to find the head.
