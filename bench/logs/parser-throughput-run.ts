@@ -1,8 +1,9 @@
 /**
- * Log parser throughput, this tree's parsers against another git ref's (default `main`), side by
- * side in one run: following 7 busy logs must cost no more with the shared traceback reader.
+ * Log parser throughput, this tree's parsers against another git ref's (default: the round-2 tree,
+ * 4454db3, before the traceback reader), side by side in one run: following 7 busy logs must cost
+ * no more with the shared traceback reader.
  *
- *   node --import tsx bench/logs/parser-throughput-run.ts [--mb 1024] [--ref main] [--rounds 2] [--out FILE]
+ *   node --import tsx bench/logs/parser-throughput-run.ts [--mb 1024] [--ref REF] [--rounds 2] [--out FILE]
  *
  * Generates a log of `--mb` MB in /tmp (half SGLang, half vLLM: every real excerpt of the engine in
  * test/fixtures/logs, repeated; tracebacks, progress bars, process tags and runtime lines), reads it
@@ -30,7 +31,7 @@ const READ_BYTES = 256 * 1024;
 const { values } = parseArgs({
   options: {
     mb: { type: 'string', default: '1024' },
-    ref: { type: 'string', default: 'main' },
+    ref: { type: 'string', default: '4454db376ce5b33338ba11df5b916cc5bd5b6230' },
     rounds: { type: 'string', default: '2' },
     out: { type: 'string' },
   },
