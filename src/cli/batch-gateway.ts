@@ -79,7 +79,12 @@ export async function startInProcess(opts: InProcessOptions): Promise<InProcessS
 }
 
 /** Null once `target` backends are ready; else why not (timed out, or stopped by `signal`). */
-async function waitReady(url: URL, target: ReadyTarget, timeoutMs: number, signal: AbortSignal): Promise<string | null> {
+async function waitReady(
+  url: URL,
+  target: ReadyTarget,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<string | null> {
   const deadline = Date.now() + timeoutMs;
   let lastKey: string | null = null;
   let last = 'no status read';

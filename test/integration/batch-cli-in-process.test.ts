@@ -32,7 +32,10 @@ test('--serve: fleetgate in the batch process, backends waited for, 300/300 answ
   const dir = tempDir(t);
   const input = writeChatInput(dir, COUNT);
   const output = join(dir, 'output.jsonl');
-  const sims = await createSims(t, [{}, {}, {}].map(() => ({ engine: { tokenMs: 1, maxRunningRequests: 16 } })));
+  const sims = await createSims(
+    t,
+    [{}, {}, {}].map(() => ({ engine: { tokenMs: 1, maxRunningRequests: 16 } })),
+  );
   for (const sim of sims) sim.start();
 
   const run = spawnCli([
