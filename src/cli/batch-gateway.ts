@@ -29,7 +29,8 @@ export interface InProcessOptions {
 }
 
 export type InProcessStart =
-  | { ok: true; url: URL; stop: () => Promise<void> }
+  /** `apiKey`: the config's first `auth.api_keys` entry, for the batch's requests to pass its own key check. */
+  | { ok: true; url: URL; apiKey: string | null; stop: () => Promise<void> }
   /** Nothing left running; `code` is the exit status. */
   | { ok: false; code: number; message: string };
 
@@ -75,7 +76,7 @@ export async function startInProcess(opts: InProcessOptions): Promise<InProcessS
     await gateway.close();
     return { ok: false, code: opts.signal.aborted ? 130 : 1, message: `fleetgate batch: ${waited} (nothing was sent)` };
   }
-  return { ok: true, url, stop: () => gateway.close() };
+  return { ok: true, url, apiKey: config.auth.api_keys[0] ?? null, stop: () => gateway.close() };
 }
 
 /** Null once `target` backends are ready; else why not (timed out, or stopped by `signal`). */

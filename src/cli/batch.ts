@@ -41,7 +41,7 @@ options:
   --max-attempts N         tries of a request that got a 5xx or a cut answer (default 3); a 4xx is not retried
   --timeout DUR            longest wait for one answer (default 30m)
   --max-input-size SIZE    largest INPUT accepted (default ${formatSize(DEFAULT_BATCH_MAX_FILE_SIZE)})
-  --api-key KEY            sent as Authorization: Bearer KEY (default $FLEETGATE_API_KEY)
+  --api-key KEY            sent as Authorization: Bearer KEY (default $FLEETGATE_API_KEY; in-process, the config's first auth.api_keys)
   --json-progress          progress as JSON lines on stdout (default: a bar on a terminal, else a line every 30 s on stderr)
   -h, --help               this text
 
@@ -264,7 +264,7 @@ async function runInProcess(
     return started.code;
   }
   try {
-    return await runBatchCommand(args, started.url, requests);
+    return await runBatchCommand({ ...args, apiKey: args.apiKey ?? started.apiKey }, started.url, requests);
   } finally {
     await started.stop();
   }

@@ -2,7 +2,7 @@
  * `fleetgate batch --serve` and `--launch`: the batch runs through a fleetgate built in its own
  * process (no `fleetgate serve` running anywhere), which waits for the backends to be ready, sends
  * every request over real TCP to the simulated engines, and stops at the end: the command exits 0
- * by itself, and under `--launch` no process of any engine it started (nor an engine's own child,
+ * by itself (with `auth.api_keys` set, the batch's requests carry the first key), and under `--launch` no process of any engine it started (nor an engine's own child,
  * which ignores SIGTERM) is left running.
  */
 import assert from 'node:assert/strict';
@@ -50,6 +50,9 @@ test('--serve: fleetgate in the batch process, backends waited for, 300/300 answ
     'all',
     '--set',
     'health.starting_interval=100ms',
+    // Its own key check applies to the batch's requests: they carry the first key.
+    '--set',
+    'auth.api_keys=batch-secret,other',
   ]);
   t.after(() => run.child.kill('SIGKILL'));
   const code = await exited(run);
