@@ -36,7 +36,11 @@ export function modelFleetView(registry: FleetRegistry): FleetView {
 }
 
 /** One batch job through fleetgate in virtual time, with `--concurrency N` or (null) auto. */
-export async function modelBatchJob(opts: { jobs: Job[]; concurrency: number | null; kvTokens?: number }) {
+export async function modelBatchJob(opts: {
+  jobs: Job[];
+  concurrency: number | null;
+  kvTokens?: number;
+}): Promise<BatchModelRun> {
   const { jobs } = opts;
   const clock = new VirtualClock({ settle: true });
   const { base, engines } = modelEngines(clock, opts.kvTokens);

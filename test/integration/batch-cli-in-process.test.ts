@@ -52,7 +52,7 @@ test('--serve: fleetgate in the batch process, backends waited for, 300/300 answ
     'health.starting_interval=100ms',
     // Its own key check applies to the batch's requests: they carry the first key.
     '--set',
-    'auth.api_keys=batch-secret,other',
+    'auth.api_keys=[batch-secret, other]',
   ]);
   t.after(() => run.child.kill('SIGKILL'));
   const code = await exited(run);
