@@ -1,11 +1,13 @@
 /**
- * `npm run bench:batch`: `fleetgate batch`'s engine with `--concurrency auto` against a sweep of
+ * bench:batch over real sockets (a smoke check: on a shared 2-core machine one setting's makespan
+ * moves 2x between runs; the cited figure is run.ts's virtual-time model). `fleetgate batch`'s
+ * engine with `--concurrency auto` against a sweep of
  * hand-tuned `--concurrency N`, on bench:balance's KV-limited simulated fleet (7 servers, one 1.3x
  * slower, answers of unknown length; bench/balance/fleet-spec.ts). Each setting runs the same job
  * through a fresh fleetgate (adaptive caps start anew) and the makespan is compared: the target is
  * auto >= 0.97x the best N's throughput (auto makespan <= best / 0.97).
  *
- *   node --import tsx bench/batch/run.ts [--requests 2000] [--sweep 14,28,56,112,224] [--out FILE]
+ *   node --import tsx bench/batch/sockets-run.ts [--requests 2000] [--sweep 14,28,56,112,224] [--out FILE]
  *
  * One summary JSON in bench/results/, a table on stdout, progress on stderr.
  */
