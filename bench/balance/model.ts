@@ -24,7 +24,7 @@ import { engineFor, engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloa
 import { type Job, makeWorkload } from './workload.js';
 
 /** One way, client to balancer to server (and back): a loopback hop through a proxy. */
-const NETWORK_MS = 0.3;
+export const NETWORK_MS = 0.3;
 const LOAD_INTERVAL_MS = 250;
 
 export type ModelBalancer =
@@ -47,6 +47,16 @@ export class VirtualClock {
   now = 0;
   #seq = 0;
   #heap: Timer[] = [];
+  readonly #settle: boolean;
+
+  /**
+   * `settle`: after each timer, let every promise chain it started run to its end before time moves
+   * on (a macrotask turn), not one microtask turn: a chain of several awaits (a batch client reading
+   * the fleet's status) would otherwise finish at some later timer, late in virtual time.
+   */
+  constructor({ settle = false } = {}) {
+    this.#settle = settle;
+  }
 
   /** Like the simulator's timers: Node truncates a delay to whole milliseconds (at least 1); 0 = next turn. */
   schedule = (fn: () => void, ms: number): (() => void) => {
@@ -68,7 +78,8 @@ export class VirtualClock {
       this.now = timer.at;
       timer.fn();
       // The admission queue resolves waiters through promises.
-      await Promise.resolve();
+      if (this.#settle) await new Promise((resolve) => setImmediate(resolve));
+      else await Promise.resolve();
     }
   }
 
@@ -173,6 +184,10 @@ function oracle(clock: VirtualClock, engines: Engine[], maxRunning: number, done
   };
 }
 
+export function modelRegistry(): FleetRegistry {
+  return new FleetRegistry({ rise: 1, fall: 1, stallAfter: Number.MAX_SAFE_INTEGER, defaultCap: 0 });
+}
+
 export function fleetgate(opts: {
   capped: boolean;
   /** Default least-loaded. */
@@ -187,10 +202,12 @@ export function fleetgate(opts: {
   replica?: number;
   /** When the first load report is read (default at once, as real fleetgate reads a backend as it turns ready). */
   firstReportMs?: number;
+  /** The registry to count in (default a fresh one), for a caller that reads the fleet as `/fleet/status` would. */
+  registry?: FleetRegistry;
 }): Router {
   const { capped, clock, engines, maxRunning, done, replica = 0 } = opts;
   // The queue and the policy read only the load figures; the lifecycle is never consulted here.
-  const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: Number.MAX_SAFE_INTEGER, defaultCap: 0 });
+  const registry = opts.registry ?? modelRegistry();
   // fleetgate's own controller: each backend holds UNREAD_CAP until its first report.
   if (capped) new CapController({ registry, scraping: true });
   const backends = engines.map((_, i) =>
@@ -271,6 +288,16 @@ export function simRequest(
   };
 }
 
+/** The bench's fleet of simulated engines on `clock`. */
+export function modelEngines(clock: VirtualClock, kvTokens?: number) {
+  const base = engineOptions({ quick: false, kvTokens });
+  const engines = Array.from(
+    { length: SERVERS },
+    (_, i) => new Engine(engineFor(base, i), clock.schedule, { now: () => clock.now }),
+  );
+  return { base, engines };
+}
+
 /** One job through one balancer, in virtual time. */
 export async function modelJob(opts: {
   balancer: ModelBalancer;
@@ -281,11 +308,7 @@ export async function modelJob(opts: {
   kvTokens?: number;
 }): Promise<ModelRun> {
   const clock = new VirtualClock();
-  const base = engineOptions({ quick: false, kvTokens: opts.kvTokens });
-  const engines = Array.from(
-    { length: SERVERS },
-    (_, i) => new Engine(engineFor(base, i), clock.schedule, { now: () => clock.now }),
-  );
+  const { base, engines } = modelEngines(clock, opts.kvTokens);
   const { jobs } = opts;
   const completed = new Array<number>(SERVERS).fill(0);
   let next = 0;

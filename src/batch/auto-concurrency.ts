@@ -2,11 +2,18 @@
  * How many requests a batch keeps in flight, from fleetgate's own view of the fleet
  * (`GET /fleet/status`) rather than a number the user guesses: the room of every ready backend
  * (its in-flight cap, which under `max_inflight_per_backend: auto` follows the engine's batch slots
- * and KV cache; uncapped, what it reports running and queued) plus a headroom that waits in
- * fleetgate's queue, so a freed slot is refilled at once from there instead of after a round trip
- * to this client. More would only lengthen fleetgate's queue (and the time to notice a cancel);
- * fewer leaves slots idle. With no backend ready it pauses: a request sent then would only wait
- * out the queue timeout.
+ * and KV cache; uncapped, what it reports running and queued), each counted at the most it has
+ * shown during the run, plus one request per ready backend waiting in fleetgate's queue, so a freed
+ * slot is refilled at once from there instead of after a round trip to this client.
+ *
+ * Why the most, not the room now: an adaptive cap closes while the backend's KV cache is full and
+ * opens again by a quarter at each load report (every 250 ms by default), four times between two
+ * reads of the status here. A limit that followed the cap down would leave the slots it reopens
+ * idle until the next read (bench:batch: 0.965x the best fixed concurrency's throughput that way, 0.995x with this rule);
+ * the requests above the cap wait in fleetgate's queue, where they cost the engines nothing and
+ * interactive requests overtake them. A backend not ready is not counted. More would only
+ * lengthen fleetgate's queue (and the time to notice a cancel); fewer leaves slots idle. With no
+ * backend ready it pauses: a request sent then would only wait out the queue timeout.
  */
 
 /** The part of `GET /fleet/status` this reads (admin/fleet-summary.ts `FleetStatus`). */
@@ -15,6 +22,7 @@ export interface FleetView {
   total: number;
   waiting?: Record<string, number>;
   backends: Array<{
+    name: string;
     state: string;
     inflight: number;
     inflight_cap: number | null;
@@ -24,27 +32,36 @@ export interface FleetView {
 
 /** Room assumed for an uncapped backend that reports no load. */
 export const UNCAPPED_ROOM = 32;
-/** Share of the fleet's room kept waiting in fleetgate's queue. */
-export const HEADROOM_SHARE = 0;
-/** At least this many per ready backend wait there. */
+/** Requests per ready backend that wait in fleetgate's queue. */
 export const HEADROOM_PER_BACKEND = 1;
 export const MAX_AUTO_CONCURRENCY = 8192;
 
-export function autoConcurrency(view: FleetView): number {
-  let room = 0;
-  let ready = 0;
-  for (const backend of view.backends) {
-    if (backend.state !== 'ready') continue;
-    ready++;
-    if (backend.inflight_cap !== null) room += backend.inflight_cap;
-    else {
-      const reported = (backend.serving?.running ?? 0) + (backend.serving?.queued ?? 0);
-      room += Math.max(UNCAPPED_ROOM, reported, backend.inflight);
+type BackendView = FleetView['backends'][number];
+
+/** What a ready backend can take now: its cap, or uncapped what it reports (at least `UNCAPPED_ROOM`). */
+function roomNow(backend: BackendView): number {
+  if (backend.inflight_cap !== null) return backend.inflight_cap;
+  const reported = (backend.serving?.running ?? 0) + (backend.serving?.queued ?? 0);
+  return Math.max(UNCAPPED_ROOM, reported, backend.inflight);
+}
+
+/** The auto limit over one run: it remembers each backend's most room, by name. */
+export class AutoConcurrency {
+  readonly #most = new Map<string, number>();
+
+  next(view: FleetView): number {
+    let room = 0;
+    let ready = 0;
+    for (const backend of view.backends) {
+      if (backend.state !== 'ready') continue;
+      ready++;
+      const most = Math.max(this.#most.get(backend.name) ?? 0, roomNow(backend));
+      this.#most.set(backend.name, most);
+      room += most;
     }
+    if (ready === 0) return 0;
+    return Math.min(MAX_AUTO_CONCURRENCY, room + HEADROOM_PER_BACKEND * ready);
   }
-  if (ready === 0) return 0;
-  const headroom = Math.max(HEADROOM_PER_BACKEND * ready, Math.ceil(room * HEADROOM_SHARE));
-  return Math.min(MAX_AUTO_CONCURRENCY, room + headroom);
 }
 
 export interface ConcurrencyOptions {
@@ -57,6 +74,7 @@ export interface ConcurrencyOptions {
 /** Polls the fleet's status; `limit()` is what the runner may have in flight now. */
 export class ConcurrencyControl {
   readonly #opts: ConcurrencyOptions;
+  readonly #auto = new AutoConcurrency();
   #limit: number;
   #view: FleetView | null = null;
   #timer: NodeJS.Timeout | null = null;
@@ -79,7 +97,7 @@ export class ConcurrencyControl {
     this.#polling = true;
     try {
       this.#view = await this.#opts.fetchStatus();
-      if (this.#opts.fixed === null) this.#limit = autoConcurrency(this.#view);
+      if (this.#opts.fixed === null) this.#limit = this.#auto.next(this.#view);
     } catch {
       // fleetgate unreachable: keep the last limit; the requests say so themselves and wait.
     } finally {

@@ -1,7 +1,9 @@
 /**
  * `fleetgate batch INPUT.jsonl -o OUTPUT.jsonl`: runs an OpenAI Batch input file through a running
- * fleetgate, resumably (OUTPUT is the ledger; docs/batch.md). Exit 0 all done, 1 some requests
- * failed for good (or fleetgate unreachable), 2 usage or input error (nothing is sent).
+ * fleetgate (`--url`), or through one it builds in this process for the run (`--serve`/`--launch`,
+ * batch-gateway.ts), resumably (OUTPUT is the ledger; docs/batch.md). Exit 0 all done, 1 some
+ * requests failed for good (or fleetgate unreachable, or its backends not ready in time), 2 usage,
+ * config or input error (nothing is sent).
  */
 import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -15,13 +17,19 @@ import { LedgerError } from '../batch/output-ledger.js';
 import { type ProgressMode, ProgressReporter } from '../batch/progress-reporter.js';
 import { DEFAULT_BATCH_MAX_FILE_SIZE } from '../config/defaults.js';
 import { formatSize, parseDuration, parseSize } from '../config/duration.js';
+import { type InProcessOptions, startInProcess } from './batch-gateway.js';
 import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
+import { parseReadyTarget } from './render-wait.js';
 
 const usage = `usage: fleetgate batch INPUT.jsonl -o OUTPUT.jsonl [--url URL] [--concurrency auto|N] [--max-attempts N] [--json-progress]
+       fleetgate batch INPUT.jsonl -o OUTPUT.jsonl --serve|--launch [--config FILE] [serve options] [--ready N|all] [batch options]
 
 Sends every request of INPUT (OpenAI Batch input: one {"custom_id", "method", "url", "body"} per line;
-urls /v1/chat/completions, /v1/completions, /v1/embeddings) through a running fleetgate, in its batch
+urls /v1/chat/completions, /v1/completions, /v1/embeddings) through fleetgate, in its batch
 priority class, and writes each answer to OUTPUT (OpenAI Batch output format) as it arrives.
+fleetgate is a running one (--url), or with --serve (--launch) one started in this process from the
+config as \`fleetgate serve\` (\`launch\`, engines included) would start it, on a loopback port, and
+stopped (engines too) when the batch ends.
 OUTPUT is the ledger: run the same command again after a kill and only the custom_ids not yet in it
 are sent. Requests that failed for good go to the errors file (tried again by the next run).
 
@@ -33,12 +41,23 @@ options:
   --max-attempts N         tries of a request that got a 5xx or a cut answer (default 3); a 4xx is not retried
   --timeout DUR            longest wait for one answer (default 30m)
   --max-input-size SIZE    largest INPUT accepted (default ${formatSize(DEFAULT_BATCH_MAX_FILE_SIZE)})
-  --api-key KEY            sent as Authorization: Bearer KEY (default $FLEETGATE_API_KEY)
+  --api-key KEY            sent as Authorization: Bearer KEY (default $FLEETGATE_API_KEY; in-process, the config's first auth.api_keys)
   --json-progress          progress as JSON lines on stdout (default: a bar on a terminal, else a line every 30 s on stderr)
   -h, --help               this text
 
-exit status: 0 every request answered, 1 some failed for good (count printed) or fleetgate unreachable,
-2 usage or input error (bad JSONL names the line; nothing is sent)
+in-process fleetgate (instead of --url):
+  --serve                  start fleetgate here, as \`fleetgate serve\` with the same config flags would
+  --launch                 the same, starting and supervising the engines of the config's launch: section
+  --config FILE, --backend URL, --listen HOST:PORT, --log-level LEVEL, --set key.path=value
+                           as for \`fleetgate serve\`; defaults here: listen 127.0.0.1:0, log.level warn on
+                           stderr, no access log, batch.enabled false
+  --ready N|all            backends ready before the first request (default: the config's min_ready, at least 1);
+                           auto concurrency follows the ones that turn ready later
+  --ready-timeout DUR      give up (exit 1, nothing sent) when they are not ready by then (default 30m)
+
+exit status: 0 every request answered, 1 some failed for good (count printed), fleetgate unreachable or
+its backends not ready in time, 2 usage, config or input error (bad JSONL names the line; nothing is sent),
+130 stopped by SIGINT/SIGTERM (run the same command again to resume)
 `;
 
 class UsageError extends Error {}
@@ -47,14 +66,21 @@ interface BatchArgs {
   input: string;
   output: string;
   errors: string;
-  url: URL;
+  /** A running fleetgate; null with `gateway`. */
+  url: URL | null;
   concurrency: number | null;
   maxAttempts: number;
   timeoutMs: number;
   maxInputSize: number;
   apiKey: string | null;
   jsonProgress: boolean;
+  /** `--serve`/`--launch`: the fleetgate built in this process; null: the one at `url`. */
+  gateway: Omit<InProcessOptions, 'signal'> | null;
 }
+
+/** `fleetgate serve`'s config flags, passed on in order to the in-process gateway. */
+const GATEWAY_FLAGS = ['config', 'backend', 'listen', 'log-level', 'set'];
+const DEFAULT_READY_TIMEOUT = '30m';
 
 function positiveInteger(value: string, flag: string): number {
   const n = Number(value);
@@ -68,9 +94,10 @@ export function defaultErrorsPath(output: string): string {
 }
 
 function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
-  const { values, positionals } = parseArgs({
+  const { values, positionals, tokens } = parseArgs({
     args: argv,
     allowPositionals: true,
+    tokens: true,
     options: {
       output: { type: 'string', short: 'o' },
       errors: { type: 'string' },
@@ -81,6 +108,15 @@ function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
       'max-input-size': { type: 'string' },
       'api-key': { type: 'string' },
       'json-progress': { type: 'boolean', default: false },
+      serve: { type: 'boolean', default: false },
+      launch: { type: 'boolean', default: false },
+      config: { type: 'string' },
+      backend: { type: 'string', multiple: true },
+      listen: { type: 'string' },
+      'log-level': { type: 'string' },
+      set: { type: 'string', multiple: true },
+      ready: { type: 'string' },
+      'ready-timeout': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -95,17 +131,57 @@ function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
   if (maxInputSize === null || maxInputSize <= 0)
     throw new UsageError(`--max-input-size must be a size such as 200MiB, got '${values['max-input-size']}'`);
   if (positionals[0] === values.output) throw new UsageError('INPUT and OUTPUT are the same file');
+  const gateway = gatewayArgs(values, tokens);
   return {
     input: positionals[0],
     output: values.output,
     errors: values.errors ?? defaultErrorsPath(values.output),
-    url: resolveBaseUrl(values.url),
+    url: gateway === null ? resolveBaseUrl(values.url) : null,
     concurrency: values.concurrency === 'auto' ? null : positiveInteger(values.concurrency, '--concurrency'),
     maxAttempts: positiveInteger(values['max-attempts'], '--max-attempts'),
     timeoutMs,
     maxInputSize,
     apiKey: values['api-key'] ?? (process.env.FLEETGATE_API_KEY || null),
     jsonProgress: values['json-progress'],
+    gateway,
+  };
+}
+
+type GatewayValues = {
+  serve: boolean;
+  launch: boolean;
+  url?: string;
+  ready?: string;
+  'ready-timeout'?: string;
+};
+type Token = ReturnType<typeof parseArgs>['tokens'] extends (infer T)[] | undefined ? T : never;
+
+/** `--serve`/`--launch` and the serve flags that go with them; null without either. */
+function gatewayArgs(values: GatewayValues, tokens: Token[]): BatchArgs['gateway'] {
+  const passed = tokens.filter(
+    (t): t is Extract<Token, { kind: 'option' }> => t.kind === 'option' && GATEWAY_FLAGS.includes(t.name),
+  );
+  if (values.serve && values.launch) throw new UsageError('give --serve or --launch, not both');
+  if (!values.serve && !values.launch) {
+    const stray = tokens.find(
+      (t) => t.kind === 'option' && [...GATEWAY_FLAGS, 'ready', 'ready-timeout'].includes(t.name),
+    );
+    if (stray?.kind === 'option') throw new UsageError(`${stray.rawName} needs --serve or --launch`);
+    return null;
+  }
+  if (values.url !== undefined) throw new UsageError('--url is for a running fleetgate: drop it, or --serve/--launch');
+  const ready = values.ready === undefined ? null : parseReadyTarget(values.ready);
+  if (ready === null && values.ready !== undefined)
+    throw new UsageError(`--ready must be a positive whole number or 'all', got '${values.ready}'`);
+  const timeoutText = values['ready-timeout'] ?? DEFAULT_READY_TIMEOUT;
+  const readyTimeoutMs = parseDuration(timeoutText);
+  if (readyTimeoutMs === null || readyTimeoutMs <= 0)
+    throw new UsageError(`--ready-timeout must be a duration such as 10m, got '${timeoutText}'`);
+  return {
+    mode: values.serve ? 'serve' : 'launch',
+    argv: passed.flatMap((t) => [t.rawName, t.value ?? '']),
+    ready,
+    readyTimeoutMs,
   };
 }
 
@@ -161,21 +237,51 @@ export async function run(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  return runBatchCommand(args, requests);
+  if (args.url !== null) return runBatchCommand(args, args.url, requests);
+  if (args.gateway === null) throw new Error('neither --url nor an in-process fleetgate');
+  return runInProcess(args, args.gateway, requests);
 }
 
-async function runBatchCommand(args: BatchArgs, requests: BatchRequest[]): Promise<number> {
-  const control = new ConcurrencyControl({ fixed: args.concurrency, fetchStatus: fleetViewReader(args.url) });
+/** `--serve`/`--launch`: the batch through a fleetgate of its own, stopped (engines too) at the end. */
+async function runInProcess(
+  args: BatchArgs,
+  gateway: NonNullable<BatchArgs['gateway']>,
+  requests: BatchRequest[],
+): Promise<number> {
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let started: Awaited<ReturnType<typeof startInProcess>>;
+  try {
+    started = await startInProcess({ ...gateway, signal: stop.signal });
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  if (!started.ok) {
+    process.stderr.write(`${started.message}\n`);
+    return started.code;
+  }
+  try {
+    return await runBatchCommand({ ...args, apiKey: args.apiKey ?? started.apiKey }, started.url, requests);
+  } finally {
+    await started.stop();
+  }
+}
+
+async function runBatchCommand(args: BatchArgs, url: URL, requests: BatchRequest[]): Promise<number> {
+  const control = new ConcurrencyControl({ fixed: args.concurrency, fetchStatus: fleetViewReader(url) });
   await control.poll();
   if (control.view === null) {
     process.stderr.write(
-      `fleetgate batch: cannot read ${new URL('fleet/status', args.url)}: is fleetgate running there? (nothing was sent)\n`,
+      `fleetgate batch: cannot read ${new URL('fleet/status', url)}: is fleetgate running there? (nothing was sent)\n`,
     );
     return 1;
   }
   await control.start();
   const sender = new BatchSender({
-    base: args.url,
+    base: url,
     priorityClass: batchClassOf(control.view),
     apiKey: args.apiKey,
     timeoutMs: args.timeoutMs,

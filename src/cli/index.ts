@@ -25,7 +25,7 @@ commands:
   drain   NAME [--url URL] [--token T]                               stop sending new requests to a backend
   resume  NAME [--url URL] [--token T]                               undo drain
   restart NAME [--url URL] [--token T]                               restart an engine fleetgate launch started
-  batch   INPUT.jsonl -o OUTPUT.jsonl [--url URL]                    run an OpenAI Batch input file through fleetgate, resumably
+  batch   INPUT.jsonl -o OUTPUT.jsonl [--url URL | --serve|--launch] run an OpenAI Batch input file through fleetgate, resumably
   demo                                                               simulated fleet of 7 + proxy
   sim     --ports 30000-30006 [...]                                  simulated SGLang servers
 

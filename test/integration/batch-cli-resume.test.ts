@@ -13,6 +13,21 @@ import { startReadyFleet } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
 
 const COUNT = 5000;
+
+/** `count()` once it gave the same value 5 times in a row, 200 ms apart (bounded by 30 s). */
+async function settledCount(count: () => number): Promise<number> {
+  let last = -1;
+  let same = 0;
+  return waitFor(
+    () => {
+      const now = count();
+      same = now === last ? same + 1 : 0;
+      last = now;
+      return same >= 4 ? now + 1 : 0;
+    },
+    { timeoutMs: 30_000, intervalMs: 200, what: 'the engines’ count to settle' },
+  ).then((n) => n - 1);
+}
 const fastEngine = { engine: { tokenMs: 1, maxRunningRequests: 64 } };
 
 test('SIGKILL mid-job, run again: 5,000 distinct answers, no request sent twice beyond those in flight', async (t) => {
@@ -33,12 +48,14 @@ test('SIGKILL mid-job, run again: 5,000 distinct answers, no request sent twice 
   });
   first.child.kill('SIGKILL');
   assert.equal(await first.closed, null, 'killed by the signal');
-  // The requests it left in flight finish at the engines; then count what they received.
-  await waitFor(() => gateway.fleet.registry.list().every((b) => b.inflight === 0), {
+  // The requests it left in flight finish at the engines; then count what they received. A request
+  // fleetgate took just before the kill can still be on its way to an engine when fleetgate's counts
+  // are back to 0, so the engines' count must also hold still for a while.
+  await waitFor(() => gateway.fleet.registry.list().every((b) => b.inflight === 0) && gateway.queue.waiting === 0, {
     timeoutMs: 30_000,
     what: 'in-flight requests done',
   });
-  const receivedAtKill = generationRequests(sims);
+  const receivedAtKill = await settledCount(() => generationRequests(sims));
   const writtenAtKill = readJsonl(output).length;
   const inFlightAtKill = receivedAtKill - writtenAtKill;
   assert.ok(writtenAtKill < COUNT, `killed before the end (${writtenAtKill} written)`);
