@@ -59,7 +59,10 @@ export function createBatchService(
     },
     async stop() {
       await jobs.stop();
-      await sender?.close();
+      // close() may run twice (a test's hook, then the signal path): the agent closes once.
+      const closing = sender;
+      sender = null;
+      await closing?.close();
     },
   };
 }

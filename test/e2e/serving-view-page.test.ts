@@ -29,7 +29,7 @@ test('the serving view under load: fleet totals, per-backend rates and reported 
   assert.equal(await page.locator('#serving').isVisible(), true, 'the totals show once the fleet is up');
   assert.match(
     (await page.locator('#serving').textContent()) ?? '',
-    /^0tok\/s0req\/s0waiting0retries0errorsin the last 60 s$/,
+    /^0tok\/s0req\/s0waiting0retries0resumes0errorsin the last 60 s$/,
   );
 
   const clients = chatLoad(url, { workers: 8, maxTokens: 12 });

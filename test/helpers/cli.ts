@@ -37,7 +37,7 @@ export function spawnCli(args: string[], env: NodeJS.ProcessEnv = plainEnv()): C
 }
 
 /** Every verb of `fleetgate`; cli-usage.test.ts checks it against the commands `fleetgate --help` lists. */
-export const VERBS = ['serve', 'launch', 'status', 'wait', 'drain', 'resume', 'restart', 'demo', 'sim'];
+export const VERBS = ['serve', 'launch', 'status', 'wait', 'drain', 'resume', 'restart', 'demo', 'sim', 'batch'];
 
 /** `fleetgate VERB FLAG` exits 0 with the verb's usage on stdout and nothing on stderr; returns the usage. */
 export async function usageOf(verb: string, flag: string): Promise<string> {
