@@ -41,6 +41,8 @@ export const DEFAULT_PREFIX_TTL = 10 * 60_000;
 export const DEFAULT_PREFIX_MIN_MATCH = 0.3;
 export const DEFAULT_PREFIX_LOAD_GAP = 4;
 export const DEFAULT_PREFIX_LOAD_RATIO = 1.5;
+/** Rendezvous hashing's load bound (HAProxy's `hash-balance-factor` 125): a home takes up to 1.25x the mean load. */
+export const DEFAULT_PREFIX_BALANCE_FACTOR = 1.25;
 export const DEFAULT_PREFIX_SESSION_HEADER = 'x-session-id';
 /** Waiters a freed slot may look past for one cached on it (docs/decisions.md, "Waiting for the cached backend"). */
 export const DEFAULT_PREFIX_QUEUE_LOOKAHEAD = 32;

@@ -93,6 +93,8 @@ export interface Config {
       load_gap: number;
       /** ...and is more than this many times it. */
       load_ratio: number;
+      /** Rendezvous hashing across replicas: a home over this x the mean load passes the request on; 0 = off. */
+      balance_factor: number;
       /** Lower-case header whose value pins a conversation to a backend; null = none. */
       session_header: string | null;
       /** Waiters behind the queue's head a freed slot may go to when their prompt is cached there; 0 = off. */

@@ -53,6 +53,17 @@ const maxInflight: Rule<number | 'auto'> = {
   },
 };
 
+/** 0 (hashing off) or a factor of at least 1: under 1 the bound would refuse a backend at the mean load. */
+const anyFactor = number({ min: 0, fallback: defaults.DEFAULT_PREFIX_BALANCE_FACTOR });
+const balanceFactor: Rule<number> = {
+  ...anyFactor,
+  parse(value, key) {
+    const factor = anyFactor.parse(value, key);
+    if (factor > 0 && factor < 1) fail(key, `expected 0 (off) or a factor >= 1 such as 1.25, got ${factor}`);
+    return factor;
+  },
+};
+
 const topLevel = section({
   listen: hostPort(defaults.DEFAULT_LISTEN),
   metrics_listen: nullable(hostPort()),
@@ -88,6 +99,7 @@ const topLevel = section({
       min_match: number({ min: 0, max: 1, fallback: defaults.DEFAULT_PREFIX_MIN_MATCH }),
       load_gap: number({ min: 0, fallback: defaults.DEFAULT_PREFIX_LOAD_GAP }),
       load_ratio: number({ min: 1, fallback: defaults.DEFAULT_PREFIX_LOAD_RATIO }),
+      balance_factor: balanceFactor,
       queue_lookahead: integer({ min: 0, max: 10_000, fallback: defaults.DEFAULT_PREFIX_QUEUE_LOOKAHEAD }),
       queue_hold: duration(defaults.DEFAULT_PREFIX_QUEUE_HOLD),
       // Null turns pinning off; absent, the default header pins only requests that carry it.

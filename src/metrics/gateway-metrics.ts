@@ -15,7 +15,7 @@ import { ADMISSION_FAILURES, type AdmissionFailure, type WaitQueue } from '../ro
 export type QueueCounts = Pick<WaitQueue, 'waiting' | 'classNames' | 'waitingIn' | 'rejectedIn' | 'observeWaits'> &
   Partial<ModelQueueCounts>;
 
-import type { PrefixDecision, PrefixStats } from '../routing/prefix-aware.js';
+import { PREFIX_DECISIONS, type PrefixDecision, type PrefixStats } from '../routing/prefix-aware.js';
 import { BackendSeries } from './backend-series.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
 import { MetricsServer } from './metrics-server.js';
@@ -37,7 +37,10 @@ export class GatewayMetrics {
   readonly #rejectedSeen = new Map<string, Record<AdmissionFailure, number>>();
   readonly #models: ModelMetrics;
   readonly #prefix: { readonly stats: PrefixStats } | null;
-  readonly #prefixSeen = { decisions: { session: 0, cache: 0, load: 0, none: 0 }, matchedChars: 0 };
+  readonly #prefixSeen = {
+    decisions: Object.fromEntries(PREFIX_DECISIONS.map((d) => [d, 0])) as Record<PrefixDecision, number>,
+    matchedChars: 0,
+  };
   #server: MetricsServer | null = null;
 
   /** `prefix`: the prefix-aware policy, whose decisions are counted; null with another policy. */
