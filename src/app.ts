@@ -7,6 +7,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { ControlPlane } from './admin/control-plane.js';
+import type { ServingPhase } from './admin/probe-routes.js';
 import { type ReloadOutcome, reload } from './admin/reload.js';
 import { registerAdminRoutes } from './admin/routes.js';
 import type { Config } from './config/types.js';
@@ -26,6 +27,7 @@ import { ProxyEventBus } from './proxy/proxy-events.js';
 import { createContextReader } from './proxy/request-context-from.js';
 import { createTraitsReader } from './proxy/request-traits-from.js';
 import { registerTrafficRoutes } from './proxy/traffic-routes.js';
+import { warmUp } from './proxy/warm-up.js';
 import { queuesOwnRequests } from './routing/backend-load.js';
 import { FleetDispatcher } from './routing/fleet-dispatcher.js';
 import { createRouting } from './routing/fleet-routing.js';
@@ -63,8 +65,14 @@ export interface Gateway {
   readonly reload: (() => ReloadOutcome) | null;
   /** Listens on `config.listen` (and `metrics_listen`); returns the bound main URL. */
   listen(): Promise<string>;
-  /** Stops accepting, lets in-flight requests finish up to `drain_timeout`, then closes. */
+  /** Stops accepting, lets in-flight requests finish up to `shutdown.grace`, then closes. */
   close(): Promise<void>;
+  /**
+   * SIGTERM: `/readyz` answers 503 at once while the listener stays open (a request that still
+   * arrives is served), waits for every request in flight or queued to finish, then closes; all of
+   * it within `shutdown.grace`, after which what remains is cut.
+   */
+  drain(): Promise<void>;
 }
 
 export async function createGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
@@ -98,6 +106,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     watchdog: fleet.watchdog,
   });
   let closing = false;
+  let phase: ServingPhase = config.upstream.warm_up ? 'warming' : 'serving';
   const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix);
 
   const app = Fastify({
@@ -122,7 +131,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     supervisorOf: (name) => launcher?.get(name),
     reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
   };
-  await registerAdminRoutes(app, control, { events, queue: routing.queue });
+  await registerAdminRoutes(app, control, { events, queue: routing.queue }, () => phase);
   const prefix = config.routing.prefix;
   const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
   registerTrafficRoutes(app, {
@@ -154,20 +163,72 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     listen: async () => {
       fleet.start();
       const address = await app.listen({ host: config.listen.host, port: config.listen.port });
+      warmUpWhenReady();
       if (config.metrics_listen) await metrics.listen(config.metrics_listen);
       // Once listening: a fleetgate that cannot take its port leaves no engines behind.
       launcher?.start();
       return address;
     },
-    close: async () => {
-      closing = true;
-      const server = app.server;
-      const force = setTimeout(() => server.closeAllConnections(), config.shutdown.drain_timeout);
-      force.unref();
-      routing.queue.close();
-      await app.close();
-      clearTimeout(force);
-      await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
+    close: () => close(config.shutdown.grace),
+    drain: async () => {
+      const deadline = performance.now() + config.shutdown.grace;
+      phase = 'draining';
+      metrics.draining();
+      await untilIdle(registry, routing.queue, config.shutdown.grace);
+      await close(Math.max(0, deadline - performance.now()));
     },
   };
+
+  async function close(graceMs: number): Promise<void> {
+    closing = true;
+    const server = app.server;
+    const force = setTimeout(() => server.closeAllConnections(), graceMs);
+    force.unref();
+    routing.queue.close();
+    await app.close();
+    clearTimeout(force);
+    await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
+  }
+
+  /** Once `min_ready` backends are first ready: the warm-up, then `/readyz` may say ready. */
+  function warmUpWhenReady(): void {
+    if (phase !== 'warming') return;
+    const run = () => {
+      registry.off('transition', onTransition);
+      void warmUp({
+        app,
+        ready: () => registry.ready,
+        preconnect: (backend, connections) => pools.preconnect(backend, connections),
+        apiKey: config.auth.api_keys[0] ?? null,
+      }).then((result) => {
+        if (result.error !== null) logger.warn({ warmUp: result }, 'start-up warm-up incomplete; serving cold');
+        else logger.info({ warmUp: result }, 'start-up warm-up done');
+        metrics.warmedUp(result.ms / 1000);
+        if (phase === 'warming') phase = 'serving';
+      });
+    };
+    const onTransition = () => {
+      if (registry.ready.length >= Math.max(1, config.min_ready)) run();
+    };
+    registry.on('transition', onTransition);
+    onTransition();
+  }
+}
+
+/** Resolves once no request is in flight to a backend or waiting in the queues, or after `timeoutMs`. */
+function untilIdle(registry: Fleet['registry'], queue: ModelQueues, timeoutMs: number): Promise<void> {
+  const idle = () => queue.waiting === 0 && registry.list().every((backend) => backend.inflight === 0);
+  if (idle()) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      registry.off('capacity', check);
+      resolve();
+    };
+    const check = () => {
+      if (idle()) done();
+    };
+    const timer = setTimeout(done, timeoutMs);
+    registry.on('capacity', check);
+  });
 }

@@ -37,6 +37,10 @@ export interface TargetSpec {
   modelAliases?: Record<string, string>;
   /** fleetgate only: write the access log (info level) to the target's log file, for traces. */
   accessLog?: boolean;
+  /** fleetgate only: `upstream.warm_up` (default: fleetgate's own). */
+  warmUp?: boolean;
+  /** fleetgate only: `routing.prefix.balance_factor` (default: fleetgate's own). */
+  balanceFactor?: number;
 }
 
 export interface RunningTarget {
@@ -160,6 +164,8 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         queueYaml: spec.queueYaml,
         modelAliases: spec.modelAliases,
         accessLog: spec.accessLog,
+        warmUp: spec.warmUp,
+        balanceFactor: spec.balanceFactor,
       }),
     );
     proc = spawnPinned(

@@ -61,6 +61,7 @@ export const DEFAULT_UPSTREAM_CONNECT_TIMEOUT = 5_000;
 /** Non-streamed (e.g. thinking-mode) generations send no header until they are done, minutes later. */
 export const DEFAULT_UPSTREAM_HEADERS_TIMEOUT = 60 * 60_000;
 export const DEFAULT_UPSTREAM_STREAM_IDLE_TIMEOUT = 10 * 60_000;
+export const DEFAULT_UPSTREAM_WARM_UP = true;
 
 export const DEFAULT_BODY_SIZE = 32 * 2 ** 20;
 export const DEFAULT_HEADER_SIZE = 64 * 2 ** 10;
@@ -76,7 +77,8 @@ export const DEFAULT_LOG_LEVEL: Config['log']['level'] = 'info';
 export const DEFAULT_LOG_DESTINATION = 'stdout';
 export const DEFAULT_LOG_ACCESS = true;
 
-export const DEFAULT_DRAIN_TIMEOUT = 30_000;
+/** Below Kubernetes' default terminationGracePeriodSeconds (30 s) less a preStop pause. */
+export const DEFAULT_SHUTDOWN_GRACE = 25_000;
 export const DEFAULT_RATE_LIMIT_ENABLED = false;
 export const DEFAULT_RATE_LIMIT_MAX = 60;
 export const DEFAULT_RATE_LIMIT_WINDOW = 60_000;

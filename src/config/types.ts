@@ -123,6 +123,8 @@ export interface Config {
     stream_idle_timeout: number;
     /** Bearer token sent to backends started with `--api-key`. */
     api_key: string | null;
+    /** Before `/readyz` first says ready: open connections to the ready backends and run one request through. */
+    warm_up: boolean;
   };
   limits: {
     body_size: number;
@@ -157,7 +159,8 @@ export interface Config {
     access: boolean;
   };
   shutdown: {
-    drain_timeout: number;
+    /** From SIGTERM to exit: `/readyz` 503 at once, in-flight requests (streams too) finish within it, then cut. */
+    grace: number;
   };
   /** Engines `fleetgate launch` starts and supervises; under `serve` only their backends are used. */
   launch: LaunchConfig | null;

@@ -64,6 +64,18 @@ const balanceFactor: Rule<number> = {
   },
 };
 
+/** `shutdown.grace`; `drain_timeout` is its former name, still read when `grace` is not set. */
+const shutdownFields = section({ grace: nullable(duration(undefined)), drain_timeout: nullable(duration(undefined)) });
+const shutdownRule: Rule<Config['shutdown']> = {
+  fallback: () => ({ grace: defaults.DEFAULT_SHUTDOWN_GRACE }),
+  fromText: shutdownFields.fromText,
+  fields: shutdownFields.fields,
+  parse(value, key) {
+    const { grace, drain_timeout: former } = shutdownFields.parse(value, key);
+    return { grace: grace ?? former ?? defaults.DEFAULT_SHUTDOWN_GRACE };
+  },
+};
+
 const topLevel = section({
   listen: hostPort(defaults.DEFAULT_LISTEN),
   metrics_listen: nullable(hostPort()),
@@ -122,6 +134,7 @@ const topLevel = section({
     headers_timeout: duration(defaults.DEFAULT_UPSTREAM_HEADERS_TIMEOUT),
     stream_idle_timeout: duration(defaults.DEFAULT_UPSTREAM_STREAM_IDLE_TIMEOUT),
     api_key: nullable(text()),
+    warm_up: boolean(defaults.DEFAULT_UPSTREAM_WARM_UP),
   }),
   limits: section({
     body_size: size(defaults.DEFAULT_BODY_SIZE),
@@ -151,7 +164,7 @@ const topLevel = section({
     destination: text(defaults.DEFAULT_LOG_DESTINATION),
     access: boolean(defaults.DEFAULT_LOG_ACCESS),
   }),
-  shutdown: section({ drain_timeout: duration(defaults.DEFAULT_DRAIN_TIMEOUT) }),
+  shutdown: shutdownRule,
   launch: launchRule,
 });
 

@@ -171,6 +171,16 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       registers,
       collect: () => sources.prefixDecisions(),
     }),
+    warmUpSeconds: new Gauge({
+      name: 'fleetgate_warm_up_seconds',
+      help: 'How long the start-up warm-up (upstream.warm_up) held /readyz back; 0 until done or when off.',
+      registers,
+    }),
+    draining: new Gauge({
+      name: 'fleetgate_draining',
+      help: '1 from SIGTERM on: /readyz answers 503 while in-flight requests finish (shutdown.grace).',
+      registers,
+    }),
     rateLimited: new Counter({
       name: 'fleetgate_rate_limited_total',
       help: 'Requests refused with 429 by rate_limit, by what identified the client (api_key, address).',

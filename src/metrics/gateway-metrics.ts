@@ -108,6 +108,16 @@ export class GatewayMetrics {
   }
 
   /** Serves `/metrics` on a separate address too (`metrics_listen`). */
+  /** The start-up warm-up is done (it took `seconds`). */
+  warmedUp(seconds: number): void {
+    this.#families.warmUpSeconds.set(seconds);
+  }
+
+  /** SIGTERM: the process drains. */
+  draining(): void {
+    this.#families.draining.set(1);
+  }
+
   async listen(address: HostPort): Promise<void> {
     if (this.#server) throw new Error(`metrics already listening on ${this.#server.url}`);
     this.#server = await MetricsServer.start(address, this);

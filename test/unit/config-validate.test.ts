@@ -57,7 +57,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     max_starvation: 60_000,
     reserve: 0,
   },
-  upstream: { connect_timeout: 5_000, headers_timeout: 3_600_000, stream_idle_timeout: 600_000, api_key: null },
+  upstream: { connect_timeout: 5_000, headers_timeout: 3_600_000, stream_idle_timeout: 600_000, api_key: null, warm_up: true },
   limits: {
     body_size: 32 * 2 ** 20,
     header_size: 64 * 2 ** 10,
@@ -70,7 +70,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   admin: { token: null },
   discovery: null,
   log: { level: 'info', destination: 'stdout', access: true },
-  shutdown: { drain_timeout: 30_000 },
+  shutdown: { grace: 25_000 },
   launch: null,
 };
 
@@ -194,6 +194,7 @@ test('every key is read and converted', () => {
       headers_timeout: 7_200_000,
       stream_idle_timeout: 30_000,
       api_key: 'sk-backend',
+      warm_up: true,
     },
     limits: {
       body_size: 2 ** 20,
@@ -207,7 +208,8 @@ test('every key is read and converted', () => {
     admin: { token: 's3cret' },
     discovery: { dns: 'sglang.svc.cluster.local', port: 30000, interval: 30_000, kind: 'sglang' },
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
-    shutdown: { drain_timeout: 90_000 },
+    // Its former name drain_timeout still sets it.
+    shutdown: { grace: 90_000 },
     launch: null,
   };
   assert.deepEqual(validateConfig(raw, 'test'), expected);

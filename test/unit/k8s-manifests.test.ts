@@ -73,7 +73,7 @@ test('Deployment: 2 replicas, serve --config on the mounted ConfigMap, probes /r
     assert.ok(container.resources[kind].cpu && container.resources[kind].memory, `resources.${kind}`);
   }
   const graceMs = pod.terminationGracePeriodSeconds * 1000;
-  assert.ok(graceMs > config.shutdown.drain_timeout, 'the pod outlives fleetgate’s own drain');
+  assert.ok(graceMs > config.shutdown.grace, 'the pod outlives fleetgate’s own drain');
 });
 
 test('Service: port 8080 to the container port, selecting the fleetgate pods', () => {
