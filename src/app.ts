@@ -163,7 +163,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     listen: async () => {
       fleet.start();
       const address = await app.listen({ host: config.listen.host, port: config.listen.port });
-      warmUpWhenReady();
+      warmUpWhenReady(address);
       if (config.metrics_listen) await metrics.listen(config.metrics_listen);
       // Once listening: a fleetgate that cannot take its port leaves no engines behind.
       launcher?.start();
@@ -191,15 +191,17 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   }
 
   /** Once `min_ready` backends are first ready: the warm-up, then `/readyz` may say ready. */
-  function warmUpWhenReady(): void {
+  function warmUpWhenReady(address: string): void {
     if (phase !== 'warming') return;
     const run = () => {
       registry.off('transition', onTransition);
       void warmUp({
-        app,
+        selfUrl: loopbackOf(address),
         ready: () => registry.ready,
         preconnect: (backend, connections) => pools.preconnect(backend, connections),
         apiKey: config.auth.api_keys[0] ?? null,
+        // With a rate limit, at most half of one window's budget.
+        maxRequests: config.rate_limit.enabled ? Math.floor(config.rate_limit.max / 2) : Number.POSITIVE_INFINITY,
       }).then((result) => {
         if (result.error !== null) logger.warn({ warmUp: result }, 'start-up warm-up incomplete; serving cold');
         else logger.info({ warmUp: result }, 'start-up warm-up done');
@@ -213,6 +215,14 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     registry.on('transition', onTransition);
     onTransition();
   }
+}
+
+/** The listener's URL as this host reaches it: a wildcard address through loopback. */
+function loopbackOf(address: string): string {
+  const url = new URL(address);
+  if (url.hostname === '0.0.0.0') url.hostname = '127.0.0.1';
+  else if (url.hostname === '[::]') url.hostname = '[::1]';
+  return url.origin;
 }
 
 /** Resolves once no request is in flight to a backend or waiting in the queues, or after `timeoutMs`. */
