@@ -7,7 +7,12 @@
  * backend coming back takes back exactly those). The load bound is Mirrokni, Thorup and
  * Zadimoghaddam's (SODA 2018; HAProxy's `hash-balance-factor`): a backend may take the request while
  * its load is under ceil(factor x (total load + 1) / backends); the first one in the list under it
- * does. Pure, no I/O.
+ * does. One exception, for continuous batching: a backend that reports an idle batch slot is never
+ * over the bound, since a request there starts at once (and finds its cache), while moving it
+ * re-prefills the whole conversation elsewhere. Without it, a report a scrape interval old (a
+ * finished request still counted) would move a conversation at light load, where integer loads make
+ * the bound tight (4 backends, one request running: the bound is 1). So the bound spreads what
+ * queues, and at light load the hash alone places. Pure, no I/O.
  */
 
 /** 32-bit FNV-1a of a string, then a murmur3 finaliser so that close inputs land far apart. */
@@ -35,6 +40,8 @@ export function score(key: number, name: string): number {
 export interface Weighed {
   readonly name: string;
   readonly load: number;
+  /** It reports an idle batch slot (backend-load.ts `hasIdleSlot`): never over the bound. */
+  readonly idleSlot?: boolean;
 }
 
 /** `members` in `key`'s preference order (highest score first; ties, which need equal names, by name). */
@@ -58,7 +65,7 @@ export function loadBound(pool: readonly Weighed[], factor: number): number {
 
 /**
  * The backend that takes a request of prefix `key`: the first of `candidates` (those that may take
- * it now) in the key's order whose load is under the bound; when none is (every free one is
+ * it now) in the key's order with an idle batch slot or a load under the bound; when none is (every free one is
  * loaded and the lighter ones are at their cap), the first in the order, which waits least long
  * where caps hold the rest. `home`: whether that is the key's first choice among `candidates`.
  */
@@ -80,7 +87,10 @@ export function boundedPick<M extends Weighed>(
       top = candidate;
       topScore = s;
     }
-    if (candidate.load < bound && (s > underScore || (s === underScore && under !== null && candidate.name < under.name))) {
+    if (
+      (candidate.idleSlot === true || candidate.load < bound) &&
+      (s > underScore || (s === underScore && under !== null && candidate.name < under.name))
+    ) {
       under = candidate;
       underScore = s;
     }

@@ -68,6 +68,16 @@ describe('rendezvous hashing', () => {
     assert.equal(boundedPick(key, free, busy, 1.25).picked.name, order[1]);
   });
 
+  test('a home reporting an idle batch slot is never over the bound (a stale report must not move it)', () => {
+    const members = fleet(NAMES);
+    const key = KEYS[2];
+    const order = preferenceOrder(key, members).map((m) => m.name);
+    const withHome = (idleSlot: boolean) =>
+      members.map((m) => ({ ...m, load: m.name === order[0] ? 3 : 0, idleSlot }));
+    assert.equal(boundedPick(key, withHome(false), withHome(false), 1.25).picked.name, order[1]);
+    assert.equal(boundedPick(key, withHome(true), withHome(true), 1.25).picked.name, order[0]);
+  });
+
   test('under a stream of keys no backend exceeds the bound: the most loaded stays within 1.25x the mean', () => {
     const members = fleet(NAMES);
     // Every key is the same (the worst case for affinity): the bound alone spreads them.
