@@ -184,7 +184,8 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
           alive();
           const res = await request(`${url}/fleet/status`, { headersTimeout: 2000 });
           const body = (await res.body.json()) as { ready?: number };
-          return (body.ready ?? 0) >= want;
+          // And /readyz: its start-up warm-up (upstream.warm_up) done, as a load balancer would wait.
+          return (body.ready ?? 0) >= want && (await httpStatus(`${url}/readyz`)) === 200;
         },
         `fleetgate with ${want} ready backends`,
         30_000,

@@ -24,6 +24,8 @@ export interface GenerationHost {
   readonly engine: Engine;
   readonly counters: SimCounters;
   readonly model: string;
+  /** Sent back as `x-sim-server` on generation answers: which server answered (bench and test traces). */
+  readonly serverName: string;
   readonly defaultMaxTokens: number;
   /** Live requests by rid, for `/abort_request`. */
   readonly active: Map<string, EngineRequest>;
@@ -177,6 +179,7 @@ export function runGeneration(
   const openai = job.api === 'generate' ? null : new OpenAiStream(job);
   let done = false;
   const writable = () => !res.destroyed && !res.writableEnded;
+  res.setHeader('x-sim-server', host.serverName);
 
   if (job.stream) {
     res.writeHead(200, SSE_HEADERS);
