@@ -20,10 +20,10 @@ import {
 } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
 import { median } from '../lib/stats.js';
+import type { TargetSpec } from '../lib/targets.js';
 import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from './fleet-spec.js';
 import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
 import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
-import type { TargetSpec } from '../lib/targets.js';
 import { PREFIX_TARGETS, TARGET_IDS } from './prefix-targets.js';
 import type { PrefixWorkload } from './prefix-workloads.js';
 

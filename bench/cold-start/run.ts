@@ -10,6 +10,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { request } from 'undici';
+import { MODEL } from '../balance/workload.js';
 import { COMMON_OPTIONS, commonSettings, numberFlag, runBench, settle, startBench, writeResults } from '../lib/cli.js';
 import { LoadClient } from '../lib/load.js';
 import { machineLine } from '../lib/machine.js';
@@ -17,7 +18,6 @@ import { waitFor } from '../lib/procs.js';
 import { SimHost } from '../lib/sim-control.js';
 import { median, percentileSorted } from '../lib/stats.js';
 import { startTarget } from '../lib/targets.js';
-import { MODEL } from '../balance/workload.js';
 
 const usage = `usage: npm run bench:cold-start -- [options]
 

@@ -23,7 +23,8 @@ export function registerProbeRoutes(
     const ready = registry.ready.length;
     const minReady = config.min_ready;
     const own = phase();
-    const status = own === 'draining' ? 'draining' : ready < minReady ? 'not_ready' : own === 'warming' ? 'warming' : 'ready';
+    const status =
+      own === 'draining' ? 'draining' : ready < minReady ? 'not_ready' : own === 'warming' ? 'warming' : 'ready';
     const body = { status, ready, total: registry.size, min_ready: minReady };
     return reply.code(status === 'ready' ? 200 : 503).send(body);
   };

@@ -160,7 +160,7 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
     }),
     prefixDecisions: new Counter({
       name: 'fleetgate_prefix_decisions_total',
-      help: 'prefix-aware routing decisions: cache (longest prefix match), load (the load guard overrode a match), session (the session key pinned it), none (no match: least-loaded); across replicas, home (the prefix key\'s rendezvous home) and bound (its home was over routing.prefix.balance_factor: the next in its order).',
+      help: "prefix-aware routing decisions: cache (longest prefix match), load (the load guard overrode a match), session (the session key pinned it), none (no match: least-loaded); across replicas, home (the prefix key's rendezvous home) and bound (its home was over routing.prefix.balance_factor: the next in its order).",
       labelNames: ['decision'] as const,
       registers,
       collect: () => sources.prefixDecisions(),

@@ -66,6 +66,11 @@ interface Rendered {
   keyEnd: number;
 }
 
+/**
+ * The text a server renders first for this request, as its chat template would order it: tool
+ * definitions, then every message with its role; or the prompt of `/v1/completions` and `/generate`.
+ * Null when the path or body carries no prompt.
+ */
 function render(path: string, body: Body): Rendered | null {
   if (path.startsWith('/v1/chat/completions')) {
     if (!Array.isArray(body.messages)) return null;
@@ -88,14 +93,6 @@ function render(path: string, body: Body): Rendered | null {
   return text === null ? null : { text, keyEnd: Math.min(text.length, KEY_CHARS) };
 }
 
-/**
- * The text a server renders first for this request, as its chat template would order it: tool
- * definitions, then every message with its role; or the prompt of `/v1/completions` and `/generate`.
- * Null when the path or body carries no prompt.
- */
-export function renderedPrefix(path: string, body: Body): string | null {
-  return render(path, body)?.text ?? null;
-}
 
 /**
  * Two FNV-1a hashes run over the text and are read at each block end: their 53 bits make a

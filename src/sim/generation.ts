@@ -214,6 +214,7 @@ export function runGeneration(
     },
     onFinish(r, reason: FinishReason) {
       done = true;
+      host.counters.held--;
       job.cachedTokens = r.cachedTokens ?? 0;
       if (host.active.get(job.rid) === r) host.active.delete(job.rid);
       if (reason === 'abort') host.counters.aborted++;
@@ -245,5 +246,8 @@ export function runGeneration(
     host.engine.abort(request);
   });
   host.active.set(job.rid, request);
+  const c = host.counters;
+  c.held++;
+  if (c.held > c.peakHeld) c.peakHeld = c.held;
   host.engine.submit(request);
 }

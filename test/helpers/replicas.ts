@@ -63,7 +63,8 @@ export async function startReplicas(
     return { url: `http://127.0.0.1:${port}`, child, output: () => out, exited };
   });
   t.after(async () => {
-    for (const replica of replicas) if (replica.child.exitCode === null && replica.child.signalCode === null) replica.child.kill('SIGKILL');
+    for (const replica of replicas)
+      if (replica.child.exitCode === null && replica.child.signalCode === null) replica.child.kill('SIGKILL');
     await Promise.all(replicas.map((replica) => replica.exited));
     await rm(dir, { recursive: true, force: true });
   });

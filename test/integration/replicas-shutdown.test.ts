@@ -96,7 +96,10 @@ test('SIGTERM: /readyz 503 from the signal on, every stream the draining replica
   assert.equal(results.filter(whole).length, 16);
   assert.ok(later.every(whole), 'the other replica served the later requests');
   const first503 = answers.indexOf(503);
-  assert.ok(answers.slice(first503).every((code) => code === 503), `readyz after the signal: ${answers.join(',')}`);
+  assert.ok(
+    answers.slice(first503).every((code) => code === 503),
+    `readyz after the signal: ${answers.join(',')}`,
+  );
   assert.ok(answers.length - first503 >= 2, 'readyz stayed reachable (503) while streams drained');
   assert.equal(await draining.exited, 0);
 });

@@ -57,7 +57,13 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     max_starvation: 60_000,
     reserve: 0,
   },
-  upstream: { connect_timeout: 5_000, headers_timeout: 3_600_000, stream_idle_timeout: 600_000, api_key: null, warm_up: true },
+  upstream: {
+    connect_timeout: 5_000,
+    headers_timeout: 3_600_000,
+    stream_idle_timeout: 600_000,
+    api_key: null,
+    warm_up: true,
+  },
   limits: {
     body_size: 32 * 2 ** 20,
     header_size: 64 * 2 ** 10,

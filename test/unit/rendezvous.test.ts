@@ -27,7 +27,8 @@ describe('rendezvous hashing', () => {
     const counts = new Map<string, number>();
     for (const key of KEYS) counts.set(homeOf(key, fleet(NAMES)), (counts.get(homeOf(key, fleet(NAMES))) ?? 0) + 1);
     const mean = KEYS.length / NAMES.length;
-    for (const name of NAMES) assert.ok(Math.abs((counts.get(name) ?? 0) - mean) < 0.1 * mean, `${name}: ${counts.get(name)}`);
+    for (const name of NAMES)
+      assert.ok(Math.abs((counts.get(name) ?? 0) - mean) < 0.1 * mean, `${name}: ${counts.get(name)}`);
   });
 
   test('a backend leaving moves only the keys it was home to, and coming back takes exactly those back', () => {
@@ -72,8 +73,7 @@ describe('rendezvous hashing', () => {
     const members = fleet(NAMES);
     const key = KEYS[2];
     const order = preferenceOrder(key, members).map((m) => m.name);
-    const withHome = (idleSlot: boolean) =>
-      members.map((m) => ({ ...m, load: m.name === order[0] ? 3 : 0, idleSlot }));
+    const withHome = (idleSlot: boolean) => members.map((m) => ({ ...m, load: m.name === order[0] ? 3 : 0, idleSlot }));
     assert.equal(boundedPick(key, withHome(false), withHome(false), 1.25).picked.name, order[1]);
     assert.equal(boundedPick(key, withHome(true), withHome(true), 1.25).picked.name, order[0]);
   });
