@@ -29,15 +29,23 @@ export interface ReplicaFigures {
   makespanRatios: number[];
   cap: number;
   /** Per run with the fixed cap and 2 replicas: the largest per-server peak, and one interval's completions per server. */
-  capRuns: Array<{ run: number; peak: number; overshoot: number; perInterval: number; singlePeak: number | null }>;
+  capRuns: Array<{
+    run: number;
+    target: string;
+    peak: number;
+    overshoot: number;
+    perInterval: number;
+    singlePeak: number | null;
+  }>;
 }
 
 export function replicaFigures(records: BalanceRecord[]): ReplicaFigures {
   const makespan = (r: BalanceRecord) => r.metrics?.makespanSec ?? Number.NaN;
   const ratios = withinRun(records, nameOf('fleetgate-replicas-2'), nameOf('fleetgate-least-loaded'), makespan);
   const capRuns: ReplicaFigures['capRuns'] = [];
+  const capped = [nameOf('fleetgate-cap-fixed-replicas-2'), nameOf('fleetgate-cap-shared-replicas-2')];
   for (const r of records) {
-    if (r.target !== nameOf('fleetgate-cap-fixed-replicas-2') || r.metrics === null) continue;
+    if (!capped.includes(r.target) || r.metrics === null) continue;
     const m = r.metrics;
     const peak = Math.max(...m.peakHeld);
     // Requests a server completes (and so admits) per load interval, at the job's mean pace.
@@ -46,6 +54,7 @@ export function replicaFigures(records: BalanceRecord[]): ReplicaFigures {
     const single = records.find((x) => x.run === r.run && x.target === nameOf('fleetgate-cap-fixed') && x.metrics);
     capRuns.push({
       run: r.run,
+      target: r.target,
       peak,
       overshoot: peak - FIXED_CAP,
       perInterval,
@@ -65,8 +74,9 @@ export function renderReplicaFigures(f: ReplicaFigures): string {
   }
   for (const c of f.capRuns) {
     const within = c.overshoot <= Math.ceil(c.perInterval);
+    // A job that opens with every request at once: the whole burst arrives within the first interval.
     lines.push(
-      `- max_inflight ${f.cap}, 2 replicas, run ${c.run}: the busiest server held at most ${c.peak} at once (one replica: ${c.singlePeak ?? '-'}); over the cap by ${c.overshoot}, against ${c.perInterval.toFixed(1)} requests a server admits per ${LOAD_INTERVAL_MS} ms load interval: ${within ? 'within' : '**beyond**'} one interval's arrivals.`,
+      `- ${c.target}, run ${c.run}: the busiest server held at most ${c.peak} at once (one replica: ${c.singlePeak ?? '-'}); over the cap by ${c.overshoot}, against ${c.perInterval.toFixed(1)} requests a server admits per ${LOAD_INTERVAL_MS} ms load interval: ${within ? 'within' : '**beyond**'} one interval's arrivals.`,
     );
   }
   return lines.join('\n');

@@ -55,6 +55,16 @@ export const BALANCE_TARGETS: readonly BalanceTarget[] = [
     maxInflight: FIXED_CAP,
     replicas: 2,
   },
+  // The same, each replica told there are 2 (`routing.replicas`): each takes half the room a report shows.
+  {
+    id: 'fleetgate-cap-shared-replicas-2',
+    name: `fleetgate least-loaded, max_inflight ${FIXED_CAP}, 2 replicas, routing.replicas 2`,
+    kind: 'fleetgate',
+    balance: 'least-loaded',
+    maxInflight: FIXED_CAP,
+    replicas: 2,
+    routingReplicas: 2,
+  },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn' },
   { id: 'nginx-round-robin', name: 'nginx round-robin', kind: 'nginx', balance: 'round-robin' },
   { id: 'haproxy-leastconn', name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn' },

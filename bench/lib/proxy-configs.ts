@@ -112,6 +112,7 @@ export function fleetgateConfig(
     accessLog?: boolean;
     warmUp?: boolean;
     balanceFactor?: number;
+    routingReplicas?: number;
   },
 ): string {
   const backends = input.backends.map((b, i) => `  - url: ${b}\n    name: gpu${i}`).join('\n');
@@ -121,6 +122,7 @@ export function fleetgateConfig(
     input.maxInflight === undefined ? '' : `  max_inflight_per_backend: ${input.maxInflight}\n`,
     input.loadInterval === undefined ? '' : `  load_interval: ${input.loadInterval}\n`,
     input.capSlowStart === undefined ? '' : `  cap_slow_start: ${input.capSlowStart}\n`,
+    input.routingReplicas === undefined ? '' : `  replicas: ${input.routingReplicas}\n`,
     input.balanceFactor === undefined ? '' : `  prefix:\n    balance_factor: ${input.balanceFactor}\n`,
   ].join('');
   const upstream = input.warmUp === undefined ? '' : `upstream:\n  warm_up: ${input.warmUp}\n`;

@@ -41,6 +41,8 @@ export interface TargetSpec {
   warmUp?: boolean;
   /** fleetgate only: `routing.prefix.balance_factor` (default: fleetgate's own). */
   balanceFactor?: number;
+  /** fleetgate only: `routing.replicas` (default: fleetgate's own). */
+  routingReplicas?: number;
 }
 
 export interface RunningTarget {
@@ -166,6 +168,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         accessLog: spec.accessLog,
         warmUp: spec.warmUp,
         balanceFactor: spec.balanceFactor,
+        routingReplicas: spec.routingReplicas,
       }),
     );
     proc = spawnPinned(

@@ -31,6 +31,8 @@ export const DEFAULT_ROUTING_RETRIES = 2;
 /** Short enough for the adaptive cap to follow a backend's KV cache as answers grow. */
 export const DEFAULT_LOAD_INTERVAL = 250;
 export const DEFAULT_CAP_SLOW_START = false;
+/** One replica takes all the room a report shows; set it to the Deployment's replica count (docs/replicas.md). */
+export const DEFAULT_ROUTING_REPLICAS = 1;
 
 /** prefix-aware (docs/decisions.md, "prefix-aware"): 128 characters are about 32 tokens, two SGLang pages of 16. */
 export const DEFAULT_PREFIX_BLOCK_CHARS = 128;

@@ -77,6 +77,8 @@ export interface Config {
     retries: number;
     /** Interval for scraping backend-reported load (`/metrics`); 0 disables. */
     load_interval: number;
+    /** Replicas sharing a fixed `max_inflight_per_backend`: each takes 1/N of the room a load report shows. */
+    replicas: number;
     /** `auto` cap: start a newly read backend low and double it at each report until it queues. */
     cap_slow_start: boolean;
     /** `prefix-aware` policy settings. */

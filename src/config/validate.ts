@@ -104,6 +104,7 @@ const topLevel = section({
     retries: integer({ min: 0, fallback: defaults.DEFAULT_ROUTING_RETRIES }),
     load_interval: duration(defaults.DEFAULT_LOAD_INTERVAL),
     cap_slow_start: boolean(defaults.DEFAULT_CAP_SLOW_START),
+    replicas: integer({ min: 1, max: 1000, fallback: defaults.DEFAULT_ROUTING_REPLICAS }),
     prefix: section({
       block_chars: integer({ min: 16, max: 65_536, fallback: defaults.DEFAULT_PREFIX_BLOCK_CHARS }),
       max_blocks: integer({ min: 1, fallback: defaults.DEFAULT_PREFIX_MAX_BLOCKS }),

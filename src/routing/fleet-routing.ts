@@ -49,6 +49,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
         affinityHoldMs: prefix.queue_hold,
         slots: registry,
         fleetWideCap: typeof config.routing.max_inflight_per_backend === 'number' && config.routing.load_interval > 0,
+        capShare: config.routing.replicas,
       }),
     ready: () => registry.ready,
     serving: (model) => registry.readyServing(model),

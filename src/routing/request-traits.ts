@@ -93,7 +93,6 @@ function render(path: string, body: Body): Rendered | null {
   return text === null ? null : { text, keyEnd: Math.min(text.length, KEY_CHARS) };
 }
 
-
 /**
  * Two FNV-1a hashes run over the text and are read at each block end: their 53 bits make a
  * collision between the prefixes one backend holds unlikely (an approximate record tolerates one).

@@ -108,6 +108,13 @@ export interface WaitQueueOptions {
    * since: backend-load.ts), not this replica's in-flight alone, so N replicas share one cap.
    */
   fleetWideCap?: boolean;
+  /**
+   * With `fleetWideCap`: the replicas that share it (`routing.replicas`). Between two load reports a
+   * replica cannot see another's dispatches, so each takes at most 1/N of the room the last report
+   * showed (its own requests that ended since count back in), and N replicas meeting the same burst
+   * together stay within the cap. 1: this replica may take all of it.
+   */
+  capShare?: number;
   /** Ready backends, read per admission (the registry keeps this list prebuilt). */
   ready: () => readonly Backend[];
   policy: Policy;
@@ -353,8 +360,14 @@ export class WaitQueue {
 
   #hasRoom(backend: Backend, mayUseReserve: boolean): boolean {
     if (backend.cap === 0) return true;
-    const held = this.#opts.fleetWideCap === true ? backendLoad(backend) : backend.inflight;
-    return held < (mayUseReserve ? backend.cap + this.#reserve : backend.cap);
+    const limit = mayUseReserve ? backend.cap + this.#reserve : backend.cap;
+    if (this.#opts.fleetWideCap !== true) return backend.inflight < limit;
+    if (backendLoad(backend) >= limit) return false;
+    const reported = backend.reported;
+    const share = this.#opts.capShare ?? 1;
+    if (reported === null || share <= 1) return true;
+    const room = Math.max(0, limit - reported.running - reported.queued);
+    return backend.inflight - reported.inflightAtScrape < Math.ceil(room / share);
   }
 
   /**

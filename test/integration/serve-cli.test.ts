@@ -43,7 +43,10 @@ test('serve: /readyz follows min_ready; SIGTERM: /readyz 503, the in-flight stre
   t.after(() => {
     if (proc.child.exitCode === null) proc.child.kill('SIGKILL');
   });
-  const url = await waitFor(() => /"url":"(http:[^"]+)"/.exec(proc.output())?.[1], { timeoutMs: 30_000, what: 'the listen line' });
+  const url = await waitFor(() => /"url":"(http:[^"]+)"/.exec(proc.output())?.[1], {
+    timeoutMs: 30_000,
+    what: 'the listen line',
+  });
 
   const readyz = async () => {
     const res = await request(`${url}/readyz`);

@@ -33,6 +33,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     retries: 2,
     load_interval: 250,
     cap_slow_start: false,
+    replicas: 1,
     prefix: {
       block_chars: 128,
       max_blocks: 65_536,
@@ -171,6 +172,7 @@ test('every key is read and converted', () => {
       retries: 0,
       load_interval: 0,
       cap_slow_start: true,
+      replicas: 1,
       prefix: {
         block_chars: 128,
         max_blocks: 65_536,

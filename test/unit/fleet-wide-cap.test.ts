@@ -54,3 +54,26 @@ test('without it (auto caps, or no reports) the cap counts only this replica: 4 
   assert.ok(leases.every(isLease));
   assert.ok(queue.acquire() instanceof Promise);
 });
+
+test('routing.replicas N: between two reports a replica takes 1/N of the room the last one showed', () => {
+  const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 8 });
+  const backend = registry.add({ url: 'http://127.0.0.1:41001', name: 'b0', kind: 'sglang', log: null });
+  registry.apply(backend, { type: 'probe', result: OK });
+  const queue = new WaitQueue({
+    maxWaiting: 100,
+    ready: () => registry.ready,
+    policy: new LeastLoaded(),
+    slots: registry,
+    fleetWideCap: true,
+    capShare: 2,
+  });
+  drainOnCapacity(registry, queue);
+  // Room for 8 at the report: two replicas meeting the same burst take 4 each, not 8 each.
+  registry.reportLoad(backend, report(0));
+  const leases = Array.from({ length: 4 }, () => queue.acquire());
+  assert.ok(leases.every(isLease));
+  assert.ok(queue.acquire() instanceof Promise, 'the fifth waits for the next report');
+  // One of its own ended: that slot is known free, so it refills it at once.
+  (leases[0] as Lease).release();
+  assert.equal(queue.waiting, 0, 'the waiter took the slot its own request freed');
+});
