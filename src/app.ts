@@ -7,6 +7,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { ControlPlane } from './admin/control-plane.js';
+import type { ServingPhase } from './admin/probe-routes.js';
 import { type ReloadOutcome, reload } from './admin/reload.js';
 import { registerAdminRoutes } from './admin/routes.js';
 import { type BatchService, createBatchService } from './batch/batch-service.js';
@@ -28,6 +29,7 @@ import { ProxyEventBus } from './proxy/proxy-events.js';
 import { createContextReader } from './proxy/request-context-from.js';
 import { createTraitsReader } from './proxy/request-traits-from.js';
 import { registerTrafficRoutes } from './proxy/traffic-routes.js';
+import { warmUp } from './proxy/warm-up.js';
 import { queuesOwnRequests } from './routing/backend-load.js';
 import { FleetDispatcher } from './routing/fleet-dispatcher.js';
 import { createRouting } from './routing/fleet-routing.js';
@@ -67,8 +69,14 @@ export interface Gateway {
   readonly reload: (() => ReloadOutcome) | null;
   /** Listens on `config.listen` (and `metrics_listen`); returns the bound main URL. */
   listen(): Promise<string>;
-  /** Stops accepting, lets in-flight requests finish up to `drain_timeout`, then closes. */
+  /** Stops accepting, lets in-flight requests finish up to `shutdown.grace`, then closes. */
   close(): Promise<void>;
+  /**
+   * SIGTERM: `/readyz` answers 503 at once while the listener stays open (a request that still
+   * arrives is served), waits for every request in flight or queued to finish, then closes; all of
+   * it within `shutdown.grace`, after which what remains is cut.
+   */
+  drain(): Promise<void>;
 }
 
 export async function createGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
@@ -102,6 +110,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     watchdog: fleet.watchdog,
   });
   let closing = false;
+  let phase: ServingPhase = config.upstream.warm_up ? 'warming' : 'serving';
   const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix);
   registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
 
@@ -128,7 +137,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     supervisorOf: (name) => launcher?.get(name),
     reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
   };
-  await registerAdminRoutes(app, control, { events, queue: routing.queue });
+  await registerAdminRoutes(app, control, { events, queue: routing.queue }, () => phase);
   const batch = createBatchService(app, config, (id, err) => logger.error({ err, batch: id }, 'batch job failed'));
   if (batch) metrics.observeBatches(batch.jobs);
   const prefix = config.routing.prefix;
@@ -163,23 +172,86 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     listen: async () => {
       fleet.start();
       const address = await app.listen({ host: config.listen.host, port: config.listen.port });
+      warmUpWhenReady(address);
       if (config.metrics_listen) await metrics.listen(config.metrics_listen);
       // Once listening: a fleetgate that cannot take its port leaves no engines behind.
       launcher?.start();
       batch?.start((app.server.address() as { port: number }).port);
       return address;
     },
-    close: async () => {
-      closing = true;
-      // Jobs first: their requests to this very listener would otherwise hold the drain.
+    close: () => close(config.shutdown.grace),
+    drain: async () => {
+      const deadline = performance.now() + config.shutdown.grace;
+      phase = 'draining';
+      metrics.draining();
       await batch?.stop();
-      const server = app.server;
-      const force = setTimeout(() => server.closeAllConnections(), config.shutdown.drain_timeout);
-      force.unref();
-      routing.queue.close();
-      await app.close();
-      clearTimeout(force);
-      await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
+      await untilIdle(registry, routing.queue, config.shutdown.grace);
+      await close(Math.max(0, deadline - performance.now()));
     },
   };
+
+  async function close(graceMs: number): Promise<void> {
+    closing = true;
+    // Jobs first: their requests to this very listener would otherwise hold the drain.
+    await batch?.stop();
+    const server = app.server;
+    const force = setTimeout(() => server.closeAllConnections(), graceMs);
+    force.unref();
+    routing.queue.close();
+    await app.close();
+    clearTimeout(force);
+    await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
+  }
+
+  /** Once `min_ready` backends are first ready: the warm-up, then `/readyz` may say ready. */
+  function warmUpWhenReady(address: string): void {
+    if (phase !== 'warming') return;
+    const run = () => {
+      registry.off('transition', onTransition);
+      void warmUp({
+        selfUrl: loopbackOf(address),
+        ready: () => registry.ready,
+        preconnect: (backend, connections) => pools.preconnect(backend, connections),
+        apiKey: config.auth.api_keys[0] ?? null,
+        // With a rate limit, at most half of one window's budget.
+        maxRequests: config.rate_limit.enabled ? Math.floor(config.rate_limit.max / 2) : Number.POSITIVE_INFINITY,
+      }).then((result) => {
+        if (result.error !== null) logger.warn({ warmUp: result }, 'start-up warm-up incomplete; serving cold');
+        else logger.info({ warmUp: result }, 'start-up warm-up done');
+        metrics.warmedUp(result.ms / 1000);
+        if (phase === 'warming') phase = 'serving';
+      });
+    };
+    const onTransition = () => {
+      if (registry.ready.length >= Math.max(1, config.min_ready)) run();
+    };
+    registry.on('transition', onTransition);
+    onTransition();
+  }
+}
+
+/** The listener's URL as this host reaches it: a wildcard address through loopback. */
+function loopbackOf(address: string): string {
+  const url = new URL(address);
+  if (url.hostname === '0.0.0.0') url.hostname = '127.0.0.1';
+  else if (url.hostname === '[::]') url.hostname = '[::1]';
+  return url.origin;
+}
+
+/** Resolves once no request is in flight to a backend or waiting in the queues, or after `timeoutMs`. */
+function untilIdle(registry: Fleet['registry'], queue: ModelQueues, timeoutMs: number): Promise<void> {
+  const idle = () => queue.waiting === 0 && registry.list().every((backend) => backend.inflight === 0);
+  if (idle()) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      registry.off('capacity', check);
+      resolve();
+    };
+    const check = () => {
+      if (idle()) done();
+    };
+    const timer = setTimeout(done, timeoutMs);
+    registry.on('capacity', check);
+  });
 }

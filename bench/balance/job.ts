@@ -55,6 +55,8 @@ export interface JobOptions {
    * the servers' counters leave them out. 0 or absent: none, the job meets a cold balancer.
    */
   warmup?: number;
+  /** Processes of the target over the same servers (default 1), the client spreading requests round-robin over them. */
+  replicas?: number;
   /** Started (and awaited) once the balancer is ready, just before the job; stopped when the job is done. */
   alongside?: (urls: string[]) => Promise<{ stop(): Promise<void> }>;
 }
@@ -83,6 +85,8 @@ export interface JobMetrics {
    * use. The rest of `generatedTokens` was thrown away: never sent, or part of a cut stream.
    */
   deliveredTokens: number;
+  /** Most generation requests each server held at once (running and queued), every replica's together. */
+  peakHeld: number[];
 }
 
 const PATH = '/v1/chat/completions';
@@ -101,14 +105,20 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
     version: dead ? 'old' : undefined,
   });
   try {
-    const target = await startTarget(spec, {
-      backends: sims.urls,
-      cpu: opts.proxyCpu,
-      dir: join(opts.dir, 'proxy'),
-      readyBackends: fault ? opts.servers - 1 : opts.servers,
-      nodeArgs: opts.proxyNodeArgs,
-    });
-    const client = new LoadClient(target.urls, opts.concurrency, { requestTimeoutMs: opts.requestTimeoutMs });
+    const targets: Awaited<ReturnType<typeof startTarget>>[] = [];
+    for (let r = 0; r < (opts.replicas ?? 1); r++) {
+      targets.push(
+        await startTarget(spec, {
+          backends: sims.urls,
+          cpu: opts.proxyCpu,
+          dir: join(opts.dir, `proxy-${r}`),
+          readyBackends: fault ? opts.servers - 1 : opts.servers,
+          nodeArgs: opts.proxyNodeArgs,
+        }),
+      );
+    }
+    const urls = targets.flatMap((target) => target.urls);
+    const client = new LoadClient(urls, opts.concurrency, { requestTimeoutMs: opts.requestTimeoutMs });
     try {
       const latencies = new Samples(opts.jobs.length);
       let done = 0;
@@ -120,7 +130,7 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
       await warmUp(client, opts.warmup ?? 0, { model: MODEL });
       const before = await simCounters(sims);
       if (fault) await sims.go();
-      const side = await opts.alongside?.(target.urls);
+      const side = await opts.alongside?.(urls);
       const result = await closedLoop(client, {
         concurrency: opts.concurrency,
         total: opts.jobs.length,
@@ -157,10 +167,11 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
         neverCompleted: timedOut + (opts.jobs.length - result.sent),
         warmedUp: before.completed.reduce((sum, n) => sum + n, 0),
         deliveredTokens,
+        peakHeld: after.peakHeld,
       };
     } finally {
       await client.close();
-      await target.stop();
+      await Promise.all(targets.map((target) => target.stop()));
     }
   } finally {
     await sims.stop();

@@ -34,6 +34,11 @@ export interface PrefixJobOptions {
   proxyNodeArgs?: string[];
   /** Told of every request's outcome (for per-request traces). */
   onOutcome?: (request: PrefixRequest, outcome: Outcome) => void;
+  /**
+   * Processes of the target over the same servers (default 1), the client spreading its requests
+   * round-robin over them as a Service does: a conversation's turns land on any of them.
+   */
+  replicas?: number;
 }
 
 export interface PrefixJobMetrics {
@@ -47,6 +52,9 @@ export interface PrefixJobMetrics {
   /** Completed requests per server, in server order. */
   completed: number[];
   cut: boolean;
+  /** Sessions (conversations, groups) whose every answered request came from one server, and all sessions seen. */
+  sessionsOnOneServer: number;
+  sessions: number;
 }
 
 const PATH = '/v1/chat/completions';
@@ -55,23 +63,37 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
   mkdirSync(opts.dir, { recursive: true });
   const sims = await SimHost.start({ count: opts.servers, engine: opts.engine, cpu: opts.clientCpu, logDir: opts.dir });
   try {
-    const target = await startTarget(spec, {
-      backends: sims.urls,
-      cpu: opts.proxyCpu,
-      dir: join(opts.dir, 'proxy'),
-      nodeArgs: opts.proxyNodeArgs,
-    });
-    const client = new LoadClient(target.urls, opts.concurrency);
+    const targets: Awaited<ReturnType<typeof startTarget>>[] = [];
+    for (let r = 0; r < (opts.replicas ?? 1); r++) {
+      targets.push(
+        await startTarget(spec, {
+          backends: sims.urls,
+          cpu: opts.proxyCpu,
+          dir: join(opts.dir, `proxy-${r}`),
+          nodeArgs: opts.proxyNodeArgs,
+        }),
+      );
+    }
+    const client = new LoadClient(
+      targets.flatMap((target) => target.urls),
+      opts.concurrency,
+    );
     try {
       const ttft = new Samples(4096);
       let ok = 0;
       let errors = 0;
+      const servers = new Map<string, Set<string>>();
       const send = async (request: PrefixRequest): Promise<Outcome> => {
         const outcome = await client.post(PATH, request.body, {}, { 'x-session-id': request.session });
         opts.onOutcome?.(request, outcome);
         if (outcome.error === null && outcome.status === 200) {
           ok++;
           ttft.push(outcome.firstMs - outcome.startMs);
+          if (outcome.server !== undefined) {
+            const seen = servers.get(request.session) ?? new Set<string>();
+            seen.add(outcome.server);
+            servers.set(request.session, seen);
+          }
         } else errors++;
         return outcome;
       };
@@ -107,10 +129,12 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
         cachedRatio: prompt > 0 ? cached / prompt : 0,
         completed: after.completed.map((n, i) => n - before.completed[i]),
         cut,
+        sessionsOnOneServer: [...servers.values()].filter((seen) => seen.size === 1).length,
+        sessions: servers.size,
       };
     } finally {
       await client.close();
-      await target.stop();
+      await Promise.all(targets.map((target) => target.stop()));
     }
   } finally {
     await sims.stop();

@@ -20,6 +20,7 @@ import {
 } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
 import { median } from '../lib/stats.js';
+import type { TargetSpec } from '../lib/targets.js';
 import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from './fleet-spec.js';
 import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
 import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
@@ -38,6 +39,8 @@ const usage = `usage: npm run bench:prefix -- [options]
   --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep            keep the work directory
   --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see prefix-plans.ts)
+  --replicas N      also run fleetgate prefix-aware as N processes over the same servers, the client
+                    spreading requests round-robin over them, and compare it with one (issue #29)
 `;
 
 const PREFIX = PREFIX_TARGETS[0].name;
@@ -54,6 +57,7 @@ function parse(argv: string[]) {
       workloads: { type: 'string' },
       seed: { type: 'string' },
       'no-warmup': { type: 'boolean' },
+      replicas: { type: 'string' },
     },
   });
   if (values.help) return null;
@@ -65,12 +69,25 @@ function parse(argv: string[]) {
   const ids = (values.targets ?? TARGET_IDS.join(',')).split(',').map((s) => s.trim());
   for (const id of ids)
     if (!(TARGET_IDS as readonly string[]).includes(id)) throw new Error(`--targets: unknown target '${id}'`);
-  const targets = PREFIX_TARGETS.filter((_, i) => ids.includes(TARGET_IDS[i]));
+  const replicas = numberFlag(values.replicas, 'replicas', 1);
+  const targets: RunTarget[] = PREFIX_TARGETS.filter((_, i) => ids.includes(TARGET_IDS[i])).map((spec) => ({
+    spec,
+    replicas: 1,
+  }));
+  if (replicas > 1) targets.push({ spec: { ...PREFIX_TARGETS[0], name: replicatedName(replicas) }, replicas });
   const workloads = all
     .filter((p) => wanted.includes(p.id))
     .map((p) => (values['no-warmup'] ? { ...p, warmup: 0 } : p));
-  return { ...common, workloads, targets };
+  return { ...common, workloads, targets, replicas };
 }
+
+interface RunTarget {
+  spec: TargetSpec;
+  /** fleetgate processes over the same servers. */
+  replicas: number;
+}
+
+const replicatedName = (n: number) => `fleetgate prefix-aware, ${n} replicas`;
 
 interface Record_ {
   run: number;
@@ -95,12 +112,12 @@ function ratio(records: Record_[], workload: string, target: string, against: st
   return { median: ratios.length > 0 ? median(ratios) : Number.NaN, ratios };
 }
 
-function table(records: Record_[], plan: WorkloadPlan): string {
+function table(records: Record_[], plan: WorkloadPlan, targets: RunTarget[]): string {
   const rows = [
-    '| balancer | makespan s | TTFT p50 ms | TTFT p99 ms | cached tokens | share per server (gpu0..gpu6, *slow) | errors |',
-    '|---|---|---|---|---|---|---|',
+    '| balancer | makespan s | TTFT p50 ms | TTFT p99 ms | cached tokens | sessions on one server | share per server (gpu0..gpu6, *slow) | errors |',
+    '|---|---|---|---|---|---|---|---|',
   ];
-  for (const t of PREFIX_TARGETS) {
+  for (const { spec: t } of targets) {
     const runs = records.filter((r) => r.workload === plan.id && r.target === t.name && r.metrics !== null);
     if (runs.length === 0) continue;
     const m = (f: (x: PrefixJobMetrics) => number) => median(runs.map((r) => f(r.metrics as PrefixJobMetrics)));
@@ -115,8 +132,9 @@ function table(records: Record_[], plan: WorkloadPlan): string {
       ),
     );
     const share = shares.map((s, i) => `${s.toFixed(0)}${i === SLOW_INDEX ? '*' : ''}`).join(' / ');
+    const stays = `${(100 * m((x) => x.sessionsOnOneServer / Math.max(1, x.sessions))).toFixed(1)} % of ${m((x) => x.sessions)}`;
     rows.push(
-      `| ${t.name} | ${m((x) => x.makespanSec).toFixed(2)} | ${m((x) => x.ttftP50Ms).toFixed(1)} | ${m((x) => x.ttftP99Ms).toFixed(1)} | ${(100 * m((x) => x.cachedRatio)).toFixed(1)} % | ${share} | ${m((x) => x.errors)} |`,
+      `| ${t.name} | ${m((x) => x.makespanSec).toFixed(2)} | ${m((x) => x.ttftP50Ms).toFixed(1)} | ${m((x) => x.ttftP99Ms).toFixed(1)} | ${(100 * m((x) => x.cachedRatio)).toFixed(1)} % | ${stays} | ${share} | ${m((x) => x.errors)} |`,
     );
   }
   return rows.join('\n');
@@ -142,8 +160,65 @@ function checks(records: Record_[], plans: WorkloadPlan[]): { lines: string[]; a
   return { lines, allMet };
 }
 
+/**
+ * Issue #29: the trace split over N replicas against one replica, in the same run: multi-turn and
+ * group TTFT p50 (and makespan) within 1.05x; conversations on one server >= 95 %; unique prompts
+ * spread (no server over 1.3x the mean share).
+ */
+function replicaChecks(
+  records: Record_[],
+  plans: WorkloadPlan[],
+  replicas: number,
+): { lines: string[]; allMet: boolean } {
+  const lines = ['| workload | measure | N replicas / one replica (runs) | limit | met? |', '|---|---|---|---|---|'];
+  let allMet = true;
+  const name = replicatedName(replicas);
+  const word = (met: boolean) => (met ? 'yes' : '**no**');
+  for (const plan of plans) {
+    const figures: Array<keyof PrefixJobMetrics> =
+      plan.id === 'unique' ? ['makespanSec'] : ['ttftP50Ms', 'makespanSec'];
+    for (const figure of figures) {
+      const r = ratio(records, plan.id, name, PREFIX, figure);
+      const met = r.ratios.length > 0 && r.median <= 1.05;
+      if (!met) allMet = false;
+      lines.push(
+        `| ${plan.workload.name} | ${figure} | ${r.median.toFixed(3)}x (${r.ratios.map((x) => x.toFixed(3)).join(' / ')}) | 1.05 | ${word(met)} |`,
+      );
+    }
+    const runs = records.filter((x) => x.workload === plan.id && x.target === name && x.metrics !== null);
+    if (runs.length === 0) continue;
+    if (plan.id === 'multi-turn') {
+      const share = median(
+        runs.map(
+          (x) =>
+            (x.metrics as PrefixJobMetrics).sessionsOnOneServer / Math.max(1, (x.metrics as PrefixJobMetrics).sessions),
+        ),
+      );
+      const met = share >= 0.95;
+      if (!met) allMet = false;
+      lines.push(
+        `| ${plan.workload.name} | conversations whose every turn one server answered | ${(100 * share).toFixed(1)} % of ${(runs[0].metrics as PrefixJobMetrics).sessions} | >= 95 % | ${word(met)} |`,
+      );
+    }
+    if (plan.id === 'unique') {
+      const worst = median(
+        runs.map((x) => {
+          const c = (x.metrics as PrefixJobMetrics).completed;
+          return Math.max(...c) / (c.reduce((a, b) => a + b, 0) / c.length);
+        }),
+      );
+      const met = worst <= 1.3;
+      if (!met) allMet = false;
+      lines.push(
+        `| ${plan.workload.name} | busiest server's requests / mean | ${worst.toFixed(3)}x | <= 1.3 | ${word(met)} |`,
+      );
+    }
+  }
+  return { lines, allMet };
+}
+
 async function main(argv: string[]): Promise<number> {
-  const start = startBench('prefix', usage, argv, parse, (o) => o.targets.map((t) => t.kind));
+  const start = startBench('prefix', usage, argv, parse, (o) => o.targets.map((t) => t.spec.kind));
   if (typeof start === 'number') return start;
   const { opts, machine, work, progress } = start;
   const records: Record_[] = [];
@@ -155,7 +230,7 @@ async function main(argv: string[]): Promise<number> {
           ...engineOptions({ quick: false, kvTokens: plan.kvTokens }),
           prefillTokensPerMs: PREFIX_PREFILL_TOKENS_PER_MS,
         };
-        for (const spec of inRunOrder(opts.targets, run)) {
+        for (const { spec, replicas } of inRunOrder(opts.targets, run)) {
           const label = `run ${run}/${opts.runs} ${plan.id} ${spec.name}`;
           try {
             await settle(opts.quietWaitMs, progress);
@@ -166,13 +241,14 @@ async function main(argv: string[]): Promise<number> {
               concurrency: plan.concurrency,
               proxyCpu: opts.proxyCpu,
               clientCpu: opts.clientCpu,
-              dir: join(work, `${run}-${plan.id}-${spec.kind}-${spec.balance}`),
+              dir: join(work, `${run}-${plan.id}-${spec.kind}-${spec.balance}-${replicas}`),
               deadlineMs: 300_000,
               warmup: plan.warmup,
+              replicas,
             });
             records.push({ run, workload: plan.id, target: spec.name, metrics, error: null });
             progress(
-              `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, TTFT p50 ${metrics.ttftP50Ms.toFixed(1)} ms p99 ${metrics.ttftP99Ms.toFixed(1)} ms, cached ${(100 * metrics.cachedRatio).toFixed(1)} %, errors ${metrics.errors}, completed ${metrics.completed.join('/')}`,
+              `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, TTFT p50 ${metrics.ttftP50Ms.toFixed(1)} ms p99 ${metrics.ttftP99Ms.toFixed(1)} ms, cached ${(100 * metrics.cachedRatio).toFixed(1)} %, sessions on one server ${metrics.sessionsOnOneServer}/${metrics.sessions}, errors ${metrics.errors}, completed ${metrics.completed.join('/')}`,
             );
           } catch (error) {
             records.push({ run, workload: plan.id, target: spec.name, metrics: null, error: (error as Error).message });
@@ -186,10 +262,11 @@ async function main(argv: string[]): Promise<number> {
   }
   const e = engineOptions({ quick: false });
   const verdict = checks(records, opts.workloads);
+  const replicated = opts.replicas > 1 ? replicaChecks(records, opts.workloads, opts.replicas) : null;
   const sections = opts.workloads.flatMap((plan) => [
     `### ${plan.workload.name}: ${requestCount(plan.workload)} requests, ${plan.workload.kind === 'batch' ? `${plan.concurrency} in flight` : `${plan.workload.conversations.length} conversations, ${plan.concurrency} at once`}, KV pool ${plan.kvTokens} tokens per server`,
     '',
-    table(records, plan),
+    table(records, plan, opts.targets),
     '',
   ]);
   const report = [
@@ -205,6 +282,16 @@ async function main(argv: string[]): Promise<number> {
     '',
     `All met: ${verdict.allMet ? 'yes' : 'no'}.`,
     '',
+    ...(replicated === null
+      ? []
+      : [
+          `### issue #29 targets: ${opts.replicas} replicas against one`,
+          '',
+          ...replicated.lines,
+          '',
+          `All met: ${replicated.allMet ? 'yes' : 'no'}.`,
+          '',
+        ]),
   ].join('\n');
   process.stdout.write(report);
   writeResults(opts.out, 'prefix', started, {
@@ -221,6 +308,7 @@ async function main(argv: string[]): Promise<number> {
       })),
     },
     targets: verdict,
+    replicas: replicated === null ? null : { count: opts.replicas, ...replicated },
     runs: records,
   });
   progress(`wrote ${opts.out}`);

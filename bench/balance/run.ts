@@ -31,6 +31,7 @@ import {
   workloadSpec,
 } from './fleet-spec.js';
 import { type FaultPlan, runJob, type SchedulerDeadPlan } from './job.js';
+import { renderReplicaFigures, replicaFigures } from './replica-checks.js';
 import {
   type BalanceRecord,
   checkTargets,
@@ -189,6 +190,7 @@ async function main(argv: string[]): Promise<number> {
             proxyCpu: opts.proxyCpu,
             clientCpu: opts.clientCpu,
             dir: join(work, `${run}-${spec.id}`),
+            replicas: spec.replicas,
             deadlineMs: opts.schedulerDead ? opts.runTimeoutMs : Math.max(60_000, lb.seconds * 1000 * 10),
           });
           records.push({ run, target: spec.name, metrics, error: null });
@@ -221,6 +223,9 @@ async function main(argv: string[]): Promise<number> {
     : dead
       ? `Fault: gpu${dead.index}'s scheduler dies when ${Math.round(dead.atShare * 100)}% of the requests are done; its HTTP server stays up, \`/health\` answers 200 (SGLang v0.4 servers), no log configured. The client aborts a request after ${opts.requestTimeoutMs / 1000} s and the run after ${opts.runTimeoutMs / 1000} s (no client retries). fleetgate runs with its defaults (\`health.progress_timeout\` 60 s).`
       : '';
+  const replicas = replicaFigures(records);
+  const replicaSection =
+    replicas.makespanRatio === null && replicas.capRuns.length === 0 ? [] : [renderReplicaFigures(replicas), ''];
   const variant = opts.fault ? ' (fault variant)' : dead ? ' (scheduler-dead variant)' : '';
   const report = [
     `## fleetgate balance bench${variant} (medians of ${opts.runs} run${opts.runs === 1 ? '' : 's'})`,
@@ -243,6 +248,7 @@ async function main(argv: string[]): Promise<number> {
           '',
         ]
       : ['### issue #7 targets', '', renderChecks(checks), '']),
+    ...replicaSection,
     ...(symmetric === null
       ? []
       : [
@@ -261,6 +267,7 @@ async function main(argv: string[]): Promise<number> {
     lowerBound: lb,
     summaries,
     targets: checks,
+    replicas,
     runs: records,
   });
   progress(`wrote ${opts.out}`);

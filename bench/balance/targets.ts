@@ -6,7 +6,12 @@ export interface BalanceTarget extends TargetSpec {
   id: string;
   /** Run only when `--targets` names it (not in the default list). */
   optIn?: boolean;
+  /** fleetgate processes over the same servers, the client spreading requests over them (default 1). */
+  replicas?: number;
 }
+
+/** A fixed `max_inflight_per_backend` for the fleet-wide cap check: the servers' max_running_requests. */
+export const FIXED_CAP = 32;
 
 export const BALANCE_TARGETS: readonly BalanceTarget[] = [
   { id: 'direct', name: 'direct (client round-robin)', kind: 'direct' },
@@ -37,6 +42,39 @@ export const BALANCE_TARGETS: readonly BalanceTarget[] = [
     kind: 'fleetgate',
     balance: 'least-loaded',
     maxInflight: 0,
+  },
+  // Issue #29: two replicas behind one Service (the client spreads requests over both).
+  {
+    id: 'fleetgate-replicas-2',
+    name: 'fleetgate least-loaded, 2 replicas',
+    kind: 'fleetgate',
+    balance: 'least-loaded',
+    replicas: 2,
+  },
+  {
+    id: 'fleetgate-cap-fixed',
+    name: `fleetgate least-loaded, max_inflight ${FIXED_CAP}`,
+    kind: 'fleetgate',
+    balance: 'least-loaded',
+    maxInflight: FIXED_CAP,
+  },
+  {
+    id: 'fleetgate-cap-fixed-replicas-2',
+    name: `fleetgate least-loaded, max_inflight ${FIXED_CAP}, 2 replicas`,
+    kind: 'fleetgate',
+    balance: 'least-loaded',
+    maxInflight: FIXED_CAP,
+    replicas: 2,
+  },
+  // The same, each replica told there are 2 (`routing.replicas`): each takes half the room a report shows.
+  {
+    id: 'fleetgate-cap-shared-replicas-2',
+    name: `fleetgate least-loaded, max_inflight ${FIXED_CAP}, 2 replicas, routing.replicas 2`,
+    kind: 'fleetgate',
+    balance: 'least-loaded',
+    maxInflight: FIXED_CAP,
+    replicas: 2,
+    routingReplicas: 2,
   },
   { id: 'nginx-least-conn', name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn' },
   { id: 'nginx-round-robin', name: 'nginx round-robin', kind: 'nginx', balance: 'round-robin' },

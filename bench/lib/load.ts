@@ -6,6 +6,7 @@
 import { Pool } from 'undici';
 
 const LFLF = Buffer.from('\n\n');
+const SIM_SERVER = 'x-sim-server';
 const LF = 0x0a;
 const QUOTE = 0x22;
 const CONTENT = Buffer.from('"content":"');
@@ -30,6 +31,8 @@ export interface Outcome {
   tokens: number;
   bytes: number;
   error: string | null;
+  /** The simulated server that answered (its `x-sim-server` header), when it says. */
+  server?: string;
 }
 
 export interface StreamHooks {
@@ -106,8 +109,13 @@ export class LoadClient {
             inflight.add(fn);
             if (timedOut) fn(new Error(REQUEST_TIME_LIMIT));
           },
-          onHeaders(statusCode: number) {
+          onHeaders(statusCode: number, raw: Buffer[]) {
             out.status = statusCode;
+            for (let i = 0; i < raw.length; i += 2) {
+              if (raw[i].length === SIM_SERVER.length && raw[i].toString('latin1').toLowerCase() === SIM_SERVER) {
+                out.server = raw[i + 1].toString('latin1');
+              }
+            }
             return true;
           },
           onData(chunk: Buffer) {

@@ -111,6 +111,9 @@ export function fleetgateConfig(
     modelAliases?: Record<string, string>;
     accessLog?: boolean;
     resumeLimit?: number;
+    warmUp?: boolean;
+    balanceFactor?: number;
+    routingReplicas?: number;
   },
 ): string {
   const backends = input.backends.map((b, i) => `  - url: ${b}\n    name: gpu${i}`).join('\n');
@@ -120,20 +123,23 @@ export function fleetgateConfig(
     input.maxInflight === undefined ? '' : `  max_inflight_per_backend: ${input.maxInflight}\n`,
     input.loadInterval === undefined ? '' : `  load_interval: ${input.loadInterval}\n`,
     input.capSlowStart === undefined ? '' : `  cap_slow_start: ${input.capSlowStart}\n`,
+    input.routingReplicas === undefined ? '' : `  replicas: ${input.routingReplicas}\n`,
+    input.balanceFactor === undefined ? '' : `  prefix:\n    balance_factor: ${input.balanceFactor}\n`,
   ].join('');
+  const upstream = input.warmUp === undefined ? '' : `upstream:\n  warm_up: ${input.warmUp}\n`;
   const aliases = Object.entries(input.modelAliases ?? {});
   const models =
     aliases.length === 0 ? '' : `models:\n${aliases.map(([alias, name]) => `  ${alias}: ${name}\n`).join('')}`;
   return `listen: 127.0.0.1:${input.port}
 backends:
 ${backends}
-${models}${routing ? `routing:\n${routing}` : ''}${input.resumeLimit === undefined ? '' : `retry:\n  resume_limit: ${input.resumeLimit}\n`}queue:
+${models}${routing ? `routing:\n${routing}` : ''}${upstream}${input.resumeLimit === undefined ? '' : `retry:\n  resume_limit: ${input.resumeLimit}\n`}queue:
   max_waiting: 100000
   timeout: 30m
 ${input.queueYaml ?? ''}log:
   level: ${input.accessLog ? 'info' : (input.logLevel ?? 'warn')}
   access: ${input.accessLog === true}
 shutdown:
-  drain_timeout: 1s
+  grace: 1s
 `;
 }

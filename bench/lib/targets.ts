@@ -39,6 +39,12 @@ export interface TargetSpec {
   accessLog?: boolean;
   /** fleetgate only: `retry.resume_limit` (0 = stream resume off). */
   resumeLimit?: number;
+  /** fleetgate only: `upstream.warm_up` (default: fleetgate's own). */
+  warmUp?: boolean;
+  /** fleetgate only: `routing.prefix.balance_factor` (default: fleetgate's own). */
+  balanceFactor?: number;
+  /** fleetgate only: `routing.replicas` (default: fleetgate's own). */
+  routingReplicas?: number;
 }
 
 export interface RunningTarget {
@@ -163,6 +169,9 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         modelAliases: spec.modelAliases,
         accessLog: spec.accessLog,
         resumeLimit: spec.resumeLimit,
+        warmUp: spec.warmUp,
+        balanceFactor: spec.balanceFactor,
+        routingReplicas: spec.routingReplicas,
       }),
     );
     proc = spawnPinned(
@@ -181,7 +190,8 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
           alive();
           const res = await request(`${url}/fleet/status`, { headersTimeout: 2000 });
           const body = (await res.body.json()) as { ready?: number };
-          return (body.ready ?? 0) >= want;
+          // And /readyz: its start-up warm-up (upstream.warm_up) done, as a load balancer would wait.
+          return (body.ready ?? 0) >= want && (await httpStatus(`${url}/readyz`)) === 200;
         },
         `fleetgate with ${want} ready backends`,
         30_000,

@@ -44,5 +44,6 @@ export async function simCounters(sims: SimHost) {
     retractions: sum((c) => c.retractions),
     completed: stats.map((s) => s.counters.completed),
     requests: stats.map((s) => s.counters.requests),
+    peakHeld: stats.map((s) => s.counters.peakHeld),
   };
 }

@@ -59,15 +59,18 @@ export async function runGateway(argv: string[], { launch }: { launch: boolean }
   return runUntilSignal(gateway);
 }
 
-/** Resolves with exit code 0 after a graceful stop on SIGTERM or SIGINT. */
+/** Resolves with exit code 0 after a graceful stop (a drain within `shutdown.grace`) on SIGTERM or SIGINT. */
 export function runUntilSignal(gateway: Gateway, beforeClose: () => Promise<void> = async () => {}): Promise<number> {
   return new Promise((resolve) => {
     let stopping = false;
     const stop = async (signal: NodeJS.Signals) => {
       if (stopping) return;
       stopping = true;
-      gateway.app.log.info({ signal }, 'stopping: no new connections, letting in-flight requests finish');
-      await gateway.close();
+      gateway.app.log.info(
+        { signal, graceMs: gateway.config.shutdown.grace },
+        'draining: /readyz now 503; letting in-flight requests finish, then stopping',
+      );
+      await gateway.drain();
       await beforeClose();
       process.off('SIGHUP', reload);
       resolve(0);

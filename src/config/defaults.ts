@@ -35,6 +35,8 @@ export const DEFAULT_RESUME_WAIT = 10_000;
 /** Short enough for the adaptive cap to follow a backend's KV cache as answers grow. */
 export const DEFAULT_LOAD_INTERVAL = 250;
 export const DEFAULT_CAP_SLOW_START = false;
+/** One replica takes all the room a report shows; set it to the Deployment's replica count (docs/replicas.md). */
+export const DEFAULT_ROUTING_REPLICAS = 1;
 
 /** prefix-aware (docs/decisions.md, "prefix-aware"): 128 characters are about 32 tokens, two SGLang pages of 16. */
 export const DEFAULT_PREFIX_BLOCK_CHARS = 128;
@@ -45,6 +47,8 @@ export const DEFAULT_PREFIX_TTL = 10 * 60_000;
 export const DEFAULT_PREFIX_MIN_MATCH = 0.3;
 export const DEFAULT_PREFIX_LOAD_GAP = 4;
 export const DEFAULT_PREFIX_LOAD_RATIO = 1.5;
+/** Rendezvous hashing's load bound (HAProxy's `hash-balance-factor` 125): a home takes up to 1.25x the mean load. */
+export const DEFAULT_PREFIX_BALANCE_FACTOR = 1.25;
 export const DEFAULT_PREFIX_SESSION_HEADER = 'x-session-id';
 /** Waiters a freed slot may look past for one cached on it (docs/decisions.md, "Waiting for the cached backend"). */
 export const DEFAULT_PREFIX_QUEUE_LOOKAHEAD = 32;
@@ -63,6 +67,7 @@ export const DEFAULT_UPSTREAM_CONNECT_TIMEOUT = 5_000;
 /** Non-streamed (e.g. thinking-mode) generations send no header until they are done, minutes later. */
 export const DEFAULT_UPSTREAM_HEADERS_TIMEOUT = 60 * 60_000;
 export const DEFAULT_UPSTREAM_STREAM_IDLE_TIMEOUT = 10 * 60_000;
+export const DEFAULT_UPSTREAM_WARM_UP = true;
 
 export const DEFAULT_BODY_SIZE = 32 * 2 ** 20;
 export const DEFAULT_HEADER_SIZE = 64 * 2 ** 10;
@@ -78,7 +83,8 @@ export const DEFAULT_LOG_LEVEL: Config['log']['level'] = 'info';
 export const DEFAULT_LOG_DESTINATION = 'stdout';
 export const DEFAULT_LOG_ACCESS = true;
 
-export const DEFAULT_DRAIN_TIMEOUT = 30_000;
+/** Below Kubernetes' default terminationGracePeriodSeconds (30 s) less a preStop pause. */
+export const DEFAULT_SHUTDOWN_GRACE = 25_000;
 export const DEFAULT_BATCH_ENABLED = true;
 export const DEFAULT_BATCH_DIR = 'fleetgate-batches';
 /** OpenAI's own limit for a Batch input file. */

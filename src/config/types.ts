@@ -83,6 +83,8 @@ export interface Config {
     retries: number;
     /** Interval for scraping backend-reported load (`/metrics`); 0 disables. */
     load_interval: number;
+    /** Replicas sharing a fixed `max_inflight_per_backend`: each takes 1/N of the room a load report shows. */
+    replicas: number;
     /** `auto` cap: start a newly read backend low and double it at each report until it queues. */
     cap_slow_start: boolean;
     /** `prefix-aware` policy settings. */
@@ -99,6 +101,8 @@ export interface Config {
       load_gap: number;
       /** ...and is more than this many times it. */
       load_ratio: number;
+      /** Rendezvous hashing across replicas: a home over this x the mean load passes the request on; 0 = off. */
+      balance_factor: number;
       /** Lower-case header whose value pins a conversation to a backend; null = none. */
       session_header: string | null;
       /** Waiters behind the queue's head a freed slot may go to when their prompt is cached there; 0 = off. */
@@ -134,6 +138,8 @@ export interface Config {
     stream_idle_timeout: number;
     /** Bearer token sent to backends started with `--api-key`. */
     api_key: string | null;
+    /** Before `/readyz` first says ready: open connections to the ready backends and run one request through. */
+    warm_up: boolean;
   };
   limits: {
     body_size: number;
@@ -168,7 +174,8 @@ export interface Config {
     access: boolean;
   };
   shutdown: {
-    drain_timeout: number;
+    /** From SIGTERM to exit: `/readyz` 503 at once, in-flight requests (streams too) finish within it, then cut. */
+    grace: number;
   };
   /** The OpenAI Batch API (`/v1/files`, `/v1/batches`): jobs run through fleetgate itself. */
   batch: {

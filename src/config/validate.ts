@@ -53,6 +53,30 @@ const maxInflight: Rule<number | 'auto'> = {
   },
 };
 
+/** 0 (hashing off) or a factor of at least 1: under 1 the bound would refuse a backend at the mean load. */
+const anyFactor = number({ min: 0, fallback: defaults.DEFAULT_PREFIX_BALANCE_FACTOR });
+const balanceFactor: Rule<number> = {
+  ...anyFactor,
+  parse(value, key) {
+    const factor = anyFactor.parse(value, key);
+    if (factor > 0 && factor < 1) fail(key, `expected 0 (off) or a factor >= 1 such as 1.25, got ${factor}`);
+    return factor;
+  },
+};
+
+/** `shutdown.grace`; `drain_timeout` is its former name, still read when `grace` is not set. */
+const shutdownFields = section({ grace: nullable(duration(undefined)), drain_timeout: nullable(duration(undefined)) });
+const shutdownRule: Rule<Config['shutdown']> = {
+  fallback: () => ({ grace: defaults.DEFAULT_SHUTDOWN_GRACE }),
+  fromText: shutdownFields.fromText,
+  // As documented: `grace` defaults to 25 s; the parse below needs to tell it unset from set.
+  fields: { ...shutdownFields.fields, grace: duration(defaults.DEFAULT_SHUTDOWN_GRACE) },
+  parse(value, key) {
+    const { grace, drain_timeout: former } = shutdownFields.parse(value, key);
+    return { grace: grace ?? former ?? defaults.DEFAULT_SHUTDOWN_GRACE };
+  },
+};
+
 const topLevel = section({
   listen: hostPort(defaults.DEFAULT_LISTEN),
   metrics_listen: nullable(hostPort()),
@@ -82,6 +106,7 @@ const topLevel = section({
     retries: integer({ min: 0, fallback: defaults.DEFAULT_ROUTING_RETRIES }),
     load_interval: duration(defaults.DEFAULT_LOAD_INTERVAL),
     cap_slow_start: boolean(defaults.DEFAULT_CAP_SLOW_START),
+    replicas: integer({ min: 1, max: 1000, fallback: defaults.DEFAULT_ROUTING_REPLICAS }),
     prefix: section({
       block_chars: integer({ min: 16, max: 65_536, fallback: defaults.DEFAULT_PREFIX_BLOCK_CHARS }),
       max_blocks: integer({ min: 1, fallback: defaults.DEFAULT_PREFIX_MAX_BLOCKS }),
@@ -89,6 +114,7 @@ const topLevel = section({
       min_match: number({ min: 0, max: 1, fallback: defaults.DEFAULT_PREFIX_MIN_MATCH }),
       load_gap: number({ min: 0, fallback: defaults.DEFAULT_PREFIX_LOAD_GAP }),
       load_ratio: number({ min: 1, fallback: defaults.DEFAULT_PREFIX_LOAD_RATIO }),
+      balance_factor: balanceFactor,
       queue_lookahead: integer({ min: 0, max: 10_000, fallback: defaults.DEFAULT_PREFIX_QUEUE_LOOKAHEAD }),
       queue_hold: duration(defaults.DEFAULT_PREFIX_QUEUE_HOLD),
       // Null turns pinning off; absent, the default header pins only requests that carry it.
@@ -115,6 +141,7 @@ const topLevel = section({
     headers_timeout: duration(defaults.DEFAULT_UPSTREAM_HEADERS_TIMEOUT),
     stream_idle_timeout: duration(defaults.DEFAULT_UPSTREAM_STREAM_IDLE_TIMEOUT),
     api_key: nullable(text()),
+    warm_up: boolean(defaults.DEFAULT_UPSTREAM_WARM_UP),
   }),
   limits: section({
     body_size: size(defaults.DEFAULT_BODY_SIZE),
@@ -144,7 +171,7 @@ const topLevel = section({
     destination: text(defaults.DEFAULT_LOG_DESTINATION),
     access: boolean(defaults.DEFAULT_LOG_ACCESS),
   }),
-  shutdown: section({ drain_timeout: duration(defaults.DEFAULT_DRAIN_TIMEOUT) }),
+  shutdown: shutdownRule,
   batch: section({
     enabled: boolean(defaults.DEFAULT_BATCH_ENABLED),
     dir: text(defaults.DEFAULT_BATCH_DIR),

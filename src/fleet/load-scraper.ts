@@ -88,8 +88,11 @@ export class LoadScraper {
     if (this.#scraping.has(backend)) return;
     this.#scraping.add(backend);
     try {
+      // fleetgate's count when the GET leaves, not when the answer arrives: a request sent while the
+      // scrape is under way is not in what the backend reports, so it must count as sent since.
+      const inflightAtScrape = backend.inflight;
       const report = await this.#read(backend);
-      this.#opts.registry.reportLoad(backend, report);
+      this.#opts.registry.reportLoad(backend, report, inflightAtScrape);
       if (report !== null) this.#opts.onReport?.(backend, report);
     } finally {
       this.#scraping.delete(backend);

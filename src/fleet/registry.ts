@@ -275,12 +275,17 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
 
   /**
    * The load scraper's report (`load` null: the read found none, the last report stays). Stamped with
-   * the in-flight count now, so routing can add what was dispatched since (routing/backend-load.ts).
+   * the in-flight count when the read was sent (`inflightAtScrape`; default now), so routing can add
+   * what was dispatched since (routing/backend-load.ts).
    */
-  reportLoad(backend: Backend, load: Omit<ReportedLoad, 'inflightAtScrape'> | null): void {
+  reportLoad(
+    backend: Backend,
+    load: Omit<ReportedLoad, 'inflightAtScrape'> | null,
+    inflightAtScrape?: number,
+  ): void {
     const counts = this.#countsOf(backend);
     const previous = counts.reported;
-    if (load !== null) counts.reported = { ...load, inflightAtScrape: counts.inflight };
+    if (load !== null) counts.reported = { ...load, inflightAtScrape: inflightAtScrape ?? counts.inflight };
     this.emit('load', backend, load === null ? null : counts.reported, previous);
   }
 

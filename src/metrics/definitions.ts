@@ -178,7 +178,7 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
     }),
     prefixDecisions: new Counter({
       name: 'fleetgate_prefix_decisions_total',
-      help: 'prefix-aware routing decisions: cache (longest prefix match), load (the load guard overrode a match), session (the session key pinned it), none (no match: least-loaded).',
+      help: "prefix-aware routing decisions: cache (longest prefix match), load (the load guard overrode a match), session (the session key pinned it), none (no match: least-loaded); across replicas, home (the prefix key's rendezvous home) and bound (its home was over routing.prefix.balance_factor: the next in its order).",
       labelNames: ['decision'] as const,
       registers,
       collect: () => sources.prefixDecisions(),
@@ -188,6 +188,16 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       help: 'Prompt prefix characters matched on the backend chosen by cache decisions (divide by the cache decisions for the mean match length).',
       registers,
       collect: () => sources.prefixDecisions(),
+    }),
+    warmUpSeconds: new Gauge({
+      name: 'fleetgate_warm_up_seconds',
+      help: 'How long the start-up warm-up (upstream.warm_up) held /readyz back; 0 until done or when off.',
+      registers,
+    }),
+    draining: new Gauge({
+      name: 'fleetgate_draining',
+      help: '1 from SIGTERM on: /readyz answers 503 while in-flight requests finish (shutdown.grace).',
+      registers,
     }),
     rateLimited: new Counter({
       name: 'fleetgate_rate_limited_total',

@@ -15,7 +15,7 @@ import { ADMISSION_FAILURES, type AdmissionFailure, type WaitQueue } from '../ro
 export type QueueCounts = Pick<WaitQueue, 'waiting' | 'classNames' | 'waitingIn' | 'rejectedIn' | 'observeWaits'> &
   Partial<ModelQueueCounts>;
 
-import type { PrefixDecision, PrefixStats } from '../routing/prefix-aware.js';
+import { PREFIX_DECISIONS, type PrefixDecision, type PrefixStats } from '../routing/prefix-aware.js';
 import { BackendSeries } from './backend-series.js';
 import { type BatchSource, registerBatchMetrics } from './batch-metrics.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';
@@ -38,7 +38,10 @@ export class GatewayMetrics {
   readonly #rejectedSeen = new Map<string, Record<AdmissionFailure, number>>();
   readonly #models: ModelMetrics;
   readonly #prefix: { readonly stats: PrefixStats } | null;
-  readonly #prefixSeen = { decisions: { session: 0, cache: 0, load: 0, none: 0 }, matchedChars: 0 };
+  readonly #prefixSeen = {
+    decisions: Object.fromEntries(PREFIX_DECISIONS.map((d) => [d, 0])) as Record<PrefixDecision, number>,
+    matchedChars: 0,
+  };
   #server: MetricsServer | null = null;
 
   /** `prefix`: the prefix-aware policy, whose decisions are counted; null with another policy. */
@@ -113,6 +116,16 @@ export class GatewayMetrics {
   }
 
   /** Serves `/metrics` on a separate address too (`metrics_listen`). */
+  /** The start-up warm-up is done (it took `seconds`). */
+  warmedUp(seconds: number): void {
+    this.#families.warmUpSeconds.set(seconds);
+  }
+
+  /** SIGTERM: the process drains. */
+  draining(): void {
+    this.#families.draining.set(1);
+  }
+
   async listen(address: HostPort): Promise<void> {
     if (this.#server) throw new Error(`metrics already listening on ${this.#server.url}`);
     this.#server = await MetricsServer.start(address, this);

@@ -32,6 +32,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
         minMatch: prefix.min_match,
         loadGap: prefix.load_gap,
         loadRatio: prefix.load_ratio,
+        balanceFactor: prefix.balance_factor,
       },
     });
   // prefix-aware keeps one record of what each backend caches, shared by the model queues (a backend
@@ -47,6 +48,8 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
         affinityLookahead: prefix.queue_lookahead,
         affinityHoldMs: prefix.queue_hold,
         slots: registry,
+        fleetWideCap: typeof config.routing.max_inflight_per_backend === 'number' && config.routing.load_interval > 0,
+        capShare: config.routing.replicas,
       }),
     ready: () => registry.ready,
     serving: (model) => registry.readyServing(model),

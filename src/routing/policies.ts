@@ -93,6 +93,7 @@ export const POLICIES: Record<PolicyName, (deps: PolicyDeps) => Policy> = {
         minMatch: defaults.DEFAULT_PREFIX_MIN_MATCH,
         loadGap: defaults.DEFAULT_PREFIX_LOAD_GAP,
         loadRatio: defaults.DEFAULT_PREFIX_LOAD_RATIO,
+        balanceFactor: defaults.DEFAULT_PREFIX_BALANCE_FACTOR,
         ...deps.prefix,
         now: deps.now ?? (() => performance.now()),
       },

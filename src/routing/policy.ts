@@ -15,12 +15,15 @@ export interface Candidate {
 }
 
 export interface Policy {
-  /** `candidates` is non-empty; `traits` are the request's, where the policy uses them. */
-  pick<C extends Candidate>(candidates: readonly C[], traits?: PromptTraits): C;
+  /**
+   * `candidates` is non-empty; `traits` are the request's, where the policy uses them; `pool`: every
+   * ready backend of the request's model, free or not (what a load bound averages over).
+   */
+  pick<C extends Candidate>(candidates: readonly C[], traits?: PromptTraits, pool?: readonly Candidate[]): C;
   /** The request was sent to `candidate`. */
   onDispatch?(candidate: Candidate, traits?: PromptTraits): void;
   /** Whether the request's prefix or session is on `candidate` enough for the policy to prefer it. */
-  affinity?(candidate: Candidate, traits?: PromptTraits): boolean;
+  affinity?(candidate: Candidate, traits?: PromptTraits, pool?: readonly Candidate[]): boolean;
   /** The backend left rotation. */
   forget?(name: string): void;
 }

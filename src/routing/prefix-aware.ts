@@ -6,9 +6,21 @@
  *
  * Decisions: `session` (the session key's backend), `cache` (longest match), `load` (the guard
  * overrode a match), `none` (nothing matched enough: least-loaded).
+ *
+ * Several replicas (`balanceFactor` > 0, the default): the per-process record above only sees what
+ * this replica sent, so a conversation whose turns alternate between two replicas would move every
+ * turn. Then a request with a prefix key (the session key, or its conversation's opening) goes where
+ * rendezvous hashing with bounded loads says (rendezvous.ts), a function of the key, the ready
+ * backends and their reported load, the same on every replica: `home` (the key's first choice) or
+ * `bound` (its first choice was over the load bound: the next in the key's order). The record and the
+ * sessions are still kept, but only observe: they feed `matchedChars` (how much of the prompt the
+ * chosen backend was sent before) and nothing they say can move a request away from where the other
+ * replicas would send it. `balanceFactor` 0 turns hashing off: the per-process rule alone decides,
+ * which a single replica may prefer (it places new conversations by load, not by hash).
  */
 import type { Candidate, Policy } from './policy.js';
 import { PrefixRecord } from './prefix-record.js';
+import { boundedPick, score } from './rendezvous.js';
 import type { PromptTraits } from './request-traits.js';
 
 export interface PrefixAwareOptions {
@@ -22,10 +34,13 @@ export interface PrefixAwareOptions {
   loadGap: number;
   /** ...and is more than `loadRatio` times it. */
   loadRatio: number;
+  /** Rendezvous hashing's load bound, (1 + eps); 0 = no hashing (one replica's own record decides). */
+  balanceFactor: number;
   now: () => number;
 }
 
-export type PrefixDecision = 'session' | 'cache' | 'load' | 'none';
+export type PrefixDecision = 'session' | 'cache' | 'load' | 'none' | 'home' | 'bound';
+export const PREFIX_DECISIONS: readonly PrefixDecision[] = ['session', 'cache', 'load', 'none', 'home', 'bound'];
 
 export interface PrefixStats {
   readonly decisions: Readonly<Record<PrefixDecision, number>>;
@@ -62,7 +77,14 @@ export class PrefixAware implements Policy {
   readonly #sessions = new Map<string, string>();
   /** least-loaded: the guard's fallback and the tie-breaker among equal matches. */
   readonly #leastLoaded: Policy;
-  readonly #decisions: Record<PrefixDecision, number> = { session: 0, cache: 0, load: 0, none: 0 };
+  readonly #decisions: Record<PrefixDecision, number> = {
+    session: 0,
+    cache: 0,
+    load: 0,
+    none: 0,
+    home: 0,
+    bound: 0,
+  };
   #matchedChars = 0;
 
   constructor(opts: PrefixAwareOptions, leastLoaded: Policy) {
@@ -74,7 +96,13 @@ export class PrefixAware implements Policy {
     return { decisions: this.#decisions, matchedChars: this.#matchedChars };
   }
 
-  pick<C extends Candidate>(candidates: readonly C[], traits?: PromptTraits): C {
+  pick<C extends Candidate>(candidates: readonly C[], traits?: PromptTraits, pool?: readonly Candidate[]): C {
+    if (this.#opts.balanceFactor > 0 && traits?.key !== undefined) {
+      const { picked, home } = boundedPick(traits.key, candidates, pool ?? candidates, this.#opts.balanceFactor);
+      const matched =
+        traits.prefix === undefined ? 0 : (this.#records.get(picked.name)?.match(traits.prefix, this.#opts.now()) ?? 0);
+      return this.#decide(home ? 'home' : 'bound', picked, matched * (traits.blockChars ?? 0));
+    }
     const least = this.#leastLoaded.pick(candidates);
     if (traits === undefined) return this.#decide('none', least, 0);
     const pinned = this.#pinned(candidates, traits);
@@ -108,8 +136,14 @@ export class PrefixAware implements Policy {
     }
   }
 
-  affinity(candidate: Candidate, traits?: PromptTraits): boolean {
+  affinity(candidate: Candidate, traits?: PromptTraits, pool?: readonly Candidate[]): boolean {
     if (traits === undefined) return false;
+    if (this.#opts.balanceFactor > 0 && traits.key !== undefined) {
+      // Its home among the ready: the backend every replica would prefer for it.
+      const key = traits.key;
+      const own = score(key, candidate.name);
+      return (pool ?? [candidate]).every((other) => other.name === candidate.name || score(key, other.name) < own);
+    }
     if (traits.session !== undefined && this.#sessions.get(traits.session) === candidate.name) return true;
     const prefix = traits.prefix;
     if (prefix === undefined || prefix.length === 0) return false;

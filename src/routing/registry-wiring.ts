@@ -1,7 +1,7 @@
 /**
  * The one wiring from the fleet registry to the wait queues: wherever capacity may have appeared (a
- * backend turned ready, a cap opened, a request ended, a pool's model became known), the waiters
- * are tried again.
+ * backend turned ready, a cap opened, a request ended, a pool's model became known, a load report
+ * showed that other replicas' requests ended: the fleet-wide cap), the waiters are tried again.
  */
 import type { FleetRegistry } from '../fleet/registry.js';
 
@@ -11,4 +11,5 @@ export function drainOnCapacity(registry: FleetRegistry, queues: { drain(): void
   });
   registry.on('capacity', () => queues.drain());
   registry.on('models', () => queues.drain());
+  registry.on('load', () => queues.drain());
 }

@@ -5,6 +5,7 @@
  * other policies pay nothing).
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { hashText } from './rendezvous.js';
 
 export interface RequestTraits extends PromptTraits {
   /** Its priority class (`queue.classes`), already checked to be a configured one. */
@@ -23,6 +24,11 @@ export interface PromptTraits {
   readonly blockChars?: number;
   /** The session key header's value, when the client sent one. */
   readonly session?: string;
+  /**
+   * The prefix key replicas hash to a home backend (rendezvous.ts): the session key when sent, else
+   * what every turn of a conversation starts with (`render`). Absent with neither.
+   */
+  readonly key?: number;
 }
 
 export interface TraitsOptions {
@@ -47,27 +53,44 @@ function textOf(value: unknown): string {
   return value === undefined || value === null ? '' : String(value);
 }
 
+/** A prompt without messages: its first this many characters are its prefix key's span. */
+export const KEY_CHARS = 2048;
+
+interface Rendered {
+  text: string;
+  /**
+   * Length of the prefix that names a conversation (`PromptTraits.key`): for chat, the tools, the
+   * system messages and the first other message, which every later turn repeats unchanged; else
+   * the first `KEY_CHARS`.
+   */
+  keyEnd: number;
+}
+
 /**
  * The text a server renders first for this request, as its chat template would order it: tool
  * definitions, then every message with its role; or the prompt of `/v1/completions` and `/generate`.
  * Null when the path or body carries no prompt.
  */
-export function renderedPrefix(path: string, body: Body): string | null {
+function render(path: string, body: Body): Rendered | null {
   if (path.startsWith('/v1/chat/completions')) {
     if (!Array.isArray(body.messages)) return null;
     let out = body.tools === undefined ? '' : `${JSON.stringify(body.tools)}\n`;
+    let keyEnd = -1;
     for (const message of body.messages as Body[]) {
-      out += `<${textOf(message?.role)}>${textOf(message?.content)}\n`;
+      const role = textOf(message?.role);
+      out += `<${role}>${textOf(message?.content)}\n`;
       if (message?.tool_calls !== undefined) out += `${JSON.stringify(message.tool_calls)}\n`;
+      if (keyEnd < 0 && role !== 'system' && role !== 'developer') keyEnd = out.length;
     }
-    return out;
+    return { text: out, keyEnd: keyEnd < 0 ? out.length : keyEnd };
   }
-  if (path.startsWith('/v1/completions')) return body.prompt === undefined ? null : textOf(body.prompt);
-  if (path.startsWith('/generate')) {
+  let text: string | null = null;
+  if (path.startsWith('/v1/completions')) text = body.prompt === undefined ? null : textOf(body.prompt);
+  else if (path.startsWith('/generate')) {
     const prompt = body.text ?? body.input_ids;
-    return prompt === undefined ? null : textOf(prompt);
+    text = prompt === undefined ? null : textOf(prompt);
   }
-  return null;
+  return text === null ? null : { text, keyEnd: Math.min(text.length, KEY_CHARS) };
 }
 
 /**
@@ -97,6 +120,9 @@ function headerValue(headers: IncomingHttpHeaders, name: string): string | undef
   return first === undefined || first === '' ? undefined : first;
 }
 
+/** Keeps a session key apart from a prompt that happens to read the same. */
+const SESSION_SEED = 0x5e55_1011;
+
 /** The request's prompt traits; undefined when it has neither a prompt nor a session key. */
 export function promptTraits(
   path: string,
@@ -106,15 +132,19 @@ export function promptTraits(
 ): PromptTraits | undefined {
   const session = opts.sessionHeader === null ? undefined : headerValue(headers, opts.sessionHeader);
   let prefix: number[] | undefined;
+  let key = session === undefined ? undefined : hashText(session, SESSION_SEED);
   if (body !== null && body.length > 0) {
     try {
       const parsed = JSON.parse(body.toString('utf8')) as unknown;
-      const text = parsed !== null && typeof parsed === 'object' ? renderedPrefix(path, parsed as Body) : null;
-      if (text !== null) prefix = blockHashes(text, opts.blockChars);
+      const rendered = parsed !== null && typeof parsed === 'object' ? render(path, parsed as Body) : null;
+      if (rendered !== null) {
+        prefix = blockHashes(rendered.text, opts.blockChars);
+        key ??= hashText(rendered.text.slice(0, rendered.keyEnd));
+      }
     } catch {
       // Not JSON: the backend will answer 400; routing has nothing to match.
     }
   }
   if (prefix === undefined && session === undefined) return undefined;
-  return { prefix, blockChars: opts.blockChars, session };
+  return { prefix, blockChars: opts.blockChars, session, key };
 }

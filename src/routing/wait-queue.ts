@@ -8,7 +8,7 @@
  * owns the bookkeeping (as undici's pool-base does).
  */
 import type { Backend } from '../fleet/registry.js';
-import { candidateOf, type RoutedBackend } from './backend-load.js';
+import { backendLoad, candidateOf, type RoutedBackend } from './backend-load.js';
 import { ClassQueue, type QueueClass, type Queued } from './class-queue.js';
 import type { Policy } from './policy.js';
 import type { RequestTraits } from './request-traits.js';
@@ -102,6 +102,19 @@ export interface WaitQueueOptions {
   reserve?: number;
   /** Clock for waits and promotion (ms). */
   now?: () => number;
+  /**
+   * A numeric `max_inflight_per_backend` with load reports: the cap holds against the backend's load
+   * (what it reports running and queued, every replica's requests, plus this replica's dispatches
+   * since: backend-load.ts), not this replica's in-flight alone, so N replicas share one cap.
+   */
+  fleetWideCap?: boolean;
+  /**
+   * With `fleetWideCap`: the replicas that share it (`routing.replicas`). Between two load reports a
+   * replica cannot see another's dispatches, so each takes at most 1/N of the room the last report
+   * showed (its own requests that ended since count back in), and N replicas meeting the same burst
+   * together stay within the cap. 1: this replica may take all of it.
+   */
+  capShare?: number;
   /** Ready backends, read per admission (the registry keeps this list prebuilt). */
   ready: () => readonly Backend[];
   policy: Policy;
@@ -124,6 +137,7 @@ export class WaitQueue {
   readonly #lookahead: number;
   readonly #holdMs: number;
   readonly #scratch: RoutedBackend[] = [];
+  readonly #poolScratch: RoutedBackend[] = [];
   readonly #rejected = noFailures();
   readonly #rejectedByClass = new Map<string, Record<AdmissionFailure, number>>();
   #waiting = 0;
@@ -325,9 +339,11 @@ export class WaitQueue {
     const ready = this.#opts.ready();
     const mayUseReserve = this.#mayUseReserve(head.queue);
     const free = ready.filter((backend) => this.#hasRoom(backend, mayUseReserve));
+    const pool = ready.map(candidateOf);
     const cachedOn = (waiter: Waiter, backends: readonly Backend[]) =>
       backends.some(
-        (backend) => !waiter.avoid?.has(backend) && policy.affinity?.(candidateOf(backend), waiter.traits) === true,
+        (backend) =>
+          !waiter.avoid?.has(backend) && policy.affinity?.(candidateOf(backend), waiter.traits, pool) === true,
       );
     if (free.length === 0 || cachedOn(head, free) || !cachedOn(head, ready)) return head;
     let cold: Waiter | undefined;
@@ -351,7 +367,14 @@ export class WaitQueue {
 
   #hasRoom(backend: Backend, mayUseReserve: boolean): boolean {
     if (backend.cap === 0) return true;
-    return backend.inflight < (mayUseReserve ? backend.cap + this.#reserve : backend.cap);
+    const limit = mayUseReserve ? backend.cap + this.#reserve : backend.cap;
+    if (this.#opts.fleetWideCap !== true) return backend.inflight < limit;
+    if (backendLoad(backend) >= limit) return false;
+    const reported = backend.reported;
+    const share = this.#opts.capShare ?? 1;
+    if (reported === null || share <= 1) return true;
+    const room = Math.max(0, limit - reported.running - reported.queued);
+    return backend.inflight - reported.inflightAtScrape < Math.ceil(room / share);
   }
 
   /**
@@ -374,9 +397,13 @@ export class WaitQueue {
   ): Lease | null {
     const mayUseReserve = this.#mayUseReserve(queue);
     const free = this.#scratch;
+    const pool = this.#poolScratch;
     free.length = 0;
+    pool.length = 0;
     for (const backend of this.#opts.ready()) {
-      if (this.#hasRoom(backend, mayUseReserve) && !avoid?.has(backend)) free.push(candidateOf(backend));
+      const view = candidateOf(backend);
+      pool.push(view);
+      if (this.#hasRoom(backend, mayUseReserve) && !avoid?.has(backend)) free.push(view);
     }
     if (free.length === 0 && avoid && avoid.size > 0) {
       for (const backend of this.#opts.ready())
@@ -385,8 +412,9 @@ export class WaitQueue {
     if (free.length === 0) return null;
     if (queue.rank === 0 && this.#classes.length > 1 && free.length > 1) this.#leastQueued(free);
     const policy = this.#opts.policy;
-    const picked = policy.pick(free, traits);
+    const picked = policy.pick(free, traits, pool);
     free.length = 0;
+    pool.length = 0;
     policy.onDispatch?.(picked, traits);
     return this.#lease(picked.backend);
   }

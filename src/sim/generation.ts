@@ -27,6 +27,8 @@ export interface GenerationHost {
   readonly engine: Engine;
   readonly counters: SimCounters;
   readonly model: string;
+  /** Sent back as `x-sim-server` on generation answers: which server answered (bench and test traces). */
+  readonly serverName: string;
   readonly defaultMaxTokens: number;
   /** Live requests by rid, for `/abort_request`. */
   readonly active: Map<string, EngineRequest>;
@@ -222,6 +224,7 @@ export function runGeneration(
   const openai = job.api === 'generate' ? null : new OpenAiStream(job);
   let done = false;
   const writable = () => !res.destroyed && !res.writableEnded;
+  res.setHeader('x-sim-server', host.serverName);
 
   res.setHeader('x-sim-engine', host.name);
   if (job.stream) {
@@ -257,6 +260,7 @@ export function runGeneration(
     },
     onFinish(r, reason: FinishReason) {
       done = true;
+      host.counters.held--;
       job.cachedTokens = r.cachedTokens ?? 0;
       if (host.active.get(job.rid) === r) host.active.delete(job.rid);
       if (reason === 'abort') host.counters.aborted++;
@@ -288,5 +292,8 @@ export function runGeneration(
     host.engine.abort(request);
   });
   host.active.set(job.rid, request);
+  const c = host.counters;
+  c.held++;
+  if (c.held > c.peakHeld) c.peakHeld = c.held;
   host.engine.submit(request);
 }

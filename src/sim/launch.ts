@@ -113,6 +113,9 @@ export class Launch implements LaunchHost, HttpHost {
   get model(): string {
     return this.#opts.model;
   }
+  get serverName(): string {
+    return this.#opts.name;
+  }
   get defaultMaxTokens(): number {
     return this.#opts.engine.defaultMaxTokens;
   }

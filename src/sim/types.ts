@@ -167,6 +167,9 @@ export interface SimCounters {
   deadRankStreams: number;
   /** Streamed answers under way now: their headers went out and they have not ended. */
   openStreams: number;
+  /** Generation requests held now (running or queued), and the most ever held at once (bench:balance's cap check). */
+  held: number;
+  peakHeld: number;
 }
 
 /** Paths that do not count in `SimCounters.requests`. */
@@ -197,5 +200,7 @@ export function newCounters(): SimCounters {
     deadRank: 0,
     deadRankStreams: 0,
     openStreams: 0,
+    held: 0,
+    peakHeld: 0,
   };
 }

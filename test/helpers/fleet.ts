@@ -15,9 +15,14 @@ export interface RunningGateway {
   url: string;
 }
 
-/** Starts fleetgate with `raw` merged over a loopback listen address; closes it after the test. */
+/**
+ * Starts fleetgate with `raw` merged over a loopback listen address; closes it after the test. The
+ * start-up warm-up is off unless `raw` turns it on: its one-token requests would count in the
+ * backends' and fleetgate's figures a test asserts.
+ */
 export async function startGateway(t: After, raw: Record<string, unknown>): Promise<RunningGateway> {
-  const config = validateConfig({ listen: '127.0.0.1:0', ...raw }, 'test');
+  const upstream = { warm_up: false, ...(raw.upstream as Record<string, unknown> | undefined) };
+  const config = validateConfig({ listen: '127.0.0.1:0', ...raw, upstream }, 'test');
   const gateway = await createGateway(config, { logger: pino({ level: 'silent' }) });
   const url = await gateway.listen();
   t.after(() => gateway.close());

@@ -21,7 +21,13 @@ import { WaitQueue } from '../../src/routing/wait-queue.js';
 import { freePorts } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 
-const UPSTREAM = { connect_timeout: 2_000, headers_timeout: 10_000, stream_idle_timeout: 10_000, api_key: null };
+const UPSTREAM = {
+  connect_timeout: 2_000,
+  headers_timeout: 10_000,
+  stream_idle_timeout: 10_000,
+  api_key: null,
+  warm_up: false,
+};
 
 async function echoServer(t: { after(fn: () => unknown): void }) {
   const bodies: string[] = [];

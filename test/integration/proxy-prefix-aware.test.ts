@@ -1,6 +1,7 @@
 /**
  * prefix-aware through fleetgate over real TCP: a conversation's turns go where its prefix is cached,
  * the simulator reports the hit, fleetgate counts the decisions and shows each backend's hit rate.
+ * These check one replica's own rule (`balance_factor: 0`); replicas-affinity.test.ts the hashing.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -21,7 +22,7 @@ async function chat(url: string, messages: object[], headers: Record<string, str
 
 test('a conversation follows its cached prefix; decisions and hit rates are visible', async (t) => {
   const { url, gateway, sims } = await startReadyFleet(t, [{}, {}, {}], {
-    routing: { policy: 'prefix-aware', load_interval: '50ms' },
+    routing: { policy: 'prefix-aware', load_interval: '50ms', prefix: { balance_factor: 0 } },
   });
   const messages: object[] = [{ role: 'system', content: SYSTEM }];
   const cached: number[] = [];
@@ -53,7 +54,7 @@ test('a conversation follows its cached prefix; decisions and hit rates are visi
 
 test('a backend that leaves rotation takes no more of its conversation; the session header pins one', async (t) => {
   const { url, gateway, sims } = await startReadyFleet(t, [{}, {}], {
-    routing: { policy: 'prefix-aware', load_interval: '50ms' },
+    routing: { policy: 'prefix-aware', load_interval: '50ms', prefix: { balance_factor: 0 } },
   });
   const session = { 'x-session-id': 'conversation-7' };
   await chat(url, [{ role: 'user', content: 'short' }], session);

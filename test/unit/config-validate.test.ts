@@ -34,6 +34,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     retries: 2,
     load_interval: 250,
     cap_slow_start: false,
+    replicas: 1,
     prefix: {
       block_chars: 128,
       max_blocks: 65_536,
@@ -41,6 +42,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
       min_match: 0.3,
       load_gap: 4,
       load_ratio: 1.5,
+      balance_factor: 1.25,
       session_header: 'x-session-id',
       queue_lookahead: 32,
       queue_hold: 2_000,
@@ -58,7 +60,13 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     reserve: 0,
   },
   retry: { resume_limit: 2, resume_wait: 10_000 },
-  upstream: { connect_timeout: 5_000, headers_timeout: 3_600_000, stream_idle_timeout: 600_000, api_key: null },
+  upstream: {
+    connect_timeout: 5_000,
+    headers_timeout: 3_600_000,
+    stream_idle_timeout: 600_000,
+    api_key: null,
+    warm_up: true,
+  },
   limits: {
     body_size: 32 * 2 ** 20,
     header_size: 64 * 2 ** 10,
@@ -71,7 +79,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   admin: { token: null },
   discovery: null,
   log: { level: 'info', destination: 'stdout', access: true },
-  shutdown: { drain_timeout: 30_000 },
+  shutdown: { grace: 25_000 },
   batch: { enabled: true, dir: 'fleetgate-batches', max_file_size: 200 * 2 ** 20 },
   launch: null,
 };
@@ -171,6 +179,7 @@ test('every key is read and converted', () => {
       retries: 0,
       load_interval: 0,
       cap_slow_start: true,
+      replicas: 1,
       prefix: {
         block_chars: 128,
         max_blocks: 65_536,
@@ -178,6 +187,7 @@ test('every key is read and converted', () => {
         min_match: 0.3,
         load_gap: 4,
         load_ratio: 1.5,
+        balance_factor: 1.25,
         session_header: 'x-session-id',
         queue_lookahead: 32,
         queue_hold: 2_000,
@@ -200,6 +210,7 @@ test('every key is read and converted', () => {
       headers_timeout: 7_200_000,
       stream_idle_timeout: 30_000,
       api_key: 'sk-backend',
+      warm_up: true,
     },
     limits: {
       body_size: 2 ** 20,
@@ -213,7 +224,8 @@ test('every key is read and converted', () => {
     admin: { token: 's3cret' },
     discovery: { dns: 'sglang.svc.cluster.local', port: 30000, interval: 30_000, kind: 'sglang' },
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
-    shutdown: { drain_timeout: 90_000 },
+    // Its former name drain_timeout still sets it.
+    shutdown: { grace: 90_000 },
     batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: 2 ** 20 },
     launch: null,
   };

@@ -72,8 +72,24 @@ test('Deployment: 2 replicas, serve --config on the mounted ConfigMap, probes /r
   for (const kind of ['requests', 'limits']) {
     assert.ok(container.resources[kind].cpu && container.resources[kind].memory, `resources.${kind}`);
   }
+});
+
+test('losing a replica: PodDisruptionBudget minAvailable 1, readiness on /readyz, preStop pause, grace covering shutdown.grace', () => {
+  const pdb = one('PodDisruptionBudget', 'fleetgate');
+  assert.equal(pdb.apiVersion, 'policy/v1');
+  assert.equal(pdb.spec.minAvailable, 1);
+  assert.deepEqual(pdb.spec.selector.matchLabels, deployment.spec.template.metadata.labels);
+  assert.ok(deployment.spec.replicas > pdb.spec.minAvailable, 'one replica may be evicted at a time');
+  assert.equal(container.readinessProbe.httpGet.path, '/readyz');
+  const command: string[] = container.lifecycle.preStop.exec.command;
+  assert.equal(command[0], 'sleep');
+  const preStopMs = Number(command[1]) * 1000;
+  assert.ok(preStopMs > 0, 'a preStop pause lets the endpoints controller take the pod out first');
+  // The readiness probe needs its failureThreshold periods to notice: the pause covers that too.
+  const probeMs = container.readinessProbe.periodSeconds * container.readinessProbe.failureThreshold * 1000;
+  assert.ok(preStopMs >= Math.min(probeMs, 5000), 'the pause is at least a few seconds');
   const graceMs = pod.terminationGracePeriodSeconds * 1000;
-  assert.ok(graceMs > config.shutdown.drain_timeout, 'the pod outlives fleetgate’s own drain');
+  assert.ok(graceMs > preStopMs + config.shutdown.grace, 'the pod outlives the pause plus fleetgate’s own drain');
 });
 
 test('Service: port 8080 to the container port, selecting the fleetgate pods', () => {

@@ -17,6 +17,7 @@ function setup(overrides: Partial<PrefixAwareOptions> = {}) {
       minMatch: 0.3,
       loadGap: 4,
       loadRatio: 1.5,
+      balanceFactor: 0,
       now: () => clock.now,
       ...overrides,
     },
@@ -102,7 +103,7 @@ describe('prefix-aware', () => {
     assert.equal(policy.stats.decisions.load, 1);
     // Once b0 would queue the turn, load wins for the session too.
     assert.equal(policy.pick(hot(false), traits(turn(3), 'conv-3')).name, 'b1');
-    assert.deepEqual(policy.stats.decisions, { session: 1, cache: 0, load: 2, none: 0 });
+    assert.deepEqual(policy.stats.decisions, { session: 1, cache: 0, load: 2, none: 0, home: 0, bound: 0 });
   });
 
   test('a match does not take a request off an idle batch slot onto a backend that would queue it', () => {
@@ -120,7 +121,7 @@ describe('prefix-aware', () => {
     assert.equal(policy.stats.decisions.load, 1);
     // A session's backend keeps its conversation under the thresholds, idle slot or not.
     assert.equal(policy.pick(fleet(false), traits(turn(4), 'conv-7')).name, 'b0');
-    assert.deepEqual(policy.stats.decisions, { session: 1, cache: 1, load: 1, none: 0 });
+    assert.deepEqual(policy.stats.decisions, { session: 1, cache: 1, load: 1, none: 0, home: 0, bound: 0 });
   });
 
   test('the record ages out after the ttl', () => {

@@ -22,7 +22,7 @@ function setup({ lookahead = 8, holdMs = 1_000 } = {}) {
     return backend;
   });
   const policy = new PrefixAware(
-    { maxBlocks: 1_000, ttlMs: 0, minMatch: 0.3, loadGap: 4, loadRatio: 1.5, now: () => clock.now },
+    { maxBlocks: 1_000, ttlMs: 0, minMatch: 0.3, loadGap: 4, loadRatio: 1.5, balanceFactor: 0, now: () => clock.now },
     new LeastLoaded(),
   );
   const queue = new WaitQueue({

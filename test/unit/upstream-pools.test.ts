@@ -18,6 +18,7 @@ test("dispatch to a removed backend calls the handler's onError with a retryable
     headers_timeout: 1_000,
     stream_idle_timeout: 1_000,
     api_key: null,
+    warm_up: false,
   });
   registry.remove('gone');
   const errors: Error[] = [];

@@ -1,0 +1,99 @@
+/**
+ * Rendezvous (highest random weight) hashing with bounded loads: the one rule that lets several
+ * fleetgate replicas send a prefix to the same backend with nothing shared but the request, the
+ * membership and the backends' own load reports. Every backend gets a score from (key, its name);
+ * the order of the scores is the prefix's own preference list, the same on every replica. A backend
+ * leaving removes only its place in each list, so only the prefixes whose home it was move (and a
+ * backend coming back takes back exactly those). The load bound is Mirrokni, Thorup and
+ * Zadimoghaddam's (SODA 2018; HAProxy's `hash-balance-factor`): a backend may take the request while
+ * its load is under ceil(factor x (total load + 1) / backends); the first one in the list under it
+ * does. One exception, for continuous batching: a backend that reports an idle batch slot is never
+ * over the bound, since a request there starts at once (and finds its cache), while moving it
+ * re-prefills the whole conversation elsewhere. Without it, a report a scrape interval old (a
+ * finished request still counted) would move a conversation at light load, where integer loads make
+ * the bound tight (4 backends, one request running: the bound is 1). So the bound spreads what
+ * queues, and at light load the hash alone places. Pure, no I/O.
+ */
+
+/** 32-bit FNV-1a of a string, then a murmur3 finaliser so that close inputs land far apart. */
+function mix(h: number): number {
+  let x = h;
+  x ^= x >>> 16;
+  x = Math.imul(x, 0x85ebca6b);
+  x ^= x >>> 13;
+  x = Math.imul(x, 0xc2b2ae35);
+  x ^= x >>> 16;
+  return x >>> 0;
+}
+
+export function hashText(text: string, seed = 0x811c9dc5): number {
+  let h = seed;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return mix(h);
+}
+
+/** A backend's score for `key` (a prefix key from `hashText`); the highest is the key's home. */
+export function score(key: number, name: string): number {
+  return mix(hashText(name) ^ mix(key ^ 0x9e3779b9));
+}
+
+export interface Weighed {
+  readonly name: string;
+  readonly load: number;
+  /** It reports an idle batch slot (backend-load.ts `hasIdleSlot`): never over the bound. */
+  readonly idleSlot?: boolean;
+}
+
+/** `members` in `key`'s preference order (highest score first; ties, which need equal names, by name). */
+export function preferenceOrder<M extends Weighed>(key: number, members: readonly M[]): M[] {
+  return members
+    .map((member) => ({ member, s: score(key, member.name) }))
+    .sort((a, b) => b.s - a.s || (a.member.name < b.member.name ? -1 : 1))
+    .map((entry) => entry.member);
+}
+
+/**
+ * Load a backend must stay under to take one more request: ceil(factor x (total + 1) / n), over the
+ * whole pool (`pool`: every ready backend serving the model, not only the ones with a free slot).
+ * At least one backend is always under it, since their loads sum to less than n times it.
+ */
+export function loadBound(pool: readonly Weighed[], factor: number): number {
+  let total = 0;
+  for (const member of pool) total += member.load;
+  return Math.ceil((factor * (total + 1)) / Math.max(1, pool.length));
+}
+
+/**
+ * The backend that takes a request of prefix `key`: the first of `candidates` (those that may take
+ * it now) in the key's order with an idle batch slot or a load under the bound; when none is (every free one is
+ * loaded and the lighter ones are at their cap), the first in the order, which waits least long
+ * where caps hold the rest. `home`: whether that is the key's first choice among `candidates`.
+ */
+export function boundedPick<M extends Weighed>(
+  key: number,
+  candidates: readonly M[],
+  pool: readonly Weighed[],
+  factor: number,
+): { picked: M; home: boolean } {
+  const bound = loadBound(pool.length > 0 ? pool : candidates, factor);
+  // One pass, no sort: the highest score overall, and the highest among those under the bound.
+  let top = candidates[0];
+  let topScore = -1;
+  let under: M | null = null;
+  let underScore = -1;
+  for (const candidate of candidates) {
+    const s = score(key, candidate.name);
+    if (s > topScore || (s === topScore && candidate.name < top.name)) {
+      top = candidate;
+      topScore = s;
+    }
+    if (
+      (candidate.idleSlot === true || candidate.load < bound) &&
+      (s > underScore || (s === underScore && under !== null && candidate.name < under.name))
+    ) {
+      under = candidate;
+      underScore = s;
+    }
+  }
+  return under === null ? { picked: top, home: true } : { picked: under, home: under === top };
+}

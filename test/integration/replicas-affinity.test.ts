@@ -1,0 +1,97 @@
+/**
+ * Several fleetgate processes with prefix-aware routing over the same 4 simulated backends, as a
+ * round-robin Service spreads a client's requests: conversations whose turns alternate between the
+ * replicas each stay on one backend (rendezvous hashing of the prefix key, with nothing shared
+ * between the processes), while unique prompts sent at once still spread (no backend over 1.3x the
+ * mean). With `balance_factor: 0` (each replica's own record alone) the same trace moves.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { SimServer } from '../../src/sim/index.js';
+import { createSims } from '../helpers/fleet.js';
+import { startReplicas } from '../helpers/replicas.js';
+
+const SYSTEM = 'You are a travel guide who answers with three suggestions and a short reason each. '.repeat(8);
+const ROUTING = (factor: number) =>
+  `routing:\n  policy: prefix-aware\n  load_interval: 50ms\n  prefix:\n    balance_factor: ${factor}\n`;
+
+/** 4 batch slots each: 48 prompts at once fill them, so the load bound, not only the hash, places them. */
+async function readySims(t: Parameters<typeof createSims>[0]): Promise<SimServer[]> {
+  const sims = await createSims(
+    t,
+    Array.from({ length: 4 }, () => ({ engine: { maxRunningRequests: 4 } })),
+  );
+  for (const sim of sims) sim.start();
+  await Promise.all(sims.map((sim) => sim.whenReady()));
+  return sims;
+}
+
+interface Usage {
+  prompt_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+}
+
+async function chat(url: string, messages: object[], maxTokens = 3): Promise<Usage> {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages, max_tokens: maxTokens }),
+  });
+  assert.equal(res.status, 200, await res.clone().text());
+  return ((await res.json()) as { usage: Usage }).usage;
+}
+
+/** The simulator's cache page: a turn found its conversation cached when all but the last page of the previous turn's prompt was. */
+const PAGE = 16;
+
+/**
+ * 4 conversations of 4 turns under way at once, turn t of conversation c through replica
+ * (c + t) mod n. Whether each stayed on one backend is read from what the backends answered: every
+ * later turn found the whole previous turn cached (a move finds at most the shared system prompt).
+ */
+async function alternatingConversations(urls: string[]): Promise<boolean[]> {
+  const conversation = async (c: number) => {
+    const messages: object[] = [{ role: 'system', content: SYSTEM }];
+    let previous = 0;
+    let stayed = true;
+    for (let turn = 0; turn < 4; turn++) {
+      const question = `Conversation ${c}, question ${turn}: where should I eat, walk and sleep in Lyon? `.repeat(3);
+      messages.push({ role: 'user', content: question });
+      const usage = await chat(urls[(c + turn) % urls.length], messages);
+      if (turn > 0 && usage.prompt_tokens_details.cached_tokens < previous - PAGE) stayed = false;
+      previous = usage.prompt_tokens;
+      messages.push({ role: 'assistant', content: 'Try a bouchon near Saint-Jean; book ahead.' });
+    }
+    return stayed;
+  };
+  return Promise.all([0, 1, 2, 3].map(conversation));
+}
+
+for (const count of [2, 3]) {
+  test(`${count} replicas: conversations alternating between them stay on one backend; unique prompts spread`, async (t) => {
+    const sims = await readySims(t);
+    const replicas = await startReplicas(t, count, sims, ROUTING(1.25));
+    const urls = replicas.map((r) => r.url);
+    const stayed = await alternatingConversations(urls);
+    assert.deepEqual(stayed, [true, true, true, true], 'every conversation kept its backend (and its cache)');
+
+    // 48 unique prompts at once, spread over the replicas: hashing alone would leave some backend
+    // over the mean by chance; the load bound keeps it within 1.3x.
+    const before = sims.map((sim) => sim.counters.completed);
+    await Promise.all(
+      Array.from({ length: 48 }, (_, i) =>
+        chat(urls[i % urls.length], [{ role: 'user', content: `Unique prompt ${i}: a fact about rivers.` }], 20),
+      ),
+    );
+    const spread = sims.map((sim, i) => sim.counters.completed - before[i]);
+    const mean = 48 / sims.length;
+    assert.ok(Math.max(...spread) <= 1.3 * mean, `per backend ${spread.join('/')}`);
+  });
+}
+
+test('balance_factor 0 (each replica routes on what it alone saw): the same alternating trace moves', async (t) => {
+  const sims = await readySims(t);
+  const replicas = await startReplicas(t, 2, sims, ROUTING(0));
+  const stayed = await alternatingConversations(replicas.map((r) => r.url));
+  assert.ok(stayed.includes(false), `some conversation moves and misses its cache: ${stayed}`);
+});
