@@ -76,7 +76,8 @@ export interface BackendSnapshot {
 }
 
 /** What turned a start-up failure suspect into `failed`. */
-export type SuspectCause = 'exit' | 'port_down' | 'quiet';
+export const SUSPECT_CAUSES = ['exit', 'port_down', 'quiet'] as const;
+export type SuspectCause = (typeof SUSPECT_CAUSES)[number];
 
 export interface Transition {
   from: BackendState;

@@ -278,11 +278,7 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
    * the in-flight count when the read was sent (`inflightAtScrape`; default now), so routing can add
    * what was dispatched since (routing/backend-load.ts).
    */
-  reportLoad(
-    backend: Backend,
-    load: Omit<ReportedLoad, 'inflightAtScrape'> | null,
-    inflightAtScrape?: number,
-  ): void {
+  reportLoad(backend: Backend, load: Omit<ReportedLoad, 'inflightAtScrape'> | null, inflightAtScrape?: number): void {
     const counts = this.#countsOf(backend);
     const previous = counts.reported;
     if (load !== null) counts.reported = { ...load, inflightAtScrape: inflightAtScrape ?? counts.inflight };

@@ -8,9 +8,11 @@ import {
   BACKEND_STATES,
   type BackendSnapshot,
   type BackendState,
+  SUSPECT_CAUSES,
   type SuspectCause,
 } from '../fleet/backend-lifecycle.js';
 import { type Backend, RESTART_REASONS, type RestartReason } from '../fleet/registry.js';
+import { RESUME_TRIGGERS } from '../proxy/stream-resume.js';
 import type { MetricFamilies } from './definitions.js';
 import { RequestSeries } from './request-series.js';
 
@@ -28,7 +30,6 @@ export class BackendSeries {
   readonly #probeFail: Counter.Internal;
   /** Keyed `from>to`: at most 30 pairs. */
   readonly #transitions = new Map<string, Counter.Internal>();
-  readonly #suspectCauses = new Set<SuspectCause>();
   readonly #supervised: Gauge.Internal<'backend'>;
   readonly #restarts = new Map<RestartReason, Counter.Internal>();
   #state: BackendState;
@@ -49,6 +50,9 @@ export class BackendSeries {
     this.#probePass.inc(0);
     this.#probeFail.inc(0);
     this.#supervised = families.supervised.labels({ backend: name });
+    // At 0 from the start, like the restarts below, so dashboards and `increase()` find them.
+    for (const by of SUSPECT_CAUSES) families.startupFailures.labels({ backend: name, by }).inc(0);
+    for (const reason of RESUME_TRIGGERS) families.streamResumes.labels({ backend: name, reason }).inc(0);
     // At 0 from the start, for `increase()` in the restart-loop alert (0 for backends not launched).
     for (const reason of RESTART_REASONS) {
       const counter = families.restarts.labels({ backend: name, reason });
@@ -76,7 +80,6 @@ export class BackendSeries {
   transition(from: BackendState, to: BackendState, cause?: SuspectCause): void {
     this.#transitionCounter(from, to).inc();
     if (cause !== undefined) {
-      this.#suspectCauses.add(cause);
       this.#families.startupFailures.labels({ backend: this.backend.name, by: cause }).inc();
     }
     this.#state = to;
@@ -123,7 +126,8 @@ export class BackendSeries {
     f.healthChecks.remove({ backend, result: 'fail' });
     f.supervised.remove({ backend });
     for (const reason of this.#restarts.keys()) f.restarts.remove({ backend, reason });
-    for (const by of this.#suspectCauses) f.startupFailures.remove({ backend, by });
+    for (const by of SUSPECT_CAUSES) f.startupFailures.remove({ backend, by });
+    for (const reason of RESUME_TRIGGERS) f.streamResumes.remove({ backend, reason });
     for (const key of this.#transitions.keys()) {
       const [from, to] = key.split('>');
       f.transitions.remove({ backend, from, to });

@@ -15,6 +15,7 @@ import { ADMISSION_FAILURES, type AdmissionFailure, type WaitQueue } from '../ro
 export type QueueCounts = Pick<WaitQueue, 'waiting' | 'classNames' | 'waitingIn' | 'rejectedIn' | 'observeWaits'> &
   Partial<ModelQueueCounts>;
 
+import { RESUME_REFUSALS } from '../proxy/continuation.js';
 import { PREFIX_DECISIONS, type PrefixDecision, type PrefixStats } from '../routing/prefix-aware.js';
 import { BackendSeries } from './backend-series.js';
 import { type BatchSource, registerBatchMetrics } from './batch-metrics.js';
@@ -94,6 +95,7 @@ export class GatewayMetrics {
     events.on('stream_resume_failed', this.#onResumeFailed);
     // Zero from the start, so that dashboards and alerts find the series before the first refusal.
     for (const by of ['api_key', 'address'] as const) this.#families.rateLimited.inc({ by }, 0);
+    for (const reason of RESUME_REFUSALS) this.#families.streamResumeFailures.inc({ reason }, 0);
     events.on('rate_limited', this.#onRateLimited);
   }
 

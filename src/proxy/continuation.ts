@@ -9,6 +9,21 @@
 
 export type ResumeApi = 'chat' | 'completion';
 
+/** Every `reason` of `fleetgate_stream_resume_failures_total`, so each series exists from the start. */
+export const RESUME_REFUSALS = [
+  'n',
+  'constrained',
+  'echo',
+  'suffix',
+  'logprobs',
+  'tool_calls',
+  'reasoning',
+  'unbuildable',
+  'limit',
+  'no_backend',
+  'rejected',
+] as const satisfies readonly ResumeRefusal[];
+
 /** Why a cut stream was not continued: the `reason` of `fleetgate_stream_resume_failures_total`. */
 export type ResumeRefusal =
   /** `n` or `best_of` > 1: several choices, one continuation body cannot carry them. */

@@ -27,6 +27,9 @@ import {
 } from './continuation.js';
 import type { ProxyEventBus } from './proxy-events.js';
 
+/** The `reason`s of `fleetgate_stream_resumes_total`: how the cut attempt ended (docs/stream-resume.md). */
+export const RESUME_TRIGGERS = ['reset', 'error_event', 'closed', 'no_progress', 'stream_idle_timeout'] as const;
+
 /** What the relay does next after a cut. */
 export type ResumeStep =
   /** Relay this body (the continuation's, rewritten by `pass`). */
