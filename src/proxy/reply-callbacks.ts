@@ -27,8 +27,11 @@ export interface Traffic {
   readonly started: number;
   readonly onClientClose: () => void;
   sse: boolean;
-  /** The body and headers as sent upstream: a stream's continuation is built from them. */
-  sent: Buffer | null;
+  /**
+   * The body as sent upstream, as JSON (request-context-from.ts `BodyJson`: parsed once, shared
+   * with admission), and the headers: a stream's continuation is built from them. Null: no body.
+   */
+  sent: (() => unknown) | null;
   upstreamHeaders: RequestHeaders | null;
   resume: StreamResume | null;
 }
@@ -171,7 +174,7 @@ export function createReplyCallbacks(opts: ReplyCallbackOptions): ReplyCallbacks
     return new StreamResume(resumeSettings, {
       api,
       path: request.raw.url ?? '/',
-      body: traffic.sent,
+      json: traffic.sent,
       headers: traffic.upstreamHeaders,
       context: traffic.context,
     });

@@ -64,9 +64,8 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     const path = request.raw.url ?? '/';
     const received = (request.body as Buffer | undefined) ?? null;
     const read = opts.contextOf(path, request.headers, received);
-    const context = 'status' in read ? null : read;
     const traffic: Traffic = {
-      context: context ?? NO_CONTEXT,
+      context: 'status' in read ? NO_CONTEXT : read.context,
       started: now(),
       sse: false,
       sent: null,
@@ -79,10 +78,11 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     request.traffic = traffic;
     if ('status' in read) return refuse(reply, read.status, read.message, read.type, read.outcome);
     watchConnection(request.raw.socket, traffic.onClientClose);
-    const priority = read.traits?.priority;
-    const body = opts.stampPriority && priority !== undefined ? opts.stampPriority(path, priority, received) : received;
-    traffic.sent = body;
-    if (body === null) return reply.from(dest, options);
+    if (received === null) return reply.from(dest, options);
+    const priority = read.context.traits?.priority;
+    const stamped = opts.stampPriority && priority !== undefined ? opts.stampPriority(path, priority, read.json) : null;
+    traffic.sent = stamped === null ? read.json : () => stamped;
+    const body = stamped === null ? received : Buffer.from(JSON.stringify(stamped));
     const contentType = request.headers['content-type'] ?? 'application/octet-stream';
     return reply.from(dest, { ...options, body, contentType });
   };
