@@ -1,10 +1,10 @@
 /**
  * Routing for a fleet, built from the config: the picking policy, one wait queue per model pool
- * (and one for a single-model fleet), the model router, and their wiring to the registry.
+ * (and one for a single-model fleet), the model router, and their wiring to the registry. The cap
+ * controller of `max_inflight_per_backend: auto` is built beside it, in app.ts.
  */
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
-import { CapController } from './cap-controller.js';
 import { ModelQueues } from './model-queues.js';
 import { ModelRouter } from './model-route.js';
 import { createPolicy } from './policies.js';
@@ -56,13 +56,6 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   });
   // A freed slot may serve a waiter of any queue its backend belongs to, hence all are drained.
   drainOnCapacity(registry, queue);
-  if (config.routing.max_inflight_per_backend === 'auto') {
-    new CapController({
-      registry,
-      scraping: config.routing.load_interval > 0,
-      slowStart: config.routing.cap_slow_start,
-    });
-  }
   registry.on('transition', ({ backend, to }) => {
     if (to !== 'ready') sharedPolicy?.forget?.(backend.name);
   });
