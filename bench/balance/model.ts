@@ -429,14 +429,15 @@ async function main(): Promise<void> {
   for (const b of balancers)
     if (!known.includes(b)) throw new Error(`--balancers: unknown '${b}' (${known.join(', ')})`);
   const makespans = new Map<ModelBalancer, number[]>(balancers.map((b) => [b, []]));
-  const peaks = new Map<ModelBalancer, { held: number; arrivals: number }>();
+  const peaks = new Map<ModelBalancer, { held: number; arrivals: number; meanArrivals: number[] }>();
   for (let seed = 1; seed <= seeds; seed++) {
     const spec = workloadSpec({ quick: false, seed });
     const jobs = makeWorkload(spec);
     for (const balancer of balancers) {
       const run = await modelJob({ balancer, jobs, maxTokens: spec.maxTokens, concurrency, kvTokens, caps });
       makespans.get(balancer)?.push(run.makespanSec);
-      const peak = peaks.get(balancer) ?? { held: 0, arrivals: 0 };
+      const peak = peaks.get(balancer) ?? { held: 0, arrivals: 0, meanArrivals: [] };
+      peak.meanArrivals.push(jobs.length / SERVERS / ((run.makespanSec * 1000) / LOAD_INTERVAL_MS));
       peak.held = Math.max(peak.held, ...run.peakHeld);
       peak.arrivals = Math.max(peak.arrivals, ...run.peakArrivals);
       peaks.set(balancer, peak);
@@ -450,7 +451,7 @@ async function main(): Promise<void> {
       `max_inflight_per_backend ${capText}, routing.replicas ${caps.capShare}, cap scope ${scope}\n`,
   );
   console.log(
-    `| balancer | mean makespan s | vs ${balancers[0]} | fastest in seeds | peak held on one server | peak arrivals in ${LOAD_INTERVAL_MS} ms |`,
+    `| balancer | mean makespan s | vs ${balancers[0]} | fastest in seeds | peak held on one server | arrivals at one server in ${LOAD_INTERVAL_MS} ms: mean / most |`,
   );
   console.log('|---|---|---|---|---|---|');
   for (const balancer of balancers) {
@@ -458,7 +459,7 @@ async function main(): Promise<void> {
     const wins = xs.filter((x, seed) => balancers.every((b) => x <= (makespans.get(b)?.[seed] ?? x))).length;
     const peak = peaks.get(balancer);
     console.log(
-      `| ${balancer} | ${mean(xs).toFixed(2)} | ${(mean(xs) / reference).toFixed(3)}x | ${wins}/${seeds} | ${peak?.held} | ${peak?.arrivals} |`,
+      `| ${balancer} | ${mean(xs).toFixed(2)} | ${(mean(xs) / reference).toFixed(3)}x | ${wins}/${seeds} | ${peak?.held} | ${mean(peak?.meanArrivals ?? []).toFixed(1)} / ${peak?.arrivals} |`,
     );
   }
 }
