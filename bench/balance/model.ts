@@ -201,7 +201,7 @@ export interface ModelCaps {
   fixedCap?: number;
   /** `routing.replicas`: each replica takes 1/N of the room a report shows. Default 1. */
   capShare?: number;
-  /** `routing.cap_scope: fleet` (default true): caps count every replica's requests via the reports. */
+  /** `routing.cap_scope: fleet` (default true): caps (fixed or auto) count every replica's requests via the reports. */
   fleetWide?: boolean;
 }
 
@@ -242,7 +242,7 @@ export function fleetgate(opts: {
     slots: registry,
     now: () => clock.now,
     // As fleet-routing.ts sets them with load reports on.
-    fleetWideCap: fixedCap !== undefined || fleetWide,
+    fleetWideCap: fleetWide,
     capShare,
     ...opts.queueOptions,
   });
