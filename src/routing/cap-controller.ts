@@ -68,7 +68,12 @@ export class CapController {
     const held = this.#fleetWide
       ? Math.max(report.running + report.queued, report.inflightAtScrape)
       : report.inflightAtScrape;
-    const cap = nextAdaptiveCap({ ...report, queuedBefore }, firstRead ? 0 : backend.cap, held, this.#starting.has(backend));
+    const cap = nextAdaptiveCap(
+      { ...report, queuedBefore },
+      firstRead ? 0 : backend.cap,
+      held,
+      this.#starting.has(backend),
+    );
     this.#registry.setCap(backend, cap);
   }
 }
