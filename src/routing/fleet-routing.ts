@@ -38,6 +38,8 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   // prefix-aware keeps one record of what each backend caches, shared by the model queues (a backend
   // serves one model); the other policies get one instance per model (round-robin's cursor).
   const sharedPolicy = config.routing.policy === 'prefix-aware' ? newPolicy() : null;
+  // A cap (fixed or auto) counts every replica's requests where the backends report their load.
+  const fleetWide = config.routing.cap_scope === 'fleet' && config.routing.load_interval > 0;
   const queue = new ModelQueues({
     make: (ready) =>
       new WaitQueue({
@@ -48,7 +50,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
         affinityLookahead: prefix.queue_lookahead,
         affinityHoldMs: prefix.queue_hold,
         slots: registry,
-        fleetWideCap: typeof config.routing.max_inflight_per_backend === 'number' && config.routing.load_interval > 0,
+        fleetWideCap: fleetWide,
         capShare: config.routing.replicas,
       }),
     ready: () => registry.ready,
@@ -61,6 +63,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
       registry,
       scraping: config.routing.load_interval > 0,
       slowStart: config.routing.cap_slow_start,
+      fleetWide,
     });
   }
   registry.on('transition', ({ backend, to }) => {
