@@ -32,9 +32,9 @@ import { createTraitsReader } from './proxy/request-traits-from.js';
 import { registerTrafficRoutes } from './proxy/traffic-routes.js';
 import { warmUp } from './proxy/warm-up.js';
 import { queuesOwnRequests } from './routing/backend-load.js';
-import { CapController } from './routing/cap-controller.js';
+import type { CapController } from './routing/cap-controller.js';
 import { FleetDispatcher } from './routing/fleet-dispatcher.js';
-import { createRouting } from './routing/fleet-routing.js';
+import { createCapController, createRouting } from './routing/fleet-routing.js';
 import type { ModelQueues } from './routing/model-queues.js';
 import type { ModelRouter } from './routing/model-route.js';
 import { promptTraits } from './routing/request-traits.js';
@@ -99,14 +99,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       ? new Launcher({ config: config.launch, registry, logger, now: opts.now })
       : null;
   const routing = createRouting(config, registry);
-  const caps =
-    config.routing.max_inflight_per_backend === 'auto'
-      ? new CapController({
-          registry,
-          scraping: config.routing.load_interval > 0,
-          slowStart: config.routing.cap_slow_start,
-        })
-      : null;
+  const caps = createCapController(config, registry);
   const events = new ProxyEventBus();
   if (config.log.access) attachAccessLog(logger, events);
   const pools = new UpstreamPools(registry, config.upstream);

@@ -9,6 +9,13 @@
  * Not a replacement for the bench: no proxy CPU, no timer jitter, a fixed network delay.
  *
  *   node --import tsx bench/balance/model.ts [--seeds 20] [--concurrency 896] [--kv-tokens 10000]
+ *     [--balancers least-conn,fleetgate,fleetgate-x2] [--cap 32] [--replicas 2] [--cap-scope replica]
+ *
+ * `--cap N`: a fixed `max_inflight_per_backend` instead of `auto`; `--replicas N`: `routing.replicas`
+ * (each replica takes 1/N of the room a report shows); `--cap-scope replica`: caps count this
+ * replica's requests only (before issue #29's fleet-wide `auto` cap). Besides makespans it prints the
+ * most one server held at once, every replica together, against the most dispatched to one server
+ * within one load interval: what a cap can be overshot by when replicas see each other a report late.
  */
 import { parseArgs } from 'node:util';
 import type { BackendConfig } from '../../src/config/types.js';
@@ -184,8 +191,18 @@ function oracle(clock: VirtualClock, engines: Engine[], maxRunning: number, done
   };
 }
 
-export function modelRegistry(): FleetRegistry {
-  return new FleetRegistry({ rise: 1, fall: 1, stallAfter: Number.MAX_SAFE_INTEGER, defaultCap: 0 });
+export function modelRegistry(defaultCap = 0): FleetRegistry {
+  return new FleetRegistry({ rise: 1, fall: 1, stallAfter: Number.MAX_SAFE_INTEGER, defaultCap });
+}
+
+/** How the replicas of a model run share caps, as the config sets it (fleet-routing.ts). */
+export interface ModelCaps {
+  /** A fixed `max_inflight_per_backend` (fleet-wide, held against the reported load) instead of `auto`. */
+  fixedCap?: number;
+  /** `routing.replicas`: each replica takes 1/N of the room a report shows. Default 1. */
+  capShare?: number;
+  /** `routing.cap_scope: fleet` (default true): caps (fixed or auto) count every replica's requests via the reports. */
+  fleetWide?: boolean;
 }
 
 export function fleetgate(opts: {
@@ -204,12 +221,14 @@ export function fleetgate(opts: {
   firstReportMs?: number;
   /** The registry to count in (default a fresh one), for a caller that reads the fleet as `/fleet/status` would. */
   registry?: FleetRegistry;
+  caps?: ModelCaps;
 }): Router {
   const { capped, clock, engines, maxRunning, done, replica = 0 } = opts;
+  const { fixedCap, capShare = 1, fleetWide = true } = opts.caps ?? {};
   // The queue and the policy read only the load figures; the lifecycle is never consulted here.
-  const registry = opts.registry ?? modelRegistry();
+  const registry = opts.registry ?? modelRegistry(fixedCap ?? 0);
   // fleetgate's own controller: each backend holds UNREAD_CAP until its first report.
-  if (capped) new CapController({ registry, scraping: true });
+  if (capped && fixedCap === undefined) new CapController({ registry, scraping: true, fleetWide });
   const backends = engines.map((_, i) =>
     registry.add({ name: `gpu${i}`, url: `http://gpu${i}`, kind: 'sglang', log: null } as BackendConfig),
   );
@@ -222,6 +241,9 @@ export function fleetgate(opts: {
     policy: opts.policy ?? createPolicy('least-loaded'),
     slots: registry,
     now: () => clock.now,
+    // As fleet-routing.ts sets them with load reports on.
+    fleetWideCap: fleetWide,
+    capShare,
     ...opts.queueOptions,
   });
   const report = () => {
@@ -244,14 +266,18 @@ export function fleetgate(opts: {
   return router;
 }
 
-/** Two replicas of a balancer, each with its own counts (and queue and caps), behind a client that alternates. */
+/**
+ * Two replicas of a balancer behind a client that alternates. Each has its own registry (in-flight
+ * counts, caps), queue and cap controller; they share nothing but the servers, whose load each reads
+ * in its own reports (the second's fall between the first's).
+ */
 function replicas(create: (replica: number) => Router): Router {
   const routers = [create(0), create(1)];
   let next = 0;
-  return (send) => {
+  return (send, traits) => {
     const router = routers[next];
     next = 1 - next;
-    router(send);
+    router(send, traits);
   };
 }
 
@@ -259,6 +285,10 @@ export interface ModelRun {
   makespanSec: number;
   /** Completed requests per server. */
   completed: number[];
+  /** Most requests each server held at once, from every replica together (dispatched, not yet answered). */
+  peakHeld: number[];
+  /** Most requests dispatched to one server within one load interval (a sliding window), per server. */
+  peakArrivals: number[];
 }
 
 /**
@@ -306,6 +336,7 @@ export async function modelJob(opts: {
   maxTokens: number;
   concurrency: number;
   kvTokens?: number;
+  caps?: ModelCaps;
 }): Promise<ModelRun> {
   const clock = new VirtualClock();
   const { base, engines } = modelEngines(clock, opts.kvTokens);
@@ -316,24 +347,37 @@ export async function modelJob(opts: {
   let makespan = 0;
   const done = () => finished === jobs.length;
   const maxRunning = base.maxRunningRequests;
+  const { caps } = opts;
   const routers: Record<ModelBalancer, () => Router> = {
     'least-conn': leastConnections,
     'least-conn-x2': () => replicas(leastConnections),
-    fleetgate: () => fleetgate({ capped: true, clock, engines, maxRunning, done }),
+    fleetgate: () => fleetgate({ capped: true, clock, engines, maxRunning, done, caps }),
     'fleetgate-no-cap': () => fleetgate({ capped: false, clock, engines, maxRunning, done }),
-    'fleetgate-x2': () => replicas((replica) => fleetgate({ capped: true, clock, engines, maxRunning, done, replica })),
+    'fleetgate-x2': () =>
+      replicas((replica) => fleetgate({ capped: true, clock, engines, maxRunning, done, replica, caps })),
     oracle: () => oracle(clock, engines, maxRunning, done),
   };
   const route = routers[opts.balancer]();
+  const held = new Array<number>(SERVERS).fill(0);
+  const peakHeld = new Array<number>(SERVERS).fill(0);
+  const peakArrivals = new Array<number>(SERVERS).fill(0);
+  const arrivals: number[][] = Array.from({ length: SERVERS }, () => []);
 
   const sendNext = () => {
     if (next >= jobs.length) return;
     const job = jobs[next++];
     route((server, release) => {
+      held[server]++;
+      peakHeld[server] = Math.max(peakHeld[server], held[server]);
+      const window = arrivals[server];
+      window.push(clock.now);
+      while (window[0] <= clock.now - LOAD_INTERVAL_MS) window.shift();
+      peakArrivals[server] = Math.max(peakArrivals[server], window.length);
       const request = simRequest(engines[server], job.body, {
         onToken: () => {},
         onFinish: () =>
           clock.schedule(() => {
+            held[server]--;
             release();
             completed[server]++;
             finished++;
@@ -347,7 +391,7 @@ export async function modelJob(opts: {
   for (let i = 0; i < opts.concurrency; i++) clock.schedule(sendNext, 0);
   await clock.run();
   if (finished !== jobs.length) throw new Error(`model: ${finished} of ${jobs.length} requests finished`);
-  return { makespanSec: makespan / 1000, completed };
+  return { makespanSec: makespan / 1000, completed, peakHeld, peakArrivals };
 }
 
 async function main(): Promise<void> {
@@ -357,8 +401,18 @@ async function main(): Promise<void> {
       concurrency: { type: 'string' },
       'kv-tokens': { type: 'string' },
       balancers: { type: 'string' },
+      cap: { type: 'string' },
+      replicas: { type: 'string' },
+      'cap-scope': { type: 'string' },
     },
   });
+  const scope = values['cap-scope'] ?? 'fleet';
+  if (scope !== 'fleet' && scope !== 'replica') throw new Error(`--cap-scope: 'fleet' or 'replica', not '${scope}'`);
+  const caps: ModelCaps = {
+    fixedCap: values.cap === undefined ? undefined : numberFlag(values.cap, 'cap', 0),
+    capShare: numberFlag(values.replicas, 'replicas', 1),
+    fleetWide: scope === 'fleet',
+  };
   const seeds = numberFlag(values.seeds, 'seeds', 20);
   const slots = engineOptions({ quick: false }).maxRunningRequests * SERVERS;
   const concurrency = numberFlag(values.concurrency, 'concurrency', SCRIPT_CONCURRENCY_PER_SLOT * slots);
@@ -375,23 +429,38 @@ async function main(): Promise<void> {
   for (const b of balancers)
     if (!known.includes(b)) throw new Error(`--balancers: unknown '${b}' (${known.join(', ')})`);
   const makespans = new Map<ModelBalancer, number[]>(balancers.map((b) => [b, []]));
+  const peaks = new Map<ModelBalancer, { held: number; arrivals: number; meanArrivals: number[] }>();
   for (let seed = 1; seed <= seeds; seed++) {
     const spec = workloadSpec({ quick: false, seed });
     const jobs = makeWorkload(spec);
     for (const balancer of balancers) {
-      const run = await modelJob({ balancer, jobs, maxTokens: spec.maxTokens, concurrency, kvTokens });
+      const run = await modelJob({ balancer, jobs, maxTokens: spec.maxTokens, concurrency, kvTokens, caps });
       makespans.get(balancer)?.push(run.makespanSec);
+      const peak = peaks.get(balancer) ?? { held: 0, arrivals: 0, meanArrivals: [] };
+      peak.meanArrivals.push(jobs.length / SERVERS / ((run.makespanSec * 1000) / LOAD_INTERVAL_MS));
+      peak.held = Math.max(peak.held, ...run.peakHeld);
+      peak.arrivals = Math.max(peak.arrivals, ...run.peakArrivals);
+      peaks.set(balancer, peak);
     }
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const reference = mean(makespans.get(balancers[0]) ?? []);
-  console.log(`virtual-time model: concurrency ${concurrency}, kv ${kvTokens} tokens, ${seeds} workload seeds\n`);
-  console.log(`| balancer | mean makespan s | vs ${balancers[0]} | fastest in seeds |`);
-  console.log('|---|---|---|---|');
+  const capText = caps.fixedCap === undefined ? 'auto' : String(caps.fixedCap);
+  console.log(
+    `virtual-time model: concurrency ${concurrency}, kv ${kvTokens} tokens, ${seeds} workload seeds, ` +
+      `max_inflight_per_backend ${capText}, routing.replicas ${caps.capShare}, cap scope ${scope}\n`,
+  );
+  console.log(
+    `| balancer | mean makespan s | vs ${balancers[0]} | fastest in seeds | peak held on one server | arrivals at one server in ${LOAD_INTERVAL_MS} ms: mean / most |`,
+  );
+  console.log('|---|---|---|---|---|---|');
   for (const balancer of balancers) {
     const xs = makespans.get(balancer) ?? [];
     const wins = xs.filter((x, seed) => balancers.every((b) => x <= (makespans.get(b)?.[seed] ?? x))).length;
-    console.log(`| ${balancer} | ${mean(xs).toFixed(2)} | ${(mean(xs) / reference).toFixed(3)}x | ${wins}/${seeds} |`);
+    const peak = peaks.get(balancer);
+    console.log(
+      `| ${balancer} | ${mean(xs).toFixed(2)} | ${(mean(xs) / reference).toFixed(3)}x | ${wins}/${seeds} | ${peak?.held} | ${mean(peak?.meanArrivals ?? []).toFixed(1)} / ${peak?.arrivals} |`,
+    );
   }
 }
 

@@ -9,16 +9,15 @@
  *
  *   node --import tsx bench/batch/run.ts [--seeds 8] [--sweep 56,112,...] [--kv-tokens 10000] [--out FILE]
  *
- * A table on stdout, progress on stderr, one summary JSON (bench/results/batch-model-<stamp>.json).
+ * A table on stdout, progress on stderr, one summary JSON (bench/results/raw/batch-model-<stamp>.json).
  */
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { engineOptions, SERVERS, workloadSpec } from '../balance/fleet-spec.js';
 import { makeWorkload } from '../balance/workload.js';
-import { numberFlag } from '../lib/cli.js';
+import { numberFlag, RAW_RESULTS_DIR } from '../lib/cli.js';
 import { stamp } from '../lib/machine.js';
-import { REPO_ROOT } from '../lib/sim-control.js';
 import { modelBatchJob } from './batch-model.js';
 
 const TARGET = 0.97;
@@ -89,7 +88,8 @@ const summary = {
   seeds_met: throughput.filter((x) => x >= TARGET).length,
   per_seed: perSeed,
 };
-const out = values.out ?? join(REPO_ROOT, 'bench/results', `batch-model-${stamp()}.json`);
+const out = values.out ?? join(RAW_RESULTS_DIR, `batch-model-${stamp()}.json`);
+mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, `${JSON.stringify(summary, null, 2)}\n`);
 process.stdout.write(
   `| seed | auto makespan s | best N | best makespan s | auto / best makespan | throughput vs best |\n|---|---|---|---|---|---|\n${perSeed

@@ -9,11 +9,11 @@
  *
  *   node --import tsx bench/batch/sockets-run.ts [--requests 2000] [--sweep 14,28,56,112,224] [--out FILE]
  *
- * One summary JSON in bench/results/, a table on stdout, progress on stderr.
+ * One summary JSON in bench/results/raw/, a table on stdout, progress on stderr.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { createGateway } from '../../src/app.js';
@@ -25,9 +25,9 @@ import { runLedgered } from '../../src/batch/ledgered-run.js';
 import { validateConfig } from '../../src/config/validate.js';
 import { engineFor, engineOptions, SERVERS, workloadSpec } from '../balance/fleet-spec.js';
 import { makeWorkload } from '../balance/workload.js';
-import { numberFlag } from '../lib/cli.js';
+import { numberFlag, RAW_RESULTS_DIR } from '../lib/cli.js';
 import { stamp } from '../lib/machine.js';
-import { REPO_ROOT, SimHost } from '../lib/sim-control.js';
+import { SimHost } from '../lib/sim-control.js';
 
 const TARGET = 0.97;
 
@@ -114,7 +114,8 @@ try {
     target: TARGET,
     met: ratio >= TARGET,
   };
-  const out = values.out ?? join(REPO_ROOT, 'bench/results', `batch-${stamp()}.json`);
+  const out = values.out ?? join(RAW_RESULTS_DIR, `batch-${stamp()}.json`);
+  mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, `${JSON.stringify(summary, null, 2)}\n`);
   process.stdout.write(
     `| concurrency | makespan (s) |\n| --- | --- |\n| auto | ${summary.auto_makespan_s} |\n${summary.sweep

@@ -4,7 +4,7 @@
  * the moment its `/readyz` answers 200, `burst` streamed requests go at once on as many new client
  * connections (cold); then the same burst again on new connections to the same, now warm, process
  * (warm). Time to first byte, p50 and p99, side by side, with `upstream.warm_up` on and off: the
- * delta cold - warm is the stall. Markdown on stdout, JSON in bench/results/, progress on stderr.
+ * delta cold - warm is the stall. Markdown on stdout, JSON in bench/results/raw/, progress on stderr.
  */
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -26,7 +26,7 @@ const usage = `usage: npm run bench:cold-start -- [options]
   --servers N       simulated servers (default 4)
   --quick           fewer runs
   --proxy-cpu N / --client-cpu N / --no-pin   core pinning (default 0 / 1)
-  --out FILE        JSON results (default bench/results/cold-start-<date>.json)
+  --out FILE        JSON results (default bench/results/raw/cold-start-<date>.json)
   --quiet-wait SEC  before each process, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep            keep the work directory
 `;

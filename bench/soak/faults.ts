@@ -3,6 +3,7 @@
  * runner (fault-runner.ts) carries them out. Every kind comes once before any comes twice (a seeded
  * shuffle per round), at evenly spaced times with seeded jitter, between a quiet start and a quiet end.
  */
+import { rng } from '../balance/workload.js';
 
 export const FAULT_KINDS = [
   /** SIGKILL of an engine; `fleetgate launch` restarts it. */
@@ -36,17 +37,8 @@ export interface PlannedFault {
   durationMs: number;
 }
 
-/** mulberry32: a small seeded PRNG, enough for a schedule (not for cryptography). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The workload's seeded PRNG (mulberry32), for a schedule too. */
+export const seededRandom = rng;
 
 export interface ScheduleOptions {
   seed: number;

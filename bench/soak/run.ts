@@ -4,8 +4,9 @@
  * writes the results JSON and the timeline SVG beside it. Exit 1 when the ledger or the resources fail.
  */
 import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { numberFlag, runBench, writeResults } from '../lib/cli.js';
+import { numberFlag, RAW_RESULTS_DIR, runBench, writeResults } from '../lib/cli.js';
 import { stamp } from '../lib/machine.js';
 import { runSoak } from './soak.js';
 import { renderTable } from './table.js';
@@ -27,7 +28,7 @@ async function main(argv: string[]): Promise<number> {
   const rate = numberFlag(values.rate, '--rate', 6, 0.1, true);
   // One fault every 25 s: 24 over 10 minutes, every kind at least twice.
   const faults = numberFlag(values.faults, '--faults', Math.max(9, Math.round((minutes * 60) / 25)), 0);
-  const out = values.out ?? `bench/results/soak-${stamp()}.json`;
+  const out = values.out ?? join(RAW_RESULTS_DIR, `soak-${stamp()}.json`);
   const startedMs = Date.now();
   const result = await runSoak({
     durationMs: minutes * 60_000,

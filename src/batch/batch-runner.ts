@@ -54,7 +54,8 @@ export function defaultBackoff(failures: number): number {
   return Math.min(10_000, 250 * 2 ** Math.max(0, failures - 1)) * (0.75 + Math.random() * 0.5);
 }
 
-function defaultSleep(ms: number, signal: AbortSignal): Promise<void> {
+/** Resolves after `ms`, or at once when `signal` aborts. */
+export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const timer = setTimeout(done, ms);
     signal.addEventListener('abort', done, { once: true });
@@ -93,7 +94,7 @@ export async function runBatch(requests: readonly BatchRequest[], opts: RunnerOp
   const signal = opts.signal ?? new AbortController().signal;
   // Every request in flight and every backoff listens to it.
   setMaxListeners(0, signal);
-  const sleep = opts.sleep ?? defaultSleep;
+  const sleep = opts.sleep ?? sleepUnlessAborted;
   const backoff = opts.backoff ?? defaultBackoff;
   const maxNotSent = opts.maxNotSent ?? DEFAULT_MAX_NOT_SENT;
   const observe = opts.observe ?? (() => {});

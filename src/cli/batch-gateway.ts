@@ -11,6 +11,7 @@
  * gateway, which stops every engine it launched.
  */
 import { createGateway } from '../app.js';
+import { sleepUnlessAborted } from '../batch/batch-runner.js';
 import { formatDuration } from '../config/duration.js';
 import { ConfigError, formatConfigError, loadConfig } from '../config/index.js';
 import type { Config } from '../config/types.js';
@@ -102,19 +103,7 @@ async function waitReady(
       last = error.message;
     }
     if (Date.now() >= deadline) return `backends not ready after ${formatDuration(timeoutMs)}: ${last}`;
-    await sleep(Math.min(POLL_MS, Math.max(0, deadline - Date.now())), signal);
+    await sleepUnlessAborted(Math.min(POLL_MS, Math.max(0, deadline - Date.now())), signal);
   }
   return `stopped while waiting for backends: ${last}`;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-  });
 }

@@ -1,6 +1,6 @@
 /** Default values of every config key (durations in ms, sizes in bytes). config/fleetgate.yaml shows the same. */
 
-import type { BackendKind, Config, HostPort, PolicyName, RateLimitKey } from './types.js';
+import type { BackendKind, CapScope, Config, HostPort, PolicyName, RateLimitKey } from './types.js';
 
 export const DEFAULT_LISTEN: Readonly<HostPort> = { host: '0.0.0.0', port: 8080 };
 /** Host for `listen: ":8080"`. */
@@ -37,6 +37,8 @@ export const DEFAULT_LOAD_INTERVAL = 250;
 export const DEFAULT_CAP_SLOW_START = false;
 /** One replica takes all the room a report shows; set it to the Deployment's replica count (docs/replicas.md). */
 export const DEFAULT_ROUTING_REPLICAS = 1;
+/** Caps count every replica's requests (from the load reports): N replicas hold a backend near one cap, not N. */
+export const DEFAULT_CAP_SCOPE: CapScope = 'fleet';
 
 /** prefix-aware (docs/decisions.md, "prefix-aware"): 128 characters are about 32 tokens, two SGLang pages of 16. */
 export const DEFAULT_PREFIX_BLOCK_CHARS = 128;

@@ -5,6 +5,9 @@ export const BACKEND_KINDS: readonly BackendKind[] = ['sglang', 'vllm', 'openai'
 
 export type PolicyName = 'least-loaded' | 'round-robin' | 'power-of-two' | 'prefix-aware';
 export const POLICY_NAMES: readonly PolicyName[] = ['least-loaded', 'round-robin', 'power-of-two', 'prefix-aware'];
+/** `routing.cap_scope`: whose requests a backend's cap counts (docs/replicas.md). */
+export type CapScope = 'fleet' | 'replica';
+export const CAP_SCOPES: readonly CapScope[] = ['fleet', 'replica'];
 
 export type RateLimitKey = 'api_key' | 'address';
 export const RATE_LIMIT_KEYS: readonly RateLimitKey[] = ['api_key', 'address'];
@@ -85,6 +88,8 @@ export interface Config {
     load_interval: number;
     /** Replicas sharing a fixed `max_inflight_per_backend`: each takes 1/N of the room a load report shows. */
     replicas: number;
+    /** `fleet`: with load reports a cap counts every replica's requests; `replica`: this replica's alone. */
+    cap_scope: CapScope;
     /** `auto` cap: start a newly read backend low and double it at each report until it queues. */
     cap_slow_start: boolean;
     /** `prefix-aware` policy settings. */

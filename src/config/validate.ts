@@ -26,7 +26,7 @@ import {
   text,
   textToInteger,
 } from './rules.js';
-import { BACKEND_KINDS, type Config, POLICY_NAMES, RATE_LIMIT_KEYS } from './types.js';
+import { BACKEND_KINDS, CAP_SCOPES, type Config, POLICY_NAMES, RATE_LIMIT_KEYS } from './types.js';
 
 export const LOG_LEVELS: readonly Config['log']['level'][] = [
   'trace',
@@ -107,6 +107,7 @@ const topLevel = section({
     load_interval: duration(defaults.DEFAULT_LOAD_INTERVAL),
     cap_slow_start: boolean(defaults.DEFAULT_CAP_SLOW_START),
     replicas: integer({ min: 1, max: 1000, fallback: defaults.DEFAULT_ROUTING_REPLICAS }),
+    cap_scope: oneOf(CAP_SCOPES, defaults.DEFAULT_CAP_SCOPE),
     prefix: section({
       block_chars: integer({ min: 16, max: 65_536, fallback: defaults.DEFAULT_PREFIX_BLOCK_CHARS }),
       max_blocks: integer({ min: 1, fallback: defaults.DEFAULT_PREFIX_MAX_BLOCKS }),

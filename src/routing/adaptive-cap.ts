@@ -9,8 +9,9 @@
  * whose KV cache is nearly full) can take no more than it runs, so the cap closes to fleetgate's
  * requests on it minus the ones waiting in its queue, plus a small allowance (a freed slot is
  * refilled inside the backend at its next step, without waiting for fleetgate's round trip). With
- * one fleetgate that is what the backend runs + the allowance; with several replicas each gives back
- * the queue it sees, so together they back off quickly and then grow again. A queue seen once holds
+ * one fleetgate that is what the backend runs + the allowance; with several replicas and
+ * `routing.cap_scope: fleet`, `inflight` is what every replica holds there (the backend's figures), so
+ * each closes to the same cap, held against the same fleet-wide load (cap-controller.ts). A queue seen once holds
  * the cap where it is: it may be a burst of arrivals the scheduler has not admitted yet (every batch
  * job starts with one), which a closed cap would hold back for seconds while the backend has room.
  * Nor does a queue at a backend with free batch slots and a nearly empty KV cache close it: such a

@@ -13,6 +13,13 @@ export interface CapControllerOptions {
   scraping: boolean;
   /** `routing.cap_slow_start`: a backend read for the first time starts low and doubles until it queues. */
   slowStart?: boolean;
+  /**
+   * Every replica's requests count (`routing.cap_scope: fleet`): the cap is held against the load the
+   * backend reports (wait-queue.ts `fleetWideCap`), so it closes to what the backend runs, not to
+   * this replica's share of it. Off: each replica learns a cap for its own requests alone, and N
+   * replicas together hold up to N caps.
+   */
+  fleetWide?: boolean;
 }
 
 export class CapController {
@@ -21,11 +28,13 @@ export class CapController {
   /** Backends in slow start: read since they turned ready, and not yet seen queueing or KV-full. */
   readonly #starting = new WeakSet<Backend>();
   readonly #slowStart: boolean;
+  readonly #fleetWide: boolean;
 
   constructor(opts: CapControllerOptions) {
     const registry = opts.registry;
     this.#registry = registry;
     this.#slowStart = opts.slowStart ?? false;
+    this.#fleetWide = opts.fleetWide ?? false;
     // With reports coming, a backend holds UNREAD_CAP until its first one.
     const startUnread = opts.scraping;
     const unread = (backend: Backend) => {
@@ -55,10 +64,14 @@ export class CapController {
     const queuedBefore = previous?.queued ?? null;
     if (firstRead && this.#slowStart) this.#starting.add(backend);
     if (report.queued >= QUEUE_ALLOWANCE || (report.tokenUsage ?? 0) >= KV_FULL) this.#starting.delete(backend);
+    // Fleet-wide, the cap counts what the backend holds from every replica (at least this one's own).
+    const held = this.#fleetWide
+      ? Math.max(report.running + report.queued, report.inflightAtScrape)
+      : report.inflightAtScrape;
     const cap = nextAdaptiveCap(
       { ...report, queuedBefore },
       firstRead ? 0 : backend.cap,
-      report.inflightAtScrape,
+      held,
       this.#starting.has(backend),
     );
     this.#registry.setCap(backend, cap);

@@ -5,6 +5,7 @@
  */
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
+import { CapController } from './cap-controller.js';
 import { ModelQueues } from './model-queues.js';
 import { ModelRouter } from './model-route.js';
 import { createPolicy } from './policies.js';
@@ -38,6 +39,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   // prefix-aware keeps one record of what each backend caches, shared by the model queues (a backend
   // serves one model); the other policies get one instance per model (round-robin's cursor).
   const sharedPolicy = config.routing.policy === 'prefix-aware' ? newPolicy() : null;
+  const fleetWide = capsAreFleetWide(config);
   const queue = new ModelQueues({
     make: (ready) =>
       new WaitQueue({
@@ -48,7 +50,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
         affinityLookahead: prefix.queue_lookahead,
         affinityHoldMs: prefix.queue_hold,
         slots: registry,
-        fleetWideCap: typeof config.routing.max_inflight_per_backend === 'number' && config.routing.load_interval > 0,
+        fleetWideCap: fleetWide,
         capShare: config.routing.replicas,
       }),
     ready: () => registry.ready,
@@ -65,4 +67,20 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   registry.on('models', () => models.setPools(registry.models()));
   registry.on('removed', () => models.setPools(registry.models()));
   return { queue, models, prefix: sharedPolicy as PrefixAware | null };
+}
+
+/** A cap (fixed or auto) counts every replica's requests where the backends report their load. */
+function capsAreFleetWide(config: Config): boolean {
+  return config.routing.cap_scope === 'fleet' && config.routing.load_interval > 0;
+}
+
+/** The adaptive cap's controller for `max_inflight_per_backend: auto`, else null; app.ts builds it once. */
+export function createCapController(config: Config, registry: FleetRegistry): CapController | null {
+  if (config.routing.max_inflight_per_backend !== 'auto') return null;
+  return new CapController({
+    registry,
+    scraping: config.routing.load_interval > 0,
+    slowStart: config.routing.cap_slow_start,
+    fleetWide: capsAreFleetWide(config),
+  });
 }

@@ -103,16 +103,17 @@ export interface WaitQueueOptions {
   /** Clock for waits and promotion (ms). */
   now?: () => number;
   /**
-   * A numeric `max_inflight_per_backend` with load reports: the cap holds against the backend's load
-   * (what it reports running and queued, every replica's requests, plus this replica's dispatches
-   * since: backend-load.ts), not this replica's in-flight alone, so N replicas share one cap.
+   * With load reports (`routing.cap_scope: fleet`), a fixed or `auto` cap holds against the backend's
+   * load (what it reports running and queued, every replica's requests, plus this replica's
+   * dispatches since: backend-load.ts), not this replica's in-flight alone, so N replicas share one cap.
    */
   fleetWideCap?: boolean;
   /**
    * With `fleetWideCap`: the replicas that share it (`routing.replicas`). Between two load reports a
    * replica cannot see another's dispatches, so each takes at most 1/N of the room the last report
    * showed (its own requests that ended since count back in), and N replicas meeting the same burst
-   * together stay within the cap. 1: this replica may take all of it.
+   * together stay within the cap. A backend not read yet: 1/N of the cap itself. 1: this replica may
+   * take all of it.
    */
   capShare?: number;
   /** Ready backends, read per admission (the registry keeps this list prebuilt). */
@@ -372,7 +373,10 @@ export class WaitQueue {
     if (backendLoad(backend) >= limit) return false;
     const reported = backend.reported;
     const share = this.#opts.capShare ?? 1;
-    if (reported === null || share <= 1) return true;
+    if (share <= 1) return true;
+    // Not read yet (or it reports nothing): the other replicas' requests are unseen, so each holds its
+    // 1/N of the cap. Without it N replicas meeting a burst before their first reports hold N caps.
+    if (reported === null) return backend.inflight < Math.ceil(limit / share);
     const room = Math.max(0, limit - reported.running - reported.queued);
     return backend.inflight - reported.inflightAtScrape < Math.ceil(room / share);
   }

@@ -35,6 +35,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     load_interval: 250,
     cap_slow_start: false,
     replicas: 1,
+    cap_scope: 'fleet',
     prefix: {
       block_chars: 128,
       max_blocks: 65_536,
@@ -180,6 +181,7 @@ test('every key is read and converted', () => {
       load_interval: 0,
       cap_slow_start: true,
       replicas: 1,
+      cap_scope: 'fleet',
       prefix: {
         block_chars: 128,
         max_blocks: 65_536,
@@ -416,6 +418,11 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
     'log.level: "verbose" is not one of trace, debug, info, warn, error, fatal, silent',
   ],
   ['boolean', { ...ONE_BACKEND, log: { access: 'yes' } }, 'log.access: expected true or false, got "yes"'],
+  [
+    'cap_scope',
+    { ...ONE_BACKEND, routing: { cap_scope: 'process' } },
+    'routing.cap_scope: "process" is not one of fleet, replica',
+  ],
   [
     'cap_slow_start',
     { ...ONE_BACKEND, routing: { cap_slow_start: 'on' } },

@@ -77,3 +77,31 @@ test('routing.replicas N: between two reports a replica takes 1/N of the room th
   (leases[0] as Lease).release();
   assert.equal(queue.waiting, 0, 'the waiter took the slot its own request freed');
 });
+
+test('routing.replicas N: a backend not read yet takes 1/N of the cap from each replica', () => {
+  const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 8 });
+  const backend = registry.add({ url: 'http://127.0.0.1:41002', name: 'b0', kind: 'sglang', log: null });
+  registry.apply(backend, { type: 'probe', result: OK });
+  const queue = new WaitQueue({
+    maxWaiting: 100,
+    ready: () => registry.ready,
+    policy: new LeastLoaded(),
+    slots: registry,
+    fleetWideCap: true,
+    capShare: 2,
+  });
+  drainOnCapacity(registry, queue);
+  // No report yet: the other replica may be filling the same backend, unseen.
+  const leases = Array.from({ length: 4 }, () => queue.acquire());
+  assert.ok(leases.every(isLease));
+  const fifth = queue.acquire();
+  assert.ok(fifth instanceof Promise, 'half of the cap of 8 until a report says what the backend holds');
+  // The first report: the backend holds only these 4, so the room is 4 and this replica's share 2.
+  registry.reportLoad(backend, report(4));
+  assert.equal(queue.waiting, 0, 'the waiter went in');
+  assert.ok(isLease(queue.acquire()));
+  const waiting = queue.acquire();
+  assert.ok(waiting instanceof Promise, 'its share of the room is taken');
+  waiting.catch(() => {});
+  queue.close();
+});
