@@ -20,6 +20,7 @@ import { frameworkErrorHandler, registerOwnErrorHandler } from './http/own-error
 import { clientErrorHandler, refuseAbsoluteForm, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
+import { ServingStats } from './metrics/serving-stats.js';
 import { registerUpstreamConnections } from './metrics/upstream-connections.js';
 import { attachAccessLog } from './proxy/access-log.js';
 import { createPriorityStamp } from './proxy/backend-priority.js';
@@ -31,8 +32,9 @@ import { createTraitsReader } from './proxy/request-traits-from.js';
 import { registerTrafficRoutes } from './proxy/traffic-routes.js';
 import { warmUp } from './proxy/warm-up.js';
 import { queuesOwnRequests } from './routing/backend-load.js';
+import type { CapController } from './routing/cap-controller.js';
 import { FleetDispatcher } from './routing/fleet-dispatcher.js';
-import { createRouting } from './routing/fleet-routing.js';
+import { createCapController, createRouting } from './routing/fleet-routing.js';
 import type { ModelQueues } from './routing/model-queues.js';
 import type { ModelRouter } from './routing/model-route.js';
 import { promptTraits } from './routing/request-traits.js';
@@ -57,6 +59,8 @@ export interface Gateway {
   /** The wait queues: one per model pool, and one for a single-model fleet. */
   readonly queue: ModelQueues;
   readonly models: ModelRouter;
+  /** Sets each backend's cap from its load reports under `max_inflight_per_backend: auto`; else null. */
+  readonly caps: CapController | null;
   readonly events: ProxyEventBus;
   readonly metrics: GatewayMetrics;
   /** The engines' supervisor under `fleetgate launch`; null under `serve`. */
@@ -95,6 +99,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       ? new Launcher({ config: config.launch, registry, logger, now: opts.now })
       : null;
   const routing = createRouting(config, registry);
+  const caps = createCapController(config, registry);
   const events = new ProxyEventBus();
   if (config.log.access) attachAccessLog(logger, events);
   const pools = new UpstreamPools(registry, config.upstream);
@@ -137,7 +142,10 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     supervisorOf: (name) => launcher?.get(name),
     reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
   };
-  await registerAdminRoutes(app, control, { events, queue: routing.queue }, () => phase);
+  const stats = new ServingStats({ registry, events, waiting: () => routing.queue.waiting });
+  app.addHook('onReady', async () => stats.start());
+  app.addHook('onClose', async () => stats.stop());
+  await registerAdminRoutes(app, control, { stats, queue: routing.queue }, () => phase);
   const batch = createBatchService(app, config, (id, err) => logger.error({ err, batch: id }, 'batch job failed'));
   if (batch) metrics.observeBatches(batch.jobs);
   const prefix = config.routing.prefix;
@@ -163,6 +171,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     fleet,
     queue: routing.queue,
     models: routing.models,
+    caps,
     events,
     metrics,
     launcher,

@@ -99,7 +99,7 @@ export async function prefixModelJob(
     new Promise((resolve) => {
       const sentAt = clock.now;
       const traits = {
-        ...promptTraits(PATH, { 'x-session-id': request.session }, request.body, {
+        ...promptTraits(PATH, { 'x-session-id': request.session }, JSON.parse(request.body.toString()), {
           blockChars: BLOCK_CHARS,
           sessionHeader: 'x-session-id',
         }),

@@ -126,7 +126,8 @@ export function fleetgateConfig(
     input.routingReplicas === undefined ? '' : `  replicas: ${input.routingReplicas}\n`,
     input.balanceFactor === undefined ? '' : `  prefix:\n    balance_factor: ${input.balanceFactor}\n`,
   ].join('');
-  const upstream = input.warmUp === undefined ? '' : `upstream:\n  warm_up: ${input.warmUp}\n`;
+  // Off unless a target asks: each bench warms every proxy alike before its clock starts.
+  const upstream = `upstream:\n  warm_up: ${input.warmUp ?? false}\n`;
   const aliases = Object.entries(input.modelAliases ?? {});
   const models =
     aliases.length === 0 ? '' : `models:\n${aliases.map(([alias, name]) => `  ${alias}: ${name}\n`).join('')}`;

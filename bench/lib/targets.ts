@@ -39,7 +39,7 @@ export interface TargetSpec {
   accessLog?: boolean;
   /** fleetgate only: `retry.resume_limit` (0 = stream resume off). */
   resumeLimit?: number;
-  /** fleetgate only: `upstream.warm_up` (default: fleetgate's own). */
+  /** fleetgate only: `upstream.warm_up` (default off: the bench's own warm-up treats every proxy alike). */
   warmUp?: boolean;
   /** fleetgate only: `routing.prefix.balance_factor` (default: fleetgate's own). */
   balanceFactor?: number;

@@ -2,8 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
-import { ServingStats } from '../metrics/serving-stats.js';
-import type { ProxyEventBus } from '../proxy/proxy-events.js';
+import type { ServingStats } from '../metrics/serving-stats.js';
 import { FleetEventStream } from './fleet-events.js';
 import { fleetStatus } from './fleet-summary.js';
 import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML } from './status-page.js';
@@ -13,7 +12,8 @@ export interface StatusSources {
   readonly registry: FleetRegistry;
   /** The running config: reload changes `min_ready` in place, so it is read per use. */
   readonly config: Config;
-  readonly events: ProxyEventBus;
+  /** The serving view, built, started and stopped by app.ts. */
+  readonly stats: Pick<ServingStats, 'view'>;
   readonly queue: { readonly waiting: number; waitingByClass(): Record<string, number> };
 }
 
@@ -21,10 +21,7 @@ export async function registerStatusRoutes(app: FastifyInstance, sources: Status
   const { registry, config, queue } = sources;
   const minReady = () => config.min_ready;
   const waiting = () => queue.waitingByClass();
-  const stats = new ServingStats({ registry, events: sources.events, waiting: () => queue.waiting });
-  app.addHook('onReady', async () => stats.start());
-  app.addHook('onClose', async () => stats.stop());
-  const serving = () => stats.view();
+  const serving = () => sources.stats.view();
   const events = new FleetEventStream(registry, { minReady, waiting, serving });
 
   app.get('/fleet/status', async () => fleetStatus(registry, minReady(), waiting(), serving()));

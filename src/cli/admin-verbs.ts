@@ -2,9 +2,9 @@
  * `fleetgate drain NAME`, `fleetgate resume NAME` and `fleetgate restart NAME`: `POST /fleet/backends/NAME/drain|resume|restart` on a
  * running fleetgate. Exit 0 done, 1 refused or unreachable (the server's message is printed), 2 usage.
  */
-import { parseArgs } from 'node:util';
 import type { BackendStatus } from '../admin/fleet-summary.js';
 import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
+import { readFlags, UsageError, verbArgs } from './verb-args.js';
 
 export type AdminVerb = 'drain' | 'resume' | 'restart';
 
@@ -32,28 +32,18 @@ exit status: 0 done, 1 refused by fleetgate or unreachable, 2 usage error
 const REQUEST_TIMEOUT_MS = 10_000;
 
 export async function run(verb: AdminVerb, argv: string[]): Promise<number> {
-  let values: { url?: string; token?: string; help?: boolean };
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: argv,
-      options: { url: { type: 'string' }, token: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-      strict: true,
-      allowPositionals: true,
-    }));
-  } catch (error) {
-    process.stderr.write(`fleetgate ${verb}: ${(error as Error).message}\n\n${usage(verb)}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(usage(verb));
-    return 0;
-  }
-  if (positionals.length !== 1) {
-    const problem = positionals.length === 0 ? 'needs a backend NAME' : `takes one NAME, got ${positionals.length}`;
-    process.stderr.write(`fleetgate ${verb}: ${problem}\n\n${usage(verb)}`);
-    return 2;
-  }
+  const args = verbArgs(verb, usage(verb), () => {
+    const { values, positionals } = readFlags(argv, { url: { type: 'string' }, token: { type: 'string' } }, true);
+    if (values.help) return null;
+    if (positionals.length !== 1) {
+      throw new UsageError(
+        positionals.length === 0 ? 'needs a backend NAME' : `takes one NAME, got ${positionals.length}`,
+      );
+    }
+    return { ...values, name: positionals[0] };
+  });
+  if (typeof args === 'number') return args;
+  const values = args;
   let base: URL;
   try {
     base = resolveBaseUrl(values.url);
@@ -62,7 +52,7 @@ export async function run(verb: AdminVerb, argv: string[]): Promise<number> {
     process.stderr.write(`fleetgate ${verb}: ${error.message}\n`);
     return 2;
   }
-  const name = positionals[0];
+  const name = args.name;
   const token = values.token ?? (process.env.FLEETGATE_ADMIN_TOKEN || undefined);
   const url = new URL(`fleet/backends/${encodeURIComponent(name)}/${verb}`, base);
   let res: Response;

@@ -3,7 +3,9 @@
  * same config and flags as `fleetgate serve`/`launch`, so a generation job needs one command and
  * leaves nothing running. It differs from `serve` only where a one-run gateway should: it listens on
  * an ephemeral loopback port, logs warnings only, on stderr, with no access log (the progress is the
- * output), and the Batch API is off (the jobs under `batch.dir` belong to a long-running fleetgate).
+ * output), the Batch API is off (the jobs under `batch.dir` belong to a long-running fleetgate), and
+ * so is the start-up warm-up (it is for a replica's first burst of interactive traffic; a batch has
+ * none, and its one-token streams would be sent to the engines for nothing).
  * The batch's own flags come after these defaults and override them.
  *
  * It waits for the ready target as `fleetgate wait` does, over the same `GET /fleet/status` (a
@@ -42,6 +44,7 @@ export const IN_PROCESS_DEFAULTS = [
   'log.destination=stderr',
   'log.access=false',
   'batch.enabled=false',
+  'upstream.warm_up=false',
 ];
 
 const POLL_MS = 500;

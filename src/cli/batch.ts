@@ -6,7 +6,7 @@
  * config or input error (nothing is sent).
  */
 import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import type { parseArgs } from 'node:util';
 import { batchClassOf, ConcurrencyControl } from '../batch/auto-concurrency.js';
 import { BatchInputError, type BatchRequest, oversizeError, parseBatchInput } from '../batch/batch-input.js';
 import { BatchProgress } from '../batch/batch-progress.js';
@@ -20,6 +20,7 @@ import { formatSize, parseDuration, parseSize } from '../config/duration.js';
 import { type InProcessOptions, startInProcess } from './batch-gateway.js';
 import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
 import { parseReadyTarget } from './render-wait.js';
+import { isUsageError, readFlags, UsageError } from './verb-args.js';
 
 const usage = `usage: fleetgate batch INPUT.jsonl -o OUTPUT.jsonl [--url URL] [--concurrency auto|N] [--max-attempts N] [--json-progress]
        fleetgate batch INPUT.jsonl -o OUTPUT.jsonl --serve|--launch [--config FILE] [serve options] [--ready N|all] [batch options]
@@ -60,8 +61,6 @@ its backends not ready in time, 2 usage, config or input error (bad JSONL names 
 130 stopped by SIGINT/SIGTERM (run the same command again to resume)
 `;
 
-class UsageError extends Error {}
-
 interface BatchArgs {
   input: string;
   output: string;
@@ -94,11 +93,9 @@ export function defaultErrorsPath(output: string): string {
 }
 
 function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
-  const { values, positionals, tokens } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    tokens: true,
-    options: {
+  const { values, positionals, tokens } = readFlags(
+    argv,
+    {
       output: { type: 'string', short: 'o' },
       errors: { type: 'string' },
       url: { type: 'string' },
@@ -117,9 +114,9 @@ function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
       set: { type: 'string', multiple: true },
       ready: { type: 'string' },
       'ready-timeout': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
     },
-  });
+    true,
+  );
   if (values.help) return 'help';
   if (positionals.length !== 1) throw new UsageError('give exactly one INPUT.jsonl');
   if (values.output === undefined) throw new UsageError('-o OUTPUT.jsonl is required');
@@ -227,11 +224,7 @@ export async function run(argv: string[]): Promise<number> {
       process.stderr.write('nothing was sent\n');
       return 2;
     }
-    if (
-      error instanceof UsageError ||
-      error instanceof UrlError ||
-      (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
-    ) {
+    if (isUsageError(error) || error instanceof UrlError) {
       process.stderr.write(`fleetgate batch: ${(error as Error).message}\n\n${usage}`);
       return 2;
     }

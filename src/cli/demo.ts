@@ -7,12 +7,12 @@
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { createGateway } from '../app.js';
 import { validateConfig } from '../config/validate.js';
 import { createLogger } from '../logging.js';
 import { colorEnabled } from './render-status.js';
 import { runUntilSignal } from './serve.js';
+import { readFlags, verbArgs } from './verb-args.js';
 
 const usage = `usage: fleetgate demo [--port 8080] [--base-port 30000] [--backends 7] [--host 127.0.0.1]
 
@@ -47,26 +47,16 @@ function simCommand(host: string): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values: { port: string; 'base-port': string; backends: string; host: string; help?: boolean };
-  try {
-    values = parseArgs({
-      args: argv,
-      options: {
-        port: { type: 'string', default: '8080' },
-        'base-port': { type: 'string', default: '30000' },
-        backends: { type: 'string', default: '7' },
-        host: { type: 'string', default: '127.0.0.1' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }).values as typeof values;
-  } catch (error) {
-    process.stderr.write(`fleetgate demo: ${(error as Error).message}\n\n${usage}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(usage);
-    return 0;
-  }
+  const values = verbArgs('demo', usage, () => {
+    const flags = readFlags(argv, {
+      port: { type: 'string', default: '8080' },
+      'base-port': { type: 'string', default: '30000' },
+      backends: { type: 'string', default: '7' },
+      host: { type: 'string', default: '127.0.0.1' },
+    }).values;
+    return flags.help ? null : flags;
+  });
+  if (typeof values === 'number') return values;
   const count = Number(values.backends);
   const basePort = Number(values['base-port']);
   if (!Number.isInteger(count) || count < 1 || count > 64) {

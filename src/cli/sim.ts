@@ -5,7 +5,6 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { parseArgs } from 'node:util';
 import { parseDuration } from '../config/duration.js';
 import {
   FAILURE_MODES,
@@ -19,6 +18,7 @@ import {
 } from '../sim/index.js';
 import { STDOUT_LOG } from '../sim/log-writer.js';
 import { onFaultSignal, startupFault } from './sim-fault-file.js';
+import { readFlags, UsageError, verbArgs } from './verb-args.js';
 
 const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
 
@@ -66,8 +66,6 @@ As one engine under fleetgate launch (one port):
   --slow-on NAME:FACTOR    if --name is NAME, generate FACTOR times slower (a straggler in a fleet
                            launched from one command line)
 `;
-
-class UsageError extends Error {}
 
 /** A duration flag (`250ms`, `10s`, `2m`), parsed as the config parses durations. */
 export function parseDurationFlag(text: string, flag: string): number {
@@ -144,43 +142,37 @@ export function parseFailure(text: string, servers: number): [number, SimFailure
 }
 
 export function parseSimArgs(argv: string[]) {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
-      ports: { type: 'string' },
-      port: { type: 'string', multiple: true },
-      host: { type: 'string' },
-      'log-dir': { type: 'string' },
-      model: { type: 'string' },
-      kind: { type: 'string' },
-      version: { type: 'string' },
-      speed: { type: 'string' },
-      stagger: { type: 'string' },
-      fail: { type: 'string', multiple: true },
-      'restart-after': { type: 'string' },
-      'token-ms': { type: 'string' },
-      'max-running': { type: 'string' },
-      'max-total-tokens': { type: 'string' },
-      'batch-penalty': { type: 'string' },
-      'max-tokens': { type: 'string' },
-      'api-key': { type: 'string' },
-      'no-metrics': { type: 'boolean' },
-      'enable-priority-scheduling': { type: 'boolean' },
-      'priority-scheduling-preemption-threshold': { type: 'string' },
-      quiet: { type: 'boolean' },
-      name: { type: 'string' },
-      'log-stdout': { type: 'boolean' },
-      'exit-on-failure': { type: 'boolean' },
-      'mem-fraction-static': { type: 'string' },
-      'fail-if-mem-fraction-above': { type: 'string' },
-      'fail-only-on': { type: 'string' },
-      'fault-file': { type: 'string' },
-      'slow-on': { type: 'string' },
-      'start-delay': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
+  const { values } = readFlags(argv, {
+    ports: { type: 'string' },
+    port: { type: 'string', multiple: true },
+    host: { type: 'string' },
+    'log-dir': { type: 'string' },
+    model: { type: 'string' },
+    kind: { type: 'string' },
+    version: { type: 'string' },
+    speed: { type: 'string' },
+    stagger: { type: 'string' },
+    fail: { type: 'string', multiple: true },
+    'restart-after': { type: 'string' },
+    'token-ms': { type: 'string' },
+    'max-running': { type: 'string' },
+    'max-total-tokens': { type: 'string' },
+    'batch-penalty': { type: 'string' },
+    'max-tokens': { type: 'string' },
+    'api-key': { type: 'string' },
+    'no-metrics': { type: 'boolean' },
+    'enable-priority-scheduling': { type: 'boolean' },
+    'priority-scheduling-preemption-threshold': { type: 'string' },
+    quiet: { type: 'boolean' },
+    name: { type: 'string' },
+    'log-stdout': { type: 'boolean' },
+    'exit-on-failure': { type: 'boolean' },
+    'mem-fraction-static': { type: 'string' },
+    'fail-if-mem-fraction-above': { type: 'string' },
+    'fail-only-on': { type: 'string' },
+    'fault-file': { type: 'string' },
+    'slow-on': { type: 'string' },
+    'start-delay': { type: 'string' },
   });
   if (values.help) return null;
   const ports = [
@@ -265,18 +257,8 @@ export function parseSimArgs(argv: string[]) {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let parsed: ReturnType<typeof parseSimArgs>;
-  try {
-    parsed = parseSimArgs(argv);
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    process.stderr.write(`fleetgate sim: ${message}\n\n${usage}`);
-    return 2;
-  }
-  if (parsed === null) {
-    process.stdout.write(usage);
-    return 0;
-  }
+  const parsed = verbArgs('sim', usage, () => parseSimArgs(argv));
+  if (typeof parsed === 'number') return parsed;
   const { options, quiet, exitOnFailure, faultFile } = parsed;
   const say = (line: string) => {
     if (!quiet) process.stdout.write(`${line}\n`);

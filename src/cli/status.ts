@@ -1,7 +1,7 @@
 /** `fleetgate status [--url URL] [--json]`: one look at the fleet. Exit 0 fetched, 1 unreachable, 2 usage. */
-import { parseArgs } from 'node:util';
 import { DEFAULT_URL, fetchStatus, resolveBaseUrl, UnreachableError, UrlError } from './fleet-client.js';
 import { colorEnabled, renderTable } from './render-status.js';
+import { readFlags, verbArgs } from './verb-args.js';
 
 export const USAGE = `usage: fleetgate status [--url URL] [--json]
 
@@ -21,26 +21,11 @@ exit status: 0 printed, 1 fleetgate unreachable, 2 usage error
 const REQUEST_TIMEOUT_MS = 5000;
 
 export async function run(argv: string[]): Promise<number> {
-  let values: { url?: string; json?: boolean; help?: boolean };
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        url: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (error) {
-    process.stderr.write(`fleetgate status: ${(error as Error).message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+  const values = verbArgs('status', USAGE, () => {
+    const flags = readFlags(argv, { url: { type: 'string' }, json: { type: 'boolean' } }).values;
+    return flags.help ? null : flags;
+  });
+  if (typeof values === 'number') return values;
   try {
     const base = resolveBaseUrl(values.url);
     const status = await fetchStatus(base, REQUEST_TIMEOUT_MS);

@@ -3,7 +3,6 @@
  * (`fleetgate wait --ready all --timeout 10m && python generate.py`). Polls `GET /fleet/status`;
  * fleetgate itself may not be up yet, so refusals are retried until the timeout.
  */
-import { parseArgs } from 'node:util';
 import type { FleetStatus } from '../admin/fleet-summary.js';
 import { formatDuration, parseDuration } from '../config/duration.js';
 import { DEFAULT_URL, fetchStatus, resolveBaseUrl, UnreachableError, UrlError } from './fleet-client.js';
@@ -18,6 +17,7 @@ import {
   waitFrame,
   waitLine,
 } from './render-wait.js';
+import { readFlags, UsageError, verbArgs } from './verb-args.js';
 
 export const USAGE = `usage: fleetgate wait [--url URL] [--ready N|all] [--timeout DUR] [--fail-fast]
 
@@ -52,17 +52,11 @@ interface WaitArgs {
 export function parseWaitArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): WaitArgs | string | null {
   let values: { url?: string; ready?: string; timeout?: string; 'fail-fast'?: boolean; help?: boolean };
   try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        url: { type: 'string' },
-        ready: { type: 'string' },
-        timeout: { type: 'string' },
-        'fail-fast': { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
+    ({ values } = readFlags(argv, {
+      url: { type: 'string' },
+      ready: { type: 'string' },
+      timeout: { type: 'string' },
+      'fail-fast': { type: 'boolean' },
     }));
   } catch (error) {
     return (error as Error).message;
@@ -174,15 +168,12 @@ function sleep(ms: number): Promise<void> {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  const args = parseWaitArgs(argv);
-  if (args === null) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (typeof args === 'string') {
-    process.stderr.write(`fleetgate wait: ${args}\n\n${USAGE}`);
-    return 2;
-  }
+  const args = verbArgs('wait', USAGE, () => {
+    const parsed = parseWaitArgs(argv);
+    if (typeof parsed === 'string') throw new UsageError(parsed);
+    return parsed;
+  });
+  if (typeof args === 'number') return args;
   const startedAt = Date.now();
   const deadline = args.timeoutMs === null ? Number.POSITIVE_INFINITY : startedAt + args.timeoutMs;
   const reporter = process.stdout.isTTY ? ttyReporter(args, startedAt) : lineReporter(args);

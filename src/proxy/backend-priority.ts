@@ -9,8 +9,12 @@
  */
 import type { PriorityClassConfig } from '../config/types.js';
 
-/** The body to send upstream for a request of `className` to `path`. */
-export type PriorityStamp = (path: string, className: string, body: Buffer | null) => Buffer | null;
+/**
+ * The body to send upstream for a request of `className` to `path`, given its JSON (parsed on first
+ * call: request-context-from.ts `BodyJson`): the object with the class's `priority`, or null to send
+ * the body as received.
+ */
+export type PriorityStamp = (path: string, className: string, json: () => unknown) => Record<string, unknown> | null;
 
 /** Where SGLang takes a `priority`: its native and OpenAI generation endpoints. */
 const GENERATION_PATHS = new Set(['/generate', '/v1/chat/completions', '/v1/completions']);
@@ -20,23 +24,19 @@ export function createPriorityStamp(classes: readonly PriorityClassConfig[]): Pr
   const values = new Map<string, number>();
   for (const cls of classes) if (cls.backend_priority !== null) values.set(cls.name, cls.backend_priority);
   if (values.size === 0) return undefined;
-  return (path, className, body) => {
+  return (path, className, json) => {
     const value = values.get(className);
-    if (value === undefined || body === null) return body;
+    if (value === undefined) return null;
     const query = path.indexOf('?');
-    return GENERATION_PATHS.has(query < 0 ? path : path.slice(0, query)) ? withPriority(body, value) : body;
+    return GENERATION_PATHS.has(query < 0 ? path : path.slice(0, query)) ? withPriority(json(), value) : null;
   };
 }
 
-/** The JSON object `body` with `priority` set; any other body unchanged (the backend answers it). */
-export function withPriority(body: Buffer, priority: number): Buffer {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString('utf8'));
-  } catch {
-    return body;
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return body;
-  (parsed as Record<string, unknown>).priority = priority;
-  return Buffer.from(JSON.stringify(parsed));
+/**
+ * A copy of the JSON object `json` with `priority` set; null for any other body (not JSON, an array:
+ * it goes as received and the backend answers it). The parsed body itself is left as it was.
+ */
+export function withPriority(json: unknown, priority: number): Record<string, unknown> | null {
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) return null;
+  return { ...(json as Record<string, unknown>), priority };
 }

@@ -13,12 +13,13 @@ export interface ModelRefusal {
   message: string;
 }
 
-export type Admission = (body: Buffer | null) => WaitQueue | ModelRefusal;
+/** `json`: the body's JSON, parsed on first call (request-context-from.ts `BodyJson`). */
+export type Admission = (json: () => unknown) => WaitQueue | ModelRefusal;
 
 export function createModelAdmission(router: ModelRouter, queues: ModelQueues): Admission {
-  return (body) => {
+  return (json) => {
     if (!router.byModel) return queues.any;
-    const route = router.route(requestedModel(body));
+    const route = router.route(requestedModel(json()));
     switch (route.kind) {
       case 'any':
         return queues.any;
@@ -40,14 +41,8 @@ export function createModelAdmission(router: ModelRouter, queues: ModelQueues): 
   };
 }
 
-/** The `model` of a JSON request body; null when there is none. */
-export function requestedModel(body: Buffer | null): string | null {
-  if (body === null || body.length === 0) return null;
-  try {
-    const parsed: unknown = JSON.parse(body.toString('utf8'));
-    const model = (parsed as { model?: unknown } | null)?.model;
-    return typeof model === 'string' && model !== '' ? model : null;
-  } catch {
-    return null;
-  }
+/** The `model` of a parsed JSON request body; null when there is none. */
+export function requestedModel(json: unknown): string | null {
+  const model = json !== null && typeof json === 'object' ? (json as { model?: unknown }).model : undefined;
+  return typeof model === 'string' && model !== '' ? model : null;
 }

@@ -3,6 +3,9 @@
  * and API key, the prompt traits of a policy that routes on them, the queue of the model it names,
  * and whether it asks for a stream (for the progress watchdog). The one place that reads a request
  * for admission; a request that cannot be admitted gets the refusal to answer instead.
+ * The body is parsed as JSON here, at most once per request and only when something asks for it
+ * (routing by model, prefix-aware routing, `backend_priority`, a stream's resume): `json` hands the
+ * one result on, so a fleet that needs none of them never parses a body.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ErrorType } from '../http/openai-error.js';
@@ -24,17 +27,26 @@ export interface ContextReaderOptions {
   traitsOf: TraitsReader;
   /** The queue a request waits in (its model's), or why it is refused. */
   admission: Admission;
-  /** The prompt traits the policy routes on; set only for a policy that uses them. */
-  promptTraits?: (path: string, headers: IncomingHttpHeaders, body: Buffer | null) => PromptTraits | undefined;
+  /** The prompt traits the policy routes on, from the parsed body; set only for a policy that uses them. */
+  promptTraits?: (path: string, headers: IncomingHttpHeaders, json: unknown) => PromptTraits | undefined;
   /** The progress watchdog is on: it judges streams apart, so the body's `"stream"` is read. */
   watchStreams: () => boolean;
+}
+
+/** The body's JSON value, parsed on the first call; undefined without a body or when it is not JSON. */
+export type BodyJson = () => unknown;
+
+/** A request admitted to its queue: its context, and its body's JSON for whoever else reads it. */
+export interface ReadRequest {
+  context: RequestContext;
+  json: BodyJson;
 }
 
 export type ContextReader = (
   path: string,
   headers: IncomingHttpHeaders,
   body: Buffer | null,
-) => RequestContext | ContextRefusal;
+) => ReadRequest | ContextRefusal;
 
 export function createContextReader(opts: ContextReaderOptions): ContextReader {
   return (path, headers, body) => {
@@ -42,15 +54,39 @@ export function createContextReader(opts: ContextReaderOptions): ContextReader {
     if (problem !== null) {
       return { status: 400, type: 'invalid_request_error', message: problem, outcome: null };
     }
-    const queue = opts.admission(body);
+    const json = jsonOnce(body);
+    const queue = opts.admission(json);
     if (!('acquire' in queue)) return { ...queue, outcome: 'model_refused' };
     const context = new RequestContext();
-    const prompt = opts.promptTraits?.(path, headers, body);
+    const prompt = opts.promptTraits?.(path, headers, json());
     context.traits = prompt === undefined ? traits : { ...traits, ...prompt };
     context.queue = queue;
     context.streamed = opts.watchStreams() && asksForStream(body);
-    return context;
+    return { context, json };
   };
+}
+
+/** `body`'s JSON value, parsed on the first call only. */
+export function jsonOnce(body: Buffer | null): BodyJson {
+  let parsed = false;
+  let value: unknown;
+  return () => {
+    if (!parsed) {
+      parsed = true;
+      value = parseJson(body);
+    }
+    return value;
+  };
+}
+
+function parseJson(body: Buffer | null): unknown {
+  if (body === null || body.length === 0) return undefined;
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch {
+    // Not JSON: the backend answers it; routing has nothing to read.
+    return undefined;
+  }
 }
 
 const STREAM_KEY = Buffer.from('"stream"');

@@ -53,8 +53,11 @@ export interface ResumeSettings {
 export interface ResumableRequest {
   api: ResumeApi;
   path: string;
-  /** The body as sent upstream (with the class's `priority` stamped in, where configured). */
-  body: Buffer;
+  /**
+   * The body as sent upstream (with the class's `priority` stamped in, where configured), as JSON:
+   * parsed once per request (proxy/request-context-from.ts); a continuation copies, never mutates it.
+   */
+  json: () => unknown;
   /** The upstream request's headers as fleetgate sent them. */
   headers: Record<string, unknown>;
   /** The original request's context: its class, model queue, tried backends and client. */
@@ -155,7 +158,7 @@ export class StreamResume {
 
   #refusal(): ResumeRefusal | null {
     const journal = this.#journal;
-    if (this.#parsed === undefined) this.#parsed = parseBody(this.#request.body);
+    if (this.#parsed === undefined) this.#parsed = asObject(this.#request.json());
     const fromBody = bodyRefusal(this.#request.api, this.#parsed);
     if (fromBody !== null) return fromBody;
     if (journal.refusal !== null) return journal.refusal;
@@ -218,13 +221,6 @@ export class StreamResume {
   }
 }
 
-function parseBody(body: Buffer): Record<string, unknown> | null {
-  try {
-    const parsed: unknown = JSON.parse(body.toString('utf8'));
-    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
-      ? (parsed as Record<string, unknown>)
-      : null;
-  } catch {
-    return null;
-  }
+function asObject(json: unknown): Record<string, unknown> | null {
+  return typeof json === 'object' && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>) : null;
 }

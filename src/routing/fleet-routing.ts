@@ -1,6 +1,7 @@
 /**
  * Routing for a fleet, built from the config: the picking policy, one wait queue per model pool
- * (and one for a single-model fleet), the model router, and their wiring to the registry.
+ * (and one for a single-model fleet), the model router, and their wiring to the registry. The cap
+ * controller of `max_inflight_per_backend: auto` is built beside it, in app.ts.
  */
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
@@ -38,8 +39,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   // prefix-aware keeps one record of what each backend caches, shared by the model queues (a backend
   // serves one model); the other policies get one instance per model (round-robin's cursor).
   const sharedPolicy = config.routing.policy === 'prefix-aware' ? newPolicy() : null;
-  // A cap (fixed or auto) counts every replica's requests where the backends report their load.
-  const fleetWide = config.routing.cap_scope === 'fleet' && config.routing.load_interval > 0;
+  const fleetWide = capsAreFleetWide(config);
   const queue = new ModelQueues({
     make: (ready) =>
       new WaitQueue({
@@ -58,14 +58,6 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   });
   // A freed slot may serve a waiter of any queue its backend belongs to, hence all are drained.
   drainOnCapacity(registry, queue);
-  if (config.routing.max_inflight_per_backend === 'auto') {
-    new CapController({
-      registry,
-      scraping: config.routing.load_interval > 0,
-      slowStart: config.routing.cap_slow_start,
-      fleetWide,
-    });
-  }
   registry.on('transition', ({ backend, to }) => {
     if (to !== 'ready') sharedPolicy?.forget?.(backend.name);
   });
@@ -75,4 +67,20 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   registry.on('models', () => models.setPools(registry.models()));
   registry.on('removed', () => models.setPools(registry.models()));
   return { queue, models, prefix: sharedPolicy as PrefixAware | null };
+}
+
+/** A cap (fixed or auto) counts every replica's requests where the backends report their load. */
+function capsAreFleetWide(config: Config): boolean {
+  return config.routing.cap_scope === 'fleet' && config.routing.load_interval > 0;
+}
+
+/** The adaptive cap's controller for `max_inflight_per_backend: auto`, else null; app.ts builds it once. */
+export function createCapController(config: Config, registry: FleetRegistry): CapController | null {
+  if (config.routing.max_inflight_per_backend !== 'auto') return null;
+  return new CapController({
+    registry,
+    scraping: config.routing.load_interval > 0,
+    slowStart: config.routing.cap_slow_start,
+    fleetWide: capsAreFleetWide(config),
+  });
 }

@@ -1,8 +1,8 @@
 /**
  * What admission and routing may know about a request besides its arrival: its priority class and
  * API key (from its headers), and for prefix-aware routing the hashed blocks of its prompt prefix
- * and its session key (from the buffered body, computed only when the policy uses them, so that
- * other policies pay nothing).
+ * and its session key (from the body, parsed once by proxy/request-context-from.ts, computed only
+ * when the policy uses them, so that other policies pay nothing).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { hashText } from './rendezvous.js';
@@ -123,27 +123,23 @@ function headerValue(headers: IncomingHttpHeaders, name: string): string | undef
 /** Keeps a session key apart from a prompt that happens to read the same. */
 const SESSION_SEED = 0x5e55_1011;
 
-/** The request's prompt traits; undefined when it has neither a prompt nor a session key. */
+/**
+ * The request's prompt traits, from its body as parsed JSON (undefined: none, or not JSON); undefined
+ * when it has neither a prompt nor a session key.
+ */
 export function promptTraits(
   path: string,
   headers: IncomingHttpHeaders,
-  body: Buffer | null,
+  json: unknown,
   opts: TraitsOptions,
 ): PromptTraits | undefined {
   const session = opts.sessionHeader === null ? undefined : headerValue(headers, opts.sessionHeader);
   let prefix: number[] | undefined;
   let key = session === undefined ? undefined : hashText(session, SESSION_SEED);
-  if (body !== null && body.length > 0) {
-    try {
-      const parsed = JSON.parse(body.toString('utf8')) as unknown;
-      const rendered = parsed !== null && typeof parsed === 'object' ? render(path, parsed as Body) : null;
-      if (rendered !== null) {
-        prefix = blockHashes(rendered.text, opts.blockChars);
-        key ??= hashText(rendered.text.slice(0, rendered.keyEnd));
-      }
-    } catch {
-      // Not JSON: the backend will answer 400; routing has nothing to match.
-    }
+  const rendered = json !== null && typeof json === 'object' ? render(path, json as Body) : null;
+  if (rendered !== null) {
+    prefix = blockHashes(rendered.text, opts.blockChars);
+    key ??= hashText(rendered.text.slice(0, rendered.keyEnd));
   }
   if (prefix === undefined && session === undefined) return undefined;
   return { prefix, blockChars: opts.blockChars, session, key };

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { validateConfig } from '../../src/config/validate.js';
 import { createPriorityStamp, withPriority } from '../../src/proxy/backend-priority.js';
+import { jsonOnce } from '../../src/proxy/request-context-from.js';
 
 const cls = (name: string, backend_priority: number | null) => ({
   name,
@@ -15,21 +16,20 @@ const cls = (name: string, backend_priority: number | null) => ({
 test("the class's priority is set in a generation request's JSON body, replacing the client's", () => {
   const stamp = createPriorityStamp([cls('interactive', 1), cls('batch', 0)]);
   assert.ok(stamp);
-  const body = Buffer.from(JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], priority: 99 }));
-  const sent = JSON.parse(String(stamp('/v1/chat/completions', 'interactive', body)));
+  const json = jsonOnce(Buffer.from(JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], priority: 99 })));
+  const sent = stamp('/v1/chat/completions', 'interactive', json);
   assert.deepEqual(sent, { messages: [{ role: 'user', content: 'hi' }], priority: 1 });
-  assert.equal(JSON.parse(String(stamp('/generate?x=1', 'batch', Buffer.from('{"text":"a"}')))).priority, 0);
+  assert.equal((json() as { priority: number }).priority, 99, 'the parsed body is shared, so it is not changed');
+  assert.equal(stamp('/generate?x=1', 'batch', jsonOnce(Buffer.from('{"text":"a"}')))?.priority, 0);
 });
 
-test('other paths, bodies that are not a JSON object, and missing bodies go as they are', () => {
+test('other paths, bodies that are not a JSON object, and missing bodies go as received (null)', () => {
   const stamp = createPriorityStamp([cls('interactive', 1), cls('batch', 0)]);
   assert.ok(stamp);
-  const abort = Buffer.from('{"rid":"r1"}');
-  assert.equal(stamp('/abort_request', 'batch', abort), abort);
-  const broken = Buffer.from('{"text": ');
-  assert.equal(stamp('/generate', 'batch', broken), broken);
-  assert.equal(withPriority(Buffer.from('[1,2]'), 3).toString(), '[1,2]');
-  assert.equal(stamp('/generate', 'batch', null), null);
+  assert.equal(stamp('/abort_request', 'batch', jsonOnce(Buffer.from('{"rid":"r1"}'))), null);
+  assert.equal(stamp('/generate', 'batch', jsonOnce(Buffer.from('{"text": '))), null);
+  assert.equal(withPriority([1, 2], 3), null);
+  assert.equal(stamp('/generate', 'batch', jsonOnce(null)), null);
 });
 
 test('no class sets backend_priority: no stamp, bodies are forwarded byte for byte', () => {

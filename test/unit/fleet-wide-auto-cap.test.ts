@@ -1,7 +1,7 @@
 /**
  * `routing.cap_scope: fleet` (the default): the `auto` cap counts every replica's requests, as the
  * backend reports them, so two replicas (two registries, one backend) hold it near one cap, not two.
- * Built through `createRouting` from a validated config, as `fleetgate serve` wires it.
+ * Built through `createRouting` and `createCapController` from a validated config, as app.ts wires them.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -10,7 +10,7 @@ import { validateConfig } from '../../src/config/validate.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
 import { QUEUE_ALLOWANCE } from '../../src/routing/backend-load.js';
 import { CapController } from '../../src/routing/cap-controller.js';
-import { createRouting } from '../../src/routing/fleet-routing.js';
+import { createCapController, createRouting } from '../../src/routing/fleet-routing.js';
 import type { Lease } from '../../src/routing/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
@@ -23,6 +23,7 @@ function replica(scope: CapScope) {
   const config = validateConfig({ backends: [URL], routing: { cap_scope: scope } }, 'test');
   const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 0 });
   const routing = createRouting(config, registry);
+  createCapController(config, registry);
   const backend = registry.add({ url: URL, name: 'b0', kind: 'sglang', log: null });
   registry.apply(backend, { type: 'probe', result: OK });
   const queue = routing.queue.of(null);

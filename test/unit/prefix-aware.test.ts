@@ -177,7 +177,8 @@ describe('prefix record', () => {
 
 describe('request traits', () => {
   const opts = { blockChars: BLOCK, sessionHeader: 'x-session-id' };
-  const chat = (body: object) => Buffer.from(JSON.stringify(body));
+  /** A body as request-context-from.ts hands it on: parsed JSON. */
+  const chat = (body: object) => JSON.parse(JSON.stringify(body));
 
   test('a chat prefix covers tools, roles and messages in order', () => {
     const base = {
@@ -203,7 +204,7 @@ describe('request traits', () => {
     assert.deepEqual(completion, blockHashes(prompt, BLOCK));
     assert.deepEqual(generate?.prefix, completion);
     assert.equal(generate?.session, 's1');
-    assert.equal(promptTraits('/v1/models', {}, null, opts), undefined);
-    assert.equal(promptTraits('/v1/completions', {}, Buffer.from('not json'), opts), undefined);
+    assert.equal(promptTraits('/v1/models', {}, undefined, opts), undefined);
+    assert.equal(promptTraits('/v1/completions', {}, 'not an object', opts), undefined);
   });
 });

@@ -106,7 +106,8 @@ describe('the prefix key', () => {
     }
     return out;
   };
-  const keyOf = (body: Buffer, headers = {}) => promptTraits('/v1/chat/completions', headers, body, opts)?.key;
+  const keyOf = (body: Buffer, headers = {}) =>
+    promptTraits('/v1/chat/completions', headers, JSON.parse(body.toString()), opts)?.key;
 
   test('every turn of a conversation has its first turn key; conversations with one system prompt differ', () => {
     const a = turns(1).map((body) => keyOf(body));

@@ -2,7 +2,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ModelRefusal } from '../../src/proxy/model-admission.js';
-import { asksForStream, type ContextRefusal, createContextReader } from '../../src/proxy/request-context-from.js';
+import {
+  asksForStream,
+  type ContextRefusal,
+  createContextReader,
+  jsonOnce,
+  type ReadRequest,
+} from '../../src/proxy/request-context-from.js';
 import type { TraitsReader } from '../../src/proxy/request-traits-from.js';
 import { RequestContext } from '../../src/routing/request-context.js';
 import type { WaitQueue } from '../../src/routing/wait-queue.js';
@@ -16,7 +22,7 @@ const body = (json: unknown) => Buffer.from(JSON.stringify(json));
 
 test('a request is read into one context: its class, its model queue and its stream flag', () => {
   const read = createContextReader({ traitsOf, admission: () => queueA, watchStreams: () => true });
-  const context = read('/v1/chat/completions', {}, body({ model: 'a', stream: true }));
+  const { context } = read('/v1/chat/completions', {}, body({ model: 'a', stream: true })) as ReadRequest;
   assert.ok(context instanceof RequestContext);
   assert.deepEqual(context.traits, { priority: 'default', apiKey: null });
   assert.equal(context.queue, queueA);
@@ -30,7 +36,7 @@ test('prompt traits join the class traits only when the policy asks for them', (
     promptTraits: () => ({ prefix: [7], blockChars: 64 }),
     watchStreams: () => false,
   });
-  const context = read('/v1/completions', {}, body({ prompt: 'x' })) as RequestContext;
+  const { context } = read('/v1/completions', {}, body({ prompt: 'x' })) as ReadRequest;
   assert.deepEqual(context.traits, { priority: 'default', apiKey: null, prefix: [7], blockChars: 64 });
   assert.equal(context.streamed, false, 'the stream flag is read only while the watchdog is on');
 });
@@ -54,4 +60,41 @@ test('asksForStream finds "stream": true with any spacing, and not false or a st
   assert.equal(asksForStream(Buffer.from('{"stream": false}')), false);
   assert.equal(asksForStream(Buffer.from('{"prompt":"the \\"stream\\" word","stream":false}')), false);
   assert.equal(asksForStream(null), false);
+});
+
+test('the body is parsed once, only when asked, and every reader gets that one value', () => {
+  let parses = 0;
+  const parse = JSON.parse;
+  JSON.parse = ((text: string) => {
+    parses++;
+    return parse(text);
+  }) as typeof JSON.parse;
+  try {
+    const seen: unknown[] = [];
+    const read = createContextReader({
+      traitsOf,
+      admission: (json) => {
+        seen.push(json());
+        return queueA;
+      },
+      promptTraits: (_path, _headers, json) => {
+        seen.push(json);
+        return undefined;
+      },
+      watchStreams: () => false,
+    });
+    const { json } = read('/v1/completions', {}, body({ model: 'a', prompt: 'x' })) as ReadRequest;
+    seen.push(json());
+    assert.equal(parses, 1, 'admission, prompt traits and the later readers share one parse');
+    assert.deepEqual(seen[0], { model: 'a', prompt: 'x' });
+    assert.ok(seen.every((value) => value === seen[0]));
+
+    const lazy = createContextReader({ traitsOf, admission: () => queueA, watchStreams: () => false });
+    lazy('/v1/completions', {}, body({ model: 'a' }));
+    assert.equal(parses, 1, 'a reader that needs no field of the body never parses it');
+  } finally {
+    JSON.parse = parse;
+  }
+  assert.equal(jsonOnce(Buffer.from('not json'))(), undefined);
+  assert.equal(jsonOnce(null)(), undefined);
 });

@@ -1,3 +1,4 @@
+/** fleet/backend-lifecycle.ts: the state machine a backend's probes, logs and traffic outcomes drive. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type BackendEvent, BackendLifecycle, type ProbeResult } from '../../src/fleet/backend-lifecycle.js';
