@@ -3,7 +3,8 @@
  * round-robin Service spreads a client's requests: conversations whose turns alternate between the
  * replicas each stay on one backend (rendezvous hashing of the prefix key, with nothing shared
  * between the processes), while unique prompts sent at once still spread (no backend over 1.3x the
- * mean). With `balance_factor: 0` (each replica's own record alone) the same trace moves.
+ * mean). That replicas with `balance_factor: 0` (each its own record) disagree is shown in
+ * test/unit/rendezvous.test.ts: over sockets, their per-process choices may agree by chance.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -88,10 +89,3 @@ for (const count of [2, 3]) {
     assert.ok(Math.max(...spread) <= 1.3 * mean, `per backend ${spread.join('/')}`);
   });
 }
-
-test('balance_factor 0 (each replica routes on what it alone saw): the same alternating trace moves', async (t) => {
-  const sims = await readySims(t);
-  const replicas = await startReplicas(t, 2, sims, ROUTING(0));
-  const stayed = await alternatingConversations(replicas.map((r) => r.url));
-  assert.ok(stayed.includes(false), `some conversation moves and misses its cache: ${stayed}`);
-});
