@@ -5,12 +5,11 @@
  * relaunched a moment later.
  */
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import type { SimEngineOptions } from '../../src/sim/index.js';
 import { BENCH_DEADLINE, closedLoop, LoadClient, REQUEST_TIME_LIMIT } from '../lib/load.js';
 import { SimHost } from '../lib/sim-control.js';
 import { percentileSorted, Samples } from '../lib/stats.js';
-import { startTarget, type TargetSpec } from '../lib/targets.js';
+import { startReplicas, type TargetSpec } from '../lib/targets.js';
 import { simCounters, warmUp } from '../lib/warm-up.js';
 import { type Job, MODEL } from './workload.js';
 
@@ -105,18 +104,13 @@ export async function runJob(spec: TargetSpec, opts: JobOptions): Promise<JobMet
     version: dead ? 'old' : undefined,
   });
   try {
-    const targets: Awaited<ReturnType<typeof startTarget>>[] = [];
-    for (let r = 0; r < (opts.replicas ?? 1); r++) {
-      targets.push(
-        await startTarget(spec, {
-          backends: sims.urls,
-          cpu: opts.proxyCpu,
-          dir: join(opts.dir, `proxy-${r}`),
-          readyBackends: fault ? opts.servers - 1 : opts.servers,
-          nodeArgs: opts.proxyNodeArgs,
-        }),
-      );
-    }
+    const targets = await startReplicas(spec, opts.replicas ?? 1, {
+      backends: sims.urls,
+      cpu: opts.proxyCpu,
+      dir: opts.dir,
+      readyBackends: fault ? opts.servers - 1 : opts.servers,
+      nodeArgs: opts.proxyNodeArgs,
+    });
     const urls = targets.flatMap((target) => target.urls);
     const client = new LoadClient(urls, opts.concurrency, { requestTimeoutMs: opts.requestTimeoutMs });
     try {

@@ -4,13 +4,12 @@
  * server's share of the requests.
  */
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { SimEngineOptions } from '../../src/sim/index.js';
 import { closedLoop, LoadClient, type Outcome } from '../lib/load.js';
 import { SimHost } from '../lib/sim-control.js';
 import { percentileSorted, Samples } from '../lib/stats.js';
-import { startTarget, type TargetSpec } from '../lib/targets.js';
+import { startReplicas, type TargetSpec } from '../lib/targets.js';
 import { simCounters, warmUp } from '../lib/warm-up.js';
 import type { PrefixRequest, PrefixWorkload } from './prefix-workloads.js';
 import { MODEL } from './workload.js';
@@ -63,17 +62,12 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
   mkdirSync(opts.dir, { recursive: true });
   const sims = await SimHost.start({ count: opts.servers, engine: opts.engine, cpu: opts.clientCpu, logDir: opts.dir });
   try {
-    const targets: Awaited<ReturnType<typeof startTarget>>[] = [];
-    for (let r = 0; r < (opts.replicas ?? 1); r++) {
-      targets.push(
-        await startTarget(spec, {
-          backends: sims.urls,
-          cpu: opts.proxyCpu,
-          dir: join(opts.dir, `proxy-${r}`),
-          nodeArgs: opts.proxyNodeArgs,
-        }),
-      );
-    }
+    const targets = await startReplicas(spec, opts.replicas ?? 1, {
+      backends: sims.urls,
+      cpu: opts.proxyCpu,
+      dir: opts.dir,
+      nodeArgs: opts.proxyNodeArgs,
+    });
     const client = new LoadClient(
       targets.flatMap((target) => target.urls),
       opts.concurrency,

@@ -120,6 +120,22 @@ function watchExit(proc: Managed): () => void {
   };
 }
 
+/**
+ * `count` processes of one target over the same backends (replicas behind one Service), each in its
+ * own `proxy-<r>` folder of `opts.dir`; if one fails to start, those already started are stopped.
+ */
+export async function startReplicas(spec: TargetSpec, count: number, opts: StartOptions): Promise<RunningTarget[]> {
+  const targets: RunningTarget[] = [];
+  try {
+    for (let r = 0; r < count; r++)
+      targets.push(await startTarget(spec, { ...opts, dir: join(opts.dir, `proxy-${r}`) }));
+    return targets;
+  } catch (err) {
+    await Promise.all(targets.map((target) => target.stop()));
+    throw err;
+  }
+}
+
 export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise<RunningTarget> {
   if (spec.kind === 'direct') {
     return { spec, urls: opts.backends, proc: null, stop: async () => {} };
