@@ -13,8 +13,9 @@ import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
 const OK = { ok: true, reachable: true, reason: null };
 const report = (running: number) => ({ running, queued: 0, tokenUsage: 0.1, maxRunning: 64 });
 
-function setup(fleetWideCap: boolean) {
-  const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 4 });
+/** One replica's queue over one backend with a fixed cap; `capShare` is `routing.replicas`. */
+function setup(fleetWideCap: boolean, { cap = 4, capShare }: { cap?: number; capShare?: number } = {}) {
+  const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: cap });
   const backend = registry.add({ url: 'http://127.0.0.1:41000', name: 'b0', kind: 'sglang', log: null });
   registry.apply(backend, { type: 'probe', result: OK });
   const queue = new WaitQueue({
@@ -23,6 +24,7 @@ function setup(fleetWideCap: boolean) {
     policy: new LeastLoaded(),
     slots: registry,
     fleetWideCap,
+    capShare,
   });
   drainOnCapacity(registry, queue);
   return { registry, backend, queue };
@@ -56,18 +58,7 @@ test('without it (auto caps, or no reports) the cap counts only this replica: 4 
 });
 
 test('routing.replicas N: between two reports a replica takes 1/N of the room the last one showed', () => {
-  const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 8 });
-  const backend = registry.add({ url: 'http://127.0.0.1:41001', name: 'b0', kind: 'sglang', log: null });
-  registry.apply(backend, { type: 'probe', result: OK });
-  const queue = new WaitQueue({
-    maxWaiting: 100,
-    ready: () => registry.ready,
-    policy: new LeastLoaded(),
-    slots: registry,
-    fleetWideCap: true,
-    capShare: 2,
-  });
-  drainOnCapacity(registry, queue);
+  const { registry, backend, queue } = setup(true, { cap: 8, capShare: 2 });
   // Room for 8 at the report: two replicas meeting the same burst take 4 each, not 8 each.
   registry.reportLoad(backend, report(0));
   const leases = Array.from({ length: 4 }, () => queue.acquire());
@@ -79,18 +70,7 @@ test('routing.replicas N: between two reports a replica takes 1/N of the room th
 });
 
 test('routing.replicas N: a backend not read yet takes 1/N of the cap from each replica', () => {
-  const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 8 });
-  const backend = registry.add({ url: 'http://127.0.0.1:41002', name: 'b0', kind: 'sglang', log: null });
-  registry.apply(backend, { type: 'probe', result: OK });
-  const queue = new WaitQueue({
-    maxWaiting: 100,
-    ready: () => registry.ready,
-    policy: new LeastLoaded(),
-    slots: registry,
-    fleetWideCap: true,
-    capShare: 2,
-  });
-  drainOnCapacity(registry, queue);
+  const { registry, backend, queue } = setup(true, { cap: 8, capShare: 2 });
   // No report yet: the other replica may be filling the same backend, unseen.
   const leases = Array.from({ length: 4 }, () => queue.acquire());
   assert.ok(leases.every(isLease));
