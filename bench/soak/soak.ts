@@ -8,6 +8,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { stopLaunched } from '../../test/helpers/launch.js';
 import { freePorts } from '../../test/helpers/net.js';
 import { type SendContext, sendHttp, sendSdk } from './clients.js';
 import { type DoneFault, FaultRunner, faultFileOf } from './fault-runner.js';
@@ -121,17 +122,7 @@ async function startFleet(dir: string, engines: number): Promise<Launched> {
     () => `fleetgate's listen line in: ${output}`,
   );
   const stop = async () => {
-    const pids = await enginePids(url).catch(() => []);
-    if (child.exitCode === null) {
-      child.kill('SIGTERM');
-      await Promise.race([exit, new Promise((resolve) => setTimeout(resolve, 20_000).unref())]);
-      if (child.exitCode === null) child.kill('SIGKILL');
-    }
-    for (const pid of pids) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {}
-    }
+    await stopLaunched(child, exit, await enginePids(url).catch(() => []), 20_000);
   };
   return { child, url, exit, stop };
 }

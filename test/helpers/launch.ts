@@ -80,16 +80,7 @@ export async function startLaunch(t: TestContext, opts: LaunchOptions): Promise<
   const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const pids = new Set<number>();
   t.after(async () => {
-    if (child.exitCode === null) {
-      child.kill('SIGTERM');
-      await Promise.race([exit, new Promise((resolve) => setTimeout(resolve, 15_000).unref())]);
-      if (child.exitCode === null) child.kill('SIGKILL');
-    }
-    for (const pid of pids) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {}
-    }
+    await stopLaunched(child, exit, pids, 15_000);
     rmSync(dir, { recursive: true, force: true });
   });
   const url = await waitFor(() => /"url":"(http:[^"]+)"/.exec(output)?.[1], {
@@ -112,6 +103,28 @@ export async function startLaunch(t: TestContext, opts: LaunchOptions): Promise<
 }
 
 /** Whether a process exists and is not a zombie. */
+/**
+ * Stops a `fleetgate launch` process: SIGTERM, SIGKILL if it has not exited within `graceMs`, then
+ * SIGKILL to the process group of each engine it started (whatever it left behind).
+ */
+export async function stopLaunched(
+  child: ChildProcess,
+  exit: Promise<unknown>,
+  enginePids: Iterable<number>,
+  graceMs: number,
+): Promise<void> {
+  if (child.exitCode === null) {
+    child.kill('SIGTERM');
+    await Promise.race([exit, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+  for (const pid of enginePids) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {}
+  }
+}
+
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
