@@ -243,7 +243,7 @@ export function fleetgate(opts: {
     now: () => clock.now,
     // As fleet-routing.ts sets them with load reports on.
     fleetWideCap: fleetWide,
-    capShare,
+    replicas: capShare,
     ...opts.queueOptions,
   });
   const report = () => {

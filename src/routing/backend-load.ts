@@ -15,12 +15,16 @@ export interface LoadFacts {
 
 /**
  * What the backend reported running and queued, plus fleetgate's net dispatches since that report;
- * just the in-flight count where the backend reports nothing.
+ * just the in-flight count where the backend reports nothing. `replicas` (`routing.replicas`): the
+ * fleetgate replicas that send to it alike. Between two reports a replica sees only its own
+ * dispatches; behind a round-robin Service the others sent about as many, so each dispatch since
+ * counts N times. Its requests that ended since count once: the others' endings are not assumed.
  */
-export function backendLoad(backend: LoadFacts): number {
+export function backendLoad(backend: LoadFacts, replicas = 1): number {
   const reported = backend.reported;
   if (reported === null) return backend.inflight;
-  const current = reported.running + reported.queued + backend.inflight - reported.inflightAtScrape;
+  const sent = backend.inflight - reported.inflightAtScrape;
+  const current = reported.running + reported.queued + (sent > 0 ? sent * replicas : sent);
   return Math.max(current, backend.inflight);
 }
 
@@ -30,13 +34,13 @@ export function backendLoad(backend: LoadFacts): number {
  * that cannot admit (its KV cache full): taking them for one would count every busy fast GPU as
  * full for a whole load interval.
  */
-export function hasIdleSlot(backend: LoadFacts): boolean {
+export function hasIdleSlot(backend: LoadFacts, replicas = 1): boolean {
   const reported = backend.reported;
   return (
     reported !== null &&
     reported.maxRunning !== null &&
     reported.queued < QUEUE_ALLOWANCE &&
-    backendLoad(backend) < reported.maxRunning
+    backendLoad(backend, replicas) < reported.maxRunning
   );
 }
 
@@ -59,17 +63,22 @@ export function ownQueue(backend: LoadFacts): number {
 /** A backend as a policy sees it. */
 export class RoutedBackend implements Candidate {
   readonly backend: Backend;
-  constructor(backend: Backend) {
+  readonly #replicas: number;
+  constructor(backend: Backend, replicas: number) {
     this.backend = backend;
+    this.#replicas = replicas;
   }
   get name(): string {
     return this.backend.name;
   }
   get load(): number {
-    return backendLoad(this.backend);
+    return backendLoad(this.backend, this.#replicas);
   }
   get idleSlot(): boolean {
     return hasIdleSlot(this.backend);
+  }
+  get idleSlotFleetWide(): boolean {
+    return hasIdleSlot(this.backend, this.#replicas);
   }
   get ownQueue(): number {
     return ownQueue(this.backend);
@@ -80,14 +89,19 @@ export class RoutedBackend implements Candidate {
   }
 }
 
-const views = new WeakMap<Backend, RoutedBackend>();
-
-/** One view per backend, made once: admission builds candidate lists per request. */
-export function candidateOf(backend: Backend): RoutedBackend {
-  let view = views.get(backend);
-  if (view === undefined) {
-    view = new RoutedBackend(backend);
-    views.set(backend, view);
+/** One view per backend, made once (admission builds candidate lists per request), all with one `replicas`. */
+export class RoutedViews {
+  readonly #views = new WeakMap<Backend, RoutedBackend>();
+  readonly #replicas: number;
+  constructor(replicas = 1) {
+    this.#replicas = replicas;
   }
-  return view;
+  of(backend: Backend): RoutedBackend {
+    let view = this.#views.get(backend);
+    if (view === undefined) {
+      view = new RoutedBackend(backend, this.#replicas);
+      this.#views.set(backend, view);
+    }
+    return view;
+  }
 }

@@ -51,7 +51,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
         affinityHoldMs: prefix.queue_hold,
         slots: registry,
         fleetWideCap: fleetWide,
-        capShare: config.routing.replicas,
+        replicas: config.routing.replicas,
       }),
     ready: () => registry.ready,
     serving: (model) => registry.readyServing(model),

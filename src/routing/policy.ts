@@ -10,6 +10,11 @@ export interface Candidate {
    * queue holds fewer than `QUEUE_ALLOWANCE` (backend-load.ts: one arrival between two steps is no queue).
    */
   readonly idleSlot?: boolean;
+  /**
+   * The same, with this replica's dispatches since the report counted `routing.replicas` times: the
+   * slots the other replicas have probably not filled meanwhile.
+   */
+  readonly idleSlotFleetWide?: boolean;
   /** The backend's KV pool in tokens (`max_total_num_tokens`), when reported. */
   readonly kvTokens?: number | null;
 }

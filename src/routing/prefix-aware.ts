@@ -98,7 +98,13 @@ export class PrefixAware implements Policy {
 
   pick<C extends Candidate>(candidates: readonly C[], traits?: PromptTraits, pool?: readonly Candidate[]): C {
     if (this.#opts.balanceFactor > 0 && traits?.key !== undefined) {
-      const { picked, home } = boundedPick(traits.key, candidates, pool ?? candidates, this.#opts.balanceFactor);
+      const { picked, home } = boundedPick(
+        traits.key,
+        candidates,
+        pool ?? candidates,
+        this.#opts.balanceFactor,
+        traits.opening,
+      );
       const matched =
         traits.prefix === undefined ? 0 : (this.#records.get(picked.name)?.match(traits.prefix, this.#opts.now()) ?? 0);
       return this.#decide(home ? 'home' : 'bound', picked, matched * (traits.blockChars ?? 0));

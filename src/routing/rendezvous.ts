@@ -12,7 +12,10 @@
  * re-prefills the whole conversation elsewhere. Without it, a report a scrape interval old (a
  * finished request still counted) would move a conversation at light load, where integer loads make
  * the bound tight (4 backends, one request running: the bound is 1). So the bound spreads what
- * queues, and at light load the hash alone places. Pure, no I/O.
+ * queues, and at light load the hash alone places. An opening request (a conversation's first turn:
+ * nothing cached anywhere to keep) asks for an idle slot the other replicas have probably not filled
+ * since the report (`idleSlotFleetWide`): else N replicas meeting a burst of new prompts each fill
+ * the same idle slots, by the hash alone, before the next report. Pure, no I/O.
  */
 
 /** 32-bit FNV-1a of a string, then a murmur3 finaliser so that close inputs land far apart. */
@@ -42,6 +45,8 @@ export interface Weighed {
   readonly load: number;
   /** It reports an idle batch slot (backend-load.ts `hasIdleSlot`): never over the bound. */
   readonly idleSlot?: boolean;
+  /** The same, counting this replica's dispatches since the report N times (an opening request's test). */
+  readonly idleSlotFleetWide?: boolean;
 }
 
 /** `members` in `key`'s preference order (highest score first; ties, which need equal names, by name). */
@@ -74,6 +79,7 @@ export function boundedPick<M extends Weighed>(
   candidates: readonly M[],
   pool: readonly Weighed[],
   factor: number,
+  opening = false,
 ): { picked: M; home: boolean } {
   const bound = loadBound(pool.length > 0 ? pool : candidates, factor);
   // One pass, no sort: the highest score overall, and the highest among those under the bound.
@@ -88,7 +94,8 @@ export function boundedPick<M extends Weighed>(
       topScore = s;
     }
     if (
-      (candidate.idleSlot === true || candidate.load < bound) &&
+      ((opening ? (candidate.idleSlotFleetWide ?? candidate.idleSlot) : candidate.idleSlot) === true ||
+        candidate.load < bound) &&
       (s > underScore || (s === underScore && under !== null && candidate.name < under.name))
     ) {
       under = candidate;

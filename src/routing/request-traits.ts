@@ -29,6 +29,11 @@ export interface PromptTraits {
    * what every turn of a conversation starts with (`render`). Absent with neither.
    */
   readonly key?: number;
+  /**
+   * Nothing follows its key and it has no session key (a chat's first turn; a prompt within
+   * `KEY_CHARS`): no backend holds this conversation yet, so there is no cache to keep it near.
+   */
+  readonly opening?: boolean;
 }
 
 export interface TraitsOptions {
@@ -137,10 +142,12 @@ export function promptTraits(
   let prefix: number[] | undefined;
   let key = session === undefined ? undefined : hashText(session, SESSION_SEED);
   const rendered = json !== null && typeof json === 'object' ? render(path, json as Body) : null;
+  let opening = false;
   if (rendered !== null) {
     prefix = blockHashes(rendered.text, opts.blockChars);
     key ??= hashText(rendered.text.slice(0, rendered.keyEnd));
+    opening = session === undefined && rendered.keyEnd === rendered.text.length;
   }
   if (prefix === undefined && session === undefined) return undefined;
-  return { prefix, blockChars: opts.blockChars, session, key };
+  return { prefix, blockChars: opts.blockChars, session, key, opening };
 }

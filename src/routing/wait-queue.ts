@@ -8,7 +8,7 @@
  * owns the bookkeeping (as undici's pool-base does).
  */
 import type { Backend } from '../fleet/registry.js';
-import { backendLoad, candidateOf, type RoutedBackend } from './backend-load.js';
+import { backendLoad, type RoutedBackend, RoutedViews } from './backend-load.js';
 import { ClassQueue, type QueueClass, type Queued } from './class-queue.js';
 import type { Policy } from './policy.js';
 import type { RequestTraits } from './request-traits.js';
@@ -109,13 +109,14 @@ export interface WaitQueueOptions {
    */
   fleetWideCap?: boolean;
   /**
-   * With `fleetWideCap`: the replicas that share it (`routing.replicas`). Between two load reports a
-   * replica cannot see another's dispatches, so each takes at most 1/N of the room the last report
-   * showed (its own requests that ended since count back in), and N replicas meeting the same burst
-   * together stay within the cap. A backend not read yet: 1/N of the cap itself. 1: this replica may
-   * take all of it.
+   * The replicas that send to these backends alike (`routing.replicas`). Between two load reports a
+   * replica cannot see another's dispatches, so each of its own since counts N times in the load the
+   * policy and the bound compare (backend-load.ts). With `fleetWideCap` that makes each take at most
+   * 1/N of the room the last report showed (its own requests that ended since count back in), and N
+   * replicas meeting the same burst together stay within the cap; a backend not read yet: 1/N of the
+   * cap itself. 1: this replica may take all of it.
    */
-  capShare?: number;
+  replicas?: number;
   /** Ready backends, read per admission (the registry keeps this list prebuilt). */
   ready: () => readonly Backend[];
   policy: Policy;
@@ -137,6 +138,7 @@ export class WaitQueue {
   readonly #reserve: number;
   readonly #lookahead: number;
   readonly #holdMs: number;
+  readonly #views: RoutedViews;
   readonly #scratch: RoutedBackend[] = [];
   readonly #poolScratch: RoutedBackend[] = [];
   readonly #rejected = noFailures();
@@ -146,6 +148,7 @@ export class WaitQueue {
 
   constructor(opts: WaitQueueOptions) {
     this.#opts = opts;
+    this.#views = new RoutedViews(opts.replicas);
     this.#now = opts.now ?? performance.now.bind(performance);
     const specs = opts.classes ?? [
       {
@@ -340,11 +343,11 @@ export class WaitQueue {
     const ready = this.#opts.ready();
     const mayUseReserve = this.#mayUseReserve(head.queue);
     const free = ready.filter((backend) => this.#hasRoom(backend, mayUseReserve));
-    const pool = ready.map(candidateOf);
+    const pool = ready.map((backend) => this.#views.of(backend));
     const cachedOn = (waiter: Waiter, backends: readonly Backend[]) =>
       backends.some(
         (backend) =>
-          !waiter.avoid?.has(backend) && policy.affinity?.(candidateOf(backend), waiter.traits, pool) === true,
+          !waiter.avoid?.has(backend) && policy.affinity?.(this.#views.of(backend), waiter.traits, pool) === true,
       );
     if (free.length === 0 || cachedOn(head, free) || !cachedOn(head, ready)) return head;
     let cold: Waiter | undefined;
@@ -370,15 +373,13 @@ export class WaitQueue {
     if (backend.cap === 0) return true;
     const limit = mayUseReserve ? backend.cap + this.#reserve : backend.cap;
     if (this.#opts.fleetWideCap !== true) return backend.inflight < limit;
-    if (backendLoad(backend) >= limit) return false;
-    const reported = backend.reported;
-    const share = this.#opts.capShare ?? 1;
-    if (share <= 1) return true;
+    // Each dispatch since the last report counts N times (backend-load.ts): N replicas filling the
+    // same room between two reports each take 1/N of it.
+    const share = this.#opts.replicas ?? 1;
+    if (backendLoad(backend, share) >= limit) return false;
     // Not read yet (or it reports nothing): the other replicas' requests are unseen, so each holds its
     // 1/N of the cap. Without it N replicas meeting a burst before their first reports hold N caps.
-    if (reported === null) return backend.inflight < Math.ceil(limit / share);
-    const room = Math.max(0, limit - reported.running - reported.queued);
-    return backend.inflight - reported.inflightAtScrape < Math.ceil(room / share);
+    return backend.reported !== null || backend.inflight < Math.ceil(limit / share);
   }
 
   /**
@@ -405,13 +406,13 @@ export class WaitQueue {
     free.length = 0;
     pool.length = 0;
     for (const backend of this.#opts.ready()) {
-      const view = candidateOf(backend);
+      const view = this.#views.of(backend);
       pool.push(view);
       if (this.#hasRoom(backend, mayUseReserve) && !avoid?.has(backend)) free.push(view);
     }
     if (free.length === 0 && avoid && avoid.size > 0) {
       for (const backend of this.#opts.ready())
-        if (this.#hasRoom(backend, mayUseReserve)) free.push(candidateOf(backend));
+        if (this.#hasRoom(backend, mayUseReserve)) free.push(this.#views.of(backend));
     }
     if (free.length === 0) return null;
     if (queue.rank === 0 && this.#classes.length > 1 && free.length > 1) this.#leastQueued(free);

@@ -11,6 +11,17 @@ test("a backend's load: reported running + queued + fleetgate's net dispatches s
   assert.equal(backendLoad({ inflight: 5, reported: idle }), 5, 'never below what fleetgate itself has in flight');
 });
 
+test('with N replicas, each dispatch since the report counts N times; an ending counts once', () => {
+  const reported = { running: 10, queued: 4, tokenUsage: 0.3, maxRunning: 16, inflightAtScrape: 2 };
+  assert.equal(backendLoad({ inflight: 5, reported }, 3), 14 + 3 * 3, 'the other two replicas sent about as many');
+  assert.equal(backendLoad({ inflight: 1, reported }, 3), 13, "the others' endings are not assumed");
+  assert.equal(backendLoad({ inflight: 2, reported }, 3), 14, 'nothing sent since: the report alone');
+  const idle = { running: 0, queued: 0, tokenUsage: 0, maxRunning: 4, inflightAtScrape: 0 };
+  assert.equal(hasIdleSlot({ inflight: 1, reported: idle }, 3), true, '3 of 4 slots taken, fleet-wide');
+  assert.equal(hasIdleSlot({ inflight: 2, reported: idle }, 3), false, '6 of 4: the burst filled them');
+  assert.equal(hasIdleSlot({ inflight: 2, reported: idle }), true, 'one replica: 2 of 4');
+});
+
 test('idle batch slots: fewer running than max_running_requests; one arrival between steps is no queue', () => {
   const report = { running: 4, queued: 0, tokenUsage: 0.1, maxRunning: 32, inflightAtScrape: 5 };
   const idle = (reported: typeof report | null) => hasIdleSlot({ inflight: 5, reported });

@@ -24,7 +24,7 @@ function setup(fleetWideCap: boolean, { cap = 4, capShare }: { cap?: number; cap
     policy: new LeastLoaded(),
     slots: registry,
     fleetWideCap,
-    capShare,
+    replicas: capShare,
   });
   drainOnCapacity(registry, queue);
   return { registry, backend, queue };
