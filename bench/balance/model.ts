@@ -20,10 +20,10 @@
 import { parseArgs } from 'node:util';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { CapController } from '../../src/routing/cap-controller.js';
-import { createPolicy, type Policy } from '../../src/routing/policies.js';
+import { CapController } from '../../src/routing/load/cap-controller.js';
+import { createPolicy, type Policy } from '../../src/routing/policies/basic-policies.js';
+import { type Lease, WaitQueue, type WaitQueueOptions } from '../../src/routing/queue/wait-queue.js';
 import type { RequestTraits } from '../../src/routing/request-traits.js';
-import { type Lease, WaitQueue, type WaitQueueOptions } from '../../src/routing/wait-queue.js';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
 import { parseGeneration } from '../../src/sim/generation.js';
 import { numberFlag } from '../lib/cli.js';

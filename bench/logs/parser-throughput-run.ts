@@ -17,9 +17,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs } from 'node:util';
-import { LineSplitter } from '../../src/fleet/line-splitter.js';
-import type { LogParser } from '../../src/fleet/log-events.js';
-import { createLogParser } from '../../src/fleet/log-parser.js';
+import { LineSplitter } from '../../src/fleet/logs/line-splitter.js';
+import type { LogParser } from '../../src/fleet/logs/log-events.js';
+import { createLogParser } from '../../src/fleet/logs/log-parser.js';
 import { fixtureText, loadLogFixtures } from '../../test/helpers/log-fixtures.js';
 
 type Engine = 'sglang' | 'vllm';

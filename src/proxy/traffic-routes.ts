@@ -13,7 +13,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/types.js';
 import { apiKeyCheck } from '../http/bearer-keys.js';
 import { sendError } from '../http/openai-error.js';
-import type { FleetDispatcher } from '../routing/fleet-dispatcher.js';
+import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { RequestContext } from '../routing/request-context.js';
 import type { PriorityStamp } from './backend-priority.js';
 import { watchConnection } from './client-gone.js';

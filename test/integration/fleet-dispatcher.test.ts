@@ -12,12 +12,12 @@ import { request } from 'undici';
 import type { BackendConfig } from '../../src/config/types.js';
 import { ProgressWatchdog } from '../../src/fleet/progress-watchdog.js';
 import { type Backend, FleetRegistry } from '../../src/fleet/registry.js';
-import { FleetDispatcher } from '../../src/routing/fleet-dispatcher.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
+import { FleetDispatcher } from '../../src/routing/dispatch/fleet-dispatcher.js';
+import { UpstreamPools } from '../../src/routing/dispatch/upstream-pools.js';
+import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { drainOnCapacity } from '../../src/routing/queue/registry-wiring.js';
+import { WaitQueue } from '../../src/routing/queue/wait-queue.js';
 import { attachContext, RequestContext } from '../../src/routing/request-context.js';
-import { UpstreamPools } from '../../src/routing/upstream-pools.js';
-import { WaitQueue } from '../../src/routing/wait-queue.js';
 import { freePorts } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { LeastLoaded } from '../../src/routing/policies.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
-import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
+import { drainOnCapacity } from '../../src/routing/queue/registry-wiring.js';
+import { type Lease, WaitQueue } from '../../src/routing/queue/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 const report = (running: number) => ({ running, queued: 0, tokenUsage: 0.1, maxRunning: 64 });

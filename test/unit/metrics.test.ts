@@ -6,9 +6,9 @@ import { FleetRegistry } from '../../src/fleet/registry.js';
 import { LLM_LATENCY_BUCKETS } from '../../src/metrics/definitions.js';
 import { GatewayMetrics } from '../../src/metrics/gateway-metrics.js';
 import { ProxyEventBus, type RequestRecord } from '../../src/proxy/proxy-events.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
-import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { drainOnCapacity } from '../../src/routing/queue/registry-wiring.js';
+import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/queue/wait-queue.js';
 
 const PASS = { ok: true, reachable: true, reason: null };
 const FAIL = { ok: false, reachable: true, reason: '/health 500' };

@@ -3,11 +3,11 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { LeastLoaded } from '../../src/routing/policies.js';
-import { PrefixAware } from '../../src/routing/prefix-aware.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
+import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
+import { PrefixAware } from '../../src/routing/policies/prefix-aware.js';
+import { drainOnCapacity } from '../../src/routing/queue/registry-wiring.js';
+import { type Lease, WaitQueue } from '../../src/routing/queue/wait-queue.js';
 import { blockHashes, type RequestTraits } from '../../src/routing/request-traits.js';
-import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 const BLOCK = 16;

@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
-import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { drainOnCapacity } from '../../src/routing/queue/registry-wiring.js';
+import { type Lease, WaitQueue } from '../../src/routing/queue/wait-queue.js';
 
 test('a continuation waits at the head of its class and takes the next free slot', async () => {
   const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 1 });

@@ -6,9 +6,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { type Backend, FleetRegistry } from '../../src/fleet/registry.js';
-import { ownQueue } from '../../src/routing/backend-load.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { type Lease, type QueueClass, WaitQueue } from '../../src/routing/wait-queue.js';
+import { ownQueue } from '../../src/routing/load/backend-load.js';
+import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { type Lease, type QueueClass, WaitQueue } from '../../src/routing/queue/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 const cls = (name: string): QueueClass => ({ name, maxWaiting: 100, timeoutMs: 0, timeoutOnlyWhenNoneReady: false });

@@ -9,10 +9,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { engineFor, engineOptions, SERVERS } from './fleet-spec.js';
-import { runPrefixJob } from './prefix-job.js';
-import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './prefix-plans.js';
-import { PREFIX_TARGETS, TARGET_IDS } from './prefix-targets.js';
+import { engineFor, engineOptions, SERVERS } from '../balance/fleet-spec.js';
+import { runPrefixJob } from './job.js';
+import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './plans.js';
+import { PREFIX_TARGETS, TARGET_IDS } from './targets.js';
 
 const { values } = parseArgs({
   options: {

@@ -8,6 +8,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from '../balance/fleet-spec.js';
 import {
   COMMON_OPTIONS,
   commonSettings,
@@ -21,11 +22,10 @@ import {
 import { machineLine } from '../lib/machine.js';
 import { median } from '../lib/stats.js';
 import type { TargetSpec } from '../lib/targets.js';
-import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from './fleet-spec.js';
-import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
-import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
-import { PREFIX_TARGETS, TARGET_IDS } from './prefix-targets.js';
-import type { PrefixWorkload } from './prefix-workloads.js';
+import { type PrefixJobMetrics, runPrefixJob } from './job.js';
+import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './plans.js';
+import { PREFIX_TARGETS, TARGET_IDS } from './targets.js';
+import type { PrefixWorkload } from './workloads.js';
 
 const usage = `usage: npm run bench:prefix -- [options]
 

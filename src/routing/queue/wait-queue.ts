@@ -7,11 +7,11 @@
  * queue on its class's timeout or when its client goes away. The policy only chooses a backend; this
  * owns the bookkeeping (as undici's pool-base does).
  */
-import type { Backend } from '../fleet/registry.js';
-import { backendLoad, candidateOf, type RoutedBackend } from './backend-load.js';
+import type { Backend } from '../../fleet/registry.js';
+import { backendLoad, candidateOf, type RoutedBackend } from '../load/backend-load.js';
+import type { Policy } from '../policies/policy-contract.js';
+import type { RequestTraits } from '../request-traits.js';
 import { ClassQueue, type QueueClass, type Queued } from './class-queue.js';
-import type { Policy } from './policy.js';
-import type { RequestTraits } from './request-traits.js';
 
 export type { QueueClass } from './class-queue.js';
 

@@ -2,12 +2,12 @@
  * Picking policies. Each gets the ready candidates that have a free slot and only reads them;
  * none filters health itself. One map registers them all.
  */
-import * as defaults from '../config/defaults.js';
-import type { PolicyName } from '../config/types.js';
-import type { Candidate, Policy } from './policy.js';
+import * as defaults from '../../config/defaults.js';
+import type { PolicyName } from '../../config/types.js';
+import type { Candidate, Policy } from './policy-contract.js';
 import { PrefixAware, type PrefixAwareOptions } from './prefix-aware.js';
 
-export type { Candidate, Policy } from './policy.js';
+export type { Candidate, Policy } from './policy-contract.js';
 
 export interface PolicyDeps {
   random: () => number;

@@ -15,13 +15,13 @@
  * its headers to an object and back, and each chunk two wrappers.
  */
 import { type Dispatcher, Dispatcher as UndiciDispatcher } from 'undici';
-import type { ProgressWatchdog } from '../fleet/progress-watchdog.js';
-import type { Backend, FleetRegistry } from '../fleet/registry.js';
+import type { ProgressWatchdog } from '../../fleet/progress-watchdog.js';
+import type { Backend, FleetRegistry } from '../../fleet/registry.js';
+import { AdmissionError, type Lease, type WaitQueue } from '../queue/wait-queue.js';
+import { ClientGone, contextIn, RequestContext } from '../request-context.js';
 import { type AttemptOwner, type CallbackHandler, FleetAttempt } from './fleet-attempt.js';
-import { ClientGone, contextIn, RequestContext } from './request-context.js';
 import { classifyUpstreamError, type UpstreamFailure } from './upstream-failures.js';
 import type { UpstreamPools, UpstreamRequest } from './upstream-pools.js';
-import { AdmissionError, type Lease, type WaitQueue } from './wait-queue.js';
 
 function isCallbackHandler(handler: Dispatcher.DispatchHandler): handler is CallbackHandler {
   return (

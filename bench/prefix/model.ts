@@ -13,15 +13,15 @@
  */
 import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createPolicy } from '../../src/routing/policies.js';
+import { createPolicy } from '../../src/routing/policies/basic-policies.js';
 import { promptTraits, type RequestTraits } from '../../src/routing/request-traits.js';
 import { Engine } from '../../src/sim/engine.js';
+import { engineFor, engineOptions, SERVERS } from '../balance/fleet-spec.js';
+import { fleetgate, leastConnections, type Router, simRequest, VirtualClock } from '../balance/model.js';
 import { numberFlag } from '../lib/cli.js';
 import { median } from '../lib/stats.js';
-import { engineFor, engineOptions, SERVERS } from './fleet-spec.js';
-import { fleetgate, leastConnections, type Router, simRequest, VirtualClock } from './model.js';
-import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './prefix-plans.js';
-import type { PrefixRequest } from './prefix-workloads.js';
+import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './plans.js';
+import type { PrefixRequest } from './workloads.js';
 
 const NETWORK_MS = 0.3;
 const BLOCK_CHARS = 128;

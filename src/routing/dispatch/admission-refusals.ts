@@ -6,7 +6,7 @@
  * refuses while backends are up says the class is over its own limit (429: the client should slow
  * down). The type and outcome names are those of http/openai-error.ts and proxy/proxy-events.ts.
  */
-import type { AdmissionError, AdmissionFailure } from './wait-queue.js';
+import type { AdmissionError, AdmissionFailure } from '../queue/wait-queue.js';
 
 export interface AdmissionRefusal {
   /** 499: the client left; nothing is answered, its connection is closed. */

@@ -3,7 +3,7 @@
  * backend turned ready, a cap opened, a request ended, a pool's model became known, a load report
  * showed that other replicas' requests ended: the fleet-wide cap), the waiters are tried again.
  */
-import type { FleetRegistry } from '../fleet/registry.js';
+import type { FleetRegistry } from '../../fleet/registry.js';
 
 export function drainOnCapacity(registry: FleetRegistry, queues: { drain(): void }): void {
   registry.on('transition', ({ to }) => {

@@ -1,6 +1,6 @@
 /** bench:prefix's three workloads at their sizes, and its servers' prefill speed (shared with prefix-model.ts). */
-import { engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
-import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './prefix-workloads.js';
+import { engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from '../balance/fleet-spec.js';
+import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './workloads.js';
 
 /**
  * Prefill speed of this bench's servers, tokens per ms. bench:balance's 100 makes a 1,000-token
