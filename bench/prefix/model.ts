@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
 import { promptTraits, type RequestTraits } from '../../src/routing/request-traits.js';
 import { Engine } from '../../src/sim/engine.js';
 import { engineFor, engineOptions, SERVERS } from '../balance/fleet-spec.js';

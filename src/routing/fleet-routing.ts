@@ -7,7 +7,7 @@ import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
 import { CapController } from './load/cap-controller.js';
 import { ModelRouter } from './model-route.js';
-import { createPolicy } from './policies/basic-policies.js';
+import { createPolicy } from './policies/create-policy.js';
 import type { PrefixAware } from './policies/prefix-aware.js';
 import { queueClassOptions } from './queue/classes-from-config.js';
 import { ModelQueues } from './queue/model-queues.js';

@@ -14,7 +14,7 @@ import { ProgressWatchdog } from '../../src/fleet/progress-watchdog.js';
 import { type Backend, FleetRegistry } from '../../src/fleet/registry.js';
 import { FleetDispatcher } from '../../src/routing/dispatch/fleet-dispatcher.js';
 import { UpstreamPools } from '../../src/routing/dispatch/upstream-pools.js';
-import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
 import { drainOnCapacity } from '../../src/routing/queue/registry-wiring.js';
 import { WaitQueue } from '../../src/routing/queue/wait-queue.js';
 import { attachContext, RequestContext } from '../../src/routing/request-context.js';

@@ -6,7 +6,7 @@ import { FleetRegistry } from '../../src/fleet/registry.js';
 import { LLM_LATENCY_BUCKETS } from '../../src/metrics/definitions.js';
 import { GatewayMetrics } from '../../src/metrics/gateway-metrics.js';
 import { ProxyEventBus, type RequestRecord } from '../../src/proxy/proxy-events.js';
-import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
 import { drainOnCapacity } from '../../src/routing/queue/registry-wiring.js';
 import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/queue/wait-queue.js';
 

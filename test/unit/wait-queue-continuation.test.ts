@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
 import { drainOnCapacity } from '../../src/routing/queue/registry-wiring.js';
 import { type Lease, WaitQueue } from '../../src/routing/queue/wait-queue.js';
 

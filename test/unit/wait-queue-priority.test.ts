@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
 import { AdmissionError, type Lease, type QueueClass, WaitQueue } from '../../src/routing/queue/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { type Backend, FleetRegistry } from '../../src/fleet/registry.js';
 import { ownQueue } from '../../src/routing/load/backend-load.js';
-import { createPolicy } from '../../src/routing/policies/basic-policies.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
 import { type Lease, type QueueClass, WaitQueue } from '../../src/routing/queue/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
