@@ -1,11 +1,11 @@
 /**
  * bench:prefix in virtual time: the same fleet (the simulator's real `Engine` with its prefix cache,
  * gpu6 1.3x slower, prefill at bench:prefix's speed), the same three workloads and clients, and
- * fleetgate's real admission queue, adaptive cap and policies (model.ts), against least-connections
+ * fleetgate's real admission queue, adaptive cap and policies (bench/balance/model.ts), against least-connections
  * and consistent hashing of the session key (HAProxy `hdr(X-Session-Id)`). No sockets, no proxy CPU,
  * no timer jitter: one job takes a second or so, so a policy can be judged over several seeds.
  *
- *   node --import tsx bench/balance/prefix-model.ts [--seeds 5] [--first-seed 1] [--workloads group,multi-turn,unique]
+ *   node --import tsx bench/prefix/model.ts [--seeds 5] [--first-seed 1] [--workloads group,multi-turn,unique]
  *     [--balancers LIST] [--prefill TOKENS_PER_MS]
  *
  * bench:prefix runs seed 7 (its `--seed`): `--first-seed 7 --seeds 1` models the very jobs it runs.

@@ -38,7 +38,7 @@ const usage = `usage: npm run bench:prefix -- [options]
   --out FILE        JSON results (default bench/results/raw/prefix-<date>.json)
   --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep            keep the work directory
-  --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see prefix-plans.ts)
+  --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see plans.ts)
   --replicas N      also run fleetgate prefix-aware as N processes over the same servers, the client
                     spreading requests round-robin over them, and compare it with one (issue #29)
 `;

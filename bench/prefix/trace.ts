@@ -2,7 +2,7 @@
  * One multi-turn run of bench:prefix through one target, with a line per request: when it was sent
  * (ms since the job started), its session and turn, its time to first token as the client saw it;
  * for fleetgate also its access log (backend, queue_ms, ttfb_ms) in the target's log file. For
- * finding where a latency tail comes from: `node --import tsx bench/balance/prefix-trace.ts
+ * finding where a latency tail comes from: `node --import tsx bench/prefix/trace.ts
  * --target least --out /tmp/trace-least.json`.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';

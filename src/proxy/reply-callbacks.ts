@@ -2,8 +2,8 @@
  * @fastify/reply-from's callbacks for the traffic path, and each request's access record: the
  * request's headers on their way upstream (`rewriteRequestHeaders`), the response's status and
  * headers then its body relayed by response-relay.ts (`onResponse`), and the answer to a request
- * that got no response (`onError`: a queue refusal from routing/admission-refusals.ts, else an
- * upstream failure from routing/upstream-failures.ts). Every ending emits one `request` record.
+ * that got no response (`onError`: a queue refusal from routing/dispatch/admission-refusals.ts, else an
+ * upstream failure from routing/dispatch/upstream-failures.ts). Every ending emits one `request` record.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';

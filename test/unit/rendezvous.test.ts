@@ -1,5 +1,5 @@
 /**
- * Rendezvous hashing with bounded loads (routing/rendezvous.ts) and the prefix key it hashes: the
+ * Rendezvous hashing with bounded loads (routing/policies/rendezvous.ts) and the prefix key it hashes: the
  * same home on every replica, membership changes that move only the changed backend's keys, the
  * load bound, and prefix-aware policies of two "replicas" with different histories agreeing.
  */
