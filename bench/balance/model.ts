@@ -240,7 +240,17 @@ export function fleetgate(opts: {
     timeoutMs: 0,
     ready: () => backends,
     policy: opts.policy ?? createPolicy('least-loaded'),
-    slots: registry,
+    // The queue drains where fleetgate drains it on a request's end (there through the registry's
+    // `capacity` event, registry-wiring.ts), and once per round of load reports below, after every
+    // backend's figures are in. Not on each `capacity` and `load` event as the wiring would: a cap
+    // opened mid-round would route on the other backends' old figures (27.0 s became 28.1 s, 3 seeds).
+    slots: {
+      take: (backend) => registry.take(backend),
+      release: (backend) => {
+        registry.release(backend);
+        queue.drain();
+      },
+    },
     now: () => clock.now,
     // As fleet-routing.ts sets them with load reports on.
     fleetWideCap: fleetWide,

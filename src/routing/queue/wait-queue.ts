@@ -269,7 +269,7 @@ export class WaitQueue {
     });
   }
 
-  /** Call when capacity may have appeared (a backend turned ready, a cap was raised). */
+  /** Call when capacity may have appeared (a backend turned ready, a cap was raised, a lease ended). */
   drain(): void {
     while (this.#waiting > 0) {
       const now = this.#now();
@@ -432,8 +432,8 @@ export class WaitQueue {
       release: () => {
         if (released) return;
         released = true;
+        // The registry's `capacity` event drains the queues (registry-wiring.ts), not this.
         slots.release(backend);
-        this.drain();
       },
     };
   }
