@@ -8,7 +8,7 @@
  *   batch                     `fleetgate batch` and the Batch API's engine: input, ledger, runner, jobs (an HTTP client of fleetgate)
  *   fleet                     backends, their state and the I/O that observes them
  *   launch                    the engines `fleetgate launch` starts and supervises
- *   routing                   load, caps, wait queues, policies
+ *   routing                   load, caps, wait queues, policies, dispatch (subfolders: routingParts below)
  *   proxy                     the traffic path
  *   metrics                   Prometheus series and the serving view
  *   admin                     fleetgate's own endpoints and the admin API
@@ -39,6 +39,34 @@ const layerRules = Object.entries(layers).map(([folder, allowed]) => ({
   },
 }));
 
+/**
+ * Inside routing/, four jobs in four folders, each importing only those below it (and the request's
+ * own description at routing/ top: request-traits.ts, request-context.ts). fleet-routing.ts, at
+ * the top, builds them all and nothing in them imports it.
+ *
+ *   policies   pick a backend among candidates: read the request's traits, nothing of the queue
+ *   load       what a backend's load and cap are, seen as a policy's candidate
+ *   queue      admission: leases, waiters, priority classes, the drain on the registry's events
+ *   dispatch   the fleet as an undici Dispatcher: attempts, pools, the refusal and failure tables
+ */
+const routingParts = {
+  policies: ['request-traits.ts'],
+  load: ['policies/'],
+  queue: ['load/', 'policies/', 'request-traits.ts'],
+  dispatch: ['queue/', 'request-context.ts'],
+};
+
+const routingRules = Object.entries(routingParts).map(([part, allowed]) => ({
+  name: `routing-${part}`,
+  comment: `src/routing/${part}/ may import from routing/ only ${allowed.map((a) => `routing/${a}`).join(', ')}`,
+  severity: 'error',
+  from: { path: `^src/routing/${part}/` },
+  to: {
+    path: '^src/routing/',
+    pathNot: [`^src/routing/${part}/`, ...allowed.map((a) => `^src/routing/${a.replace('.', '\\.')}`)],
+  },
+}));
+
 module.exports = {
   forbidden: [
     {
@@ -62,7 +90,16 @@ module.exports = {
       from: { path: '^src/', pathNot: '^src/cli/' },
       to: { path: '^src/cli/' },
     },
+    {
+      name: 'fleet-logs-pure',
+      comment:
+        'src/fleet/logs/ reads logs and says what they mean; only the follower (log-follower.ts) hands that to the registry.',
+      severity: 'error',
+      from: { path: '^src/fleet/logs/', pathNot: '^src/fleet/logs/log-follower\\.ts$' },
+      to: { path: '^src/', pathNot: ['^src/fleet/logs/', '^src/config/'] },
+    },
     ...layerRules,
+    ...routingRules,
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

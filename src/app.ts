@@ -31,14 +31,14 @@ import { createContextReader } from './proxy/request-context-from.js';
 import { createTraitsReader } from './proxy/request-traits-from.js';
 import { registerTrafficRoutes } from './proxy/traffic-routes.js';
 import { warmUp } from './proxy/warm-up.js';
-import { queuesOwnRequests } from './routing/backend-load.js';
-import type { CapController } from './routing/cap-controller.js';
-import { FleetDispatcher } from './routing/fleet-dispatcher.js';
+import { FleetDispatcher } from './routing/dispatch/fleet-dispatcher.js';
+import { UpstreamPools } from './routing/dispatch/upstream-pools.js';
 import { createCapController, createRouting } from './routing/fleet-routing.js';
-import type { ModelQueues } from './routing/model-queues.js';
+import { queuesOwnRequests } from './routing/load/backend-load.js';
+import type { CapController } from './routing/load/cap-controller.js';
 import type { ModelRouter } from './routing/model-route.js';
+import type { ModelQueues } from './routing/queue/model-queues.js';
 import { promptTraits } from './routing/request-traits.js';
-import { UpstreamPools } from './routing/upstream-pools.js';
 
 export interface GatewayOptions {
   logger: Logger;

@@ -20,10 +20,11 @@
 import { parseArgs } from 'node:util';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { CapController } from '../../src/routing/cap-controller.js';
-import { createPolicy, type Policy } from '../../src/routing/policies.js';
+import { CapController } from '../../src/routing/load/cap-controller.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
+import type { Policy } from '../../src/routing/policies/policy-contract.js';
+import { type Lease, WaitQueue, type WaitQueueOptions } from '../../src/routing/queue/wait-queue.js';
 import type { RequestTraits } from '../../src/routing/request-traits.js';
-import { type Lease, WaitQueue, type WaitQueueOptions } from '../../src/routing/wait-queue.js';
 import { Engine, type EngineRequest } from '../../src/sim/engine.js';
 import { parseGeneration } from '../../src/sim/generation.js';
 import { numberFlag } from '../lib/cli.js';
@@ -239,7 +240,17 @@ export function fleetgate(opts: {
     timeoutMs: 0,
     ready: () => backends,
     policy: opts.policy ?? createPolicy('least-loaded'),
-    slots: registry,
+    // The queue drains where fleetgate drains it on a request's end (there through the registry's
+    // `capacity` event, registry-wiring.ts), and once per round of load reports below, after every
+    // backend's figures are in. Not on each `capacity` and `load` event as the wiring would: a cap
+    // opened mid-round would route on the other backends' old figures (27.0 s became 28.1 s, 3 seeds).
+    slots: {
+      take: (backend) => registry.take(backend),
+      release: (backend) => {
+        registry.release(backend);
+        queue.drain();
+      },
+    },
     now: () => clock.now,
     // As fleet-routing.ts sets them with load reports on.
     fleetWideCap: fleetWide,

@@ -12,14 +12,24 @@
  * of each and new/old time ratios; `--out` writes the summary JSON.
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
 import { parseArgs } from 'node:util';
-import { LineSplitter } from '../../src/fleet/line-splitter.js';
-import type { LogParser } from '../../src/fleet/log-events.js';
-import { createLogParser } from '../../src/fleet/log-parser.js';
+import { LineSplitter } from '../../src/fleet/logs/line-splitter.js';
+import type { LogParser } from '../../src/fleet/logs/log-events.js';
+import { createLogParser } from '../../src/fleet/logs/log-parser.js';
 import { fixtureText, loadLogFixtures } from '../../test/helpers/log-fixtures.js';
 
 type Engine = 'sglang' | 'vllm';
@@ -47,7 +57,10 @@ async function loadParserAt(ref: string, into: string): Promise<CreateParser> {
   });
   mkdirSync(into, { recursive: true });
   execFileSync('tar', ['-x', '-C', into], { input: archive });
-  const module = (await import(join(into, 'src/fleet/log-parser.ts'))) as { createLogParser: CreateParser };
+  // The log readers moved into src/fleet/logs/; an older ref has them in src/fleet/.
+  const moved = join(into, 'src/fleet/logs/log-parser.ts');
+  const entry = existsSync(moved) ? moved : join(into, 'src/fleet/log-parser.ts');
+  const module = (await import(entry)) as { createLogParser: CreateParser };
   return module.createLogParser;
 }
 

@@ -27,7 +27,7 @@ export const DEFAULT_HEALTH_EJECTION_TIME = 30_000;
 export const DEFAULT_HEALTH_MAX_EJECTION_TIME = 5 * 60_000;
 
 export const DEFAULT_ROUTING_POLICY: PolicyName = 'least-loaded';
-/** `auto`: the adaptive cap (src/routing/adaptive-cap.ts); it finished bench:balance's job first. */
+/** `auto`: the adaptive cap (src/routing/load/adaptive-cap.ts); it finished bench:balance's job first. */
 export const DEFAULT_MAX_INFLIGHT_PER_BACKEND: number | 'auto' = 'auto';
 export const DEFAULT_ROUTING_RETRIES = 2;
 export const DEFAULT_RESUME_LIMIT = 2;

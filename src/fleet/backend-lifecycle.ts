@@ -5,7 +5,7 @@
  * by its own reducer; `#derive()` is the one place they are combined into a state, as Envoy's
  * `HostImpl::health()` combines its health flags.
  */
-import type { LogEvent, Phase, Progress } from './log-events.js';
+import type { LogEvent, Phase, Progress } from './logs/log-events.js';
 
 export type BackendState = 'down' | 'starting' | 'ready' | 'unhealthy' | 'draining' | 'failed';
 export const BACKEND_STATES: readonly BackendState[] = ['down', 'starting', 'ready', 'unhealthy', 'draining', 'failed'];

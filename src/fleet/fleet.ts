@@ -8,7 +8,7 @@ import type { BackendConfig, Config, DnsDiscoveryConfig } from '../config/types.
 import { BackendSync } from './backend-sync.js';
 import { DnsDiscovery, type DnsResolver } from './dns-discovery.js';
 import { LoadScraper } from './load-scraper.js';
-import { LogFollowers } from './log-follower.js';
+import { LogFollowers } from './logs/log-follower.js';
 import { Prober } from './prober.js';
 import { ProgressWatchdog } from './progress-watchdog.js';
 import { type Backend, FleetRegistry } from './registry.js';

@@ -76,7 +76,7 @@ export class Backend {
     return this.#counts.inflight;
   }
 
-  /** Its latest load report (routing/backend-load.ts reads it); null until read, and once it leaves `ready`. */
+  /** Its latest load report (routing/load/backend-load.ts reads it); null until read, and once it leaves `ready`. */
   get reported(): ReportedLoad | null {
     return this.#counts.reported;
   }
@@ -276,7 +276,7 @@ export class FleetRegistry extends EventEmitter<RegistryEvents> {
   /**
    * The load scraper's report (`load` null: the read found none, the last report stays). Stamped with
    * the in-flight count when the read was sent (`inflightAtScrape`; default now), so routing can add
-   * what was dispatched since (routing/backend-load.ts).
+   * what was dispatched since (routing/load/backend-load.ts).
    */
   reportLoad(backend: Backend, load: Omit<ReportedLoad, 'inflightAtScrape'> | null, inflightAtScrape?: number): void {
     const counts = this.#countsOf(backend);

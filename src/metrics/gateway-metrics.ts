@@ -9,14 +9,14 @@ import type { HostPort } from '../config/types.js';
 import { BACKEND_STATES, type BackendState, type ProbeResult } from '../fleet/backend-lifecycle.js';
 import type { Backend, FleetRegistry, RestartReason, TransitionEvent } from '../fleet/registry.js';
 import type { ProxyEventBus, RequestRecord } from '../proxy/proxy-events.js';
-import { ADMISSION_FAILURES, type AdmissionFailure, type WaitQueue } from '../routing/wait-queue.js';
+import { ADMISSION_FAILURES, type AdmissionFailure, type WaitQueue } from '../routing/queue/wait-queue.js';
 
 /** What the metrics read of the wait queues (one, or one per model). */
 export type QueueCounts = Pick<WaitQueue, 'waiting' | 'classNames' | 'waitingIn' | 'rejectedIn' | 'observeWaits'> &
   Partial<ModelQueueCounts>;
 
 import { RESUME_REFUSALS } from '../proxy/continuation.js';
-import { PREFIX_DECISIONS, type PrefixDecision, type PrefixStats } from '../routing/prefix-aware.js';
+import { PREFIX_DECISIONS, type PrefixDecision, type PrefixStats } from '../routing/policies/prefix-aware.js';
 import { BackendSeries } from './backend-series.js';
 import { type BatchSource, registerBatchMetrics } from './batch-metrics.js';
 import { createMetricFamilies, type MetricFamilies } from './definitions.js';

@@ -3,9 +3,9 @@
  * for it (`ModelRouter.byModel` is false): its requests pay nothing for routing by model.
  */
 import type { ErrorType } from '../http/openai-error.js';
-import type { ModelQueues } from '../routing/model-queues.js';
 import type { ModelRouter } from '../routing/model-route.js';
-import type { WaitQueue } from '../routing/wait-queue.js';
+import type { ModelQueues } from '../routing/queue/model-queues.js';
+import type { WaitQueue } from '../routing/queue/wait-queue.js';
 
 export interface ModelRefusal {
   status: 400 | 404;

@@ -2,18 +2,18 @@
  * @fastify/reply-from's callbacks for the traffic path, and each request's access record: the
  * request's headers on their way upstream (`rewriteRequestHeaders`), the response's status and
  * headers then its body relayed by response-relay.ts (`onResponse`), and the answer to a request
- * that got no response (`onError`: a queue refusal from routing/admission-refusals.ts, else an
- * upstream failure from routing/upstream-failures.ts). Every ending emits one `request` record.
+ * that got no response (`onError`: a queue refusal from routing/dispatch/admission-refusals.ts, else an
+ * upstream failure from routing/dispatch/upstream-failures.ts). Every ending emits one `request` record.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorType, errorTypeFor, sendError } from '../http/openai-error.js';
-import { admissionRefusal } from '../routing/admission-refusals.js';
-import type { FleetDispatcher } from '../routing/fleet-dispatcher.js';
+import { admissionRefusal } from '../routing/dispatch/admission-refusals.js';
+import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
+import { classifyUpstreamError } from '../routing/dispatch/upstream-failures.js';
+import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { attachContext, type RequestContext } from '../routing/request-context.js';
-import { classifyUpstreamError } from '../routing/upstream-failures.js';
-import { AdmissionError } from '../routing/wait-queue.js';
 import { unwatchConnection } from './client-gone.js';
 import { apiOf } from './continuation.js';
 import { clientResponseHeaders, type RequestHeaders, upstreamRequestHeaders } from './headers.js';

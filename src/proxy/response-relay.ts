@@ -13,7 +13,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { errorBody, errorTypeFor } from '../http/openai-error.js';
-import { classifyUpstreamError, type UpstreamFailure } from '../routing/upstream-failures.js';
+import { classifyUpstreamError, type UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { EARLY_END_FAILURE, ERROR_EVENT_FAILURE, type ResumeStep, type StreamResume } from './stream-resume.js';
 
 export type RelayEnd =

@@ -14,9 +14,9 @@
  */
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import type { UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
+import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { attachContext, RequestContext } from '../routing/request-context.js';
-import type { UpstreamFailure } from '../routing/upstream-failures.js';
-import { AdmissionError } from '../routing/wait-queue.js';
 import {
   bodyRefusal,
   continuationBody,

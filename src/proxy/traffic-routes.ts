@@ -1,6 +1,6 @@
 /**
  * The traffic path: every path that is not one of fleetgate's own goes through @fastify/http-proxy,
- * whose undici dispatcher is the fleet (routing/fleet-dispatcher.ts). Fastify hooks and plugins
+ * whose undici dispatcher is the fleet (routing/dispatch/fleet-dispatcher.ts). Fastify hooks and plugins
  * therefore apply to proxied requests. In this scope: bodies are read whole as a Buffer (up to
  * `limits.body_size`, else 413) so the dispatcher can re-send them; unknown API keys get 401 and
  * requests during shutdown 503 before their body is read; the response body is relayed by
@@ -13,7 +13,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/types.js';
 import { apiKeyCheck } from '../http/bearer-keys.js';
 import { sendError } from '../http/openai-error.js';
-import type { FleetDispatcher } from '../routing/fleet-dispatcher.js';
+import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { RequestContext } from '../routing/request-context.js';
 import type { PriorityStamp } from './backend-priority.js';
 import { watchConnection } from './client-gone.js';

@@ -5,14 +5,14 @@
  */
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
-import { CapController } from './cap-controller.js';
-import { ModelQueues } from './model-queues.js';
+import { CapController } from './load/cap-controller.js';
 import { ModelRouter } from './model-route.js';
-import { createPolicy } from './policies.js';
-import type { PrefixAware } from './prefix-aware.js';
-import { queueClassOptions } from './queue-classes.js';
-import { drainOnCapacity } from './registry-wiring.js';
-import { WaitQueue } from './wait-queue.js';
+import { createPolicy } from './policies/create-policy.js';
+import type { PrefixAware } from './policies/prefix-aware.js';
+import { queueClassOptions } from './queue/classes-from-config.js';
+import { ModelQueues } from './queue/model-queues.js';
+import { drainOnCapacity } from './queue/registry-wiring.js';
+import { WaitQueue } from './queue/wait-queue.js';
 
 export interface FleetRouting {
   /** The wait queues: one per model pool, and one for a single-model fleet. */

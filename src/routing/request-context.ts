@@ -6,8 +6,8 @@
  */
 
 import type { Backend } from '../fleet/registry.js';
+import type { AbortLike, WaitQueue } from './queue/wait-queue.js';
 import type { RequestTraits } from './request-traits.js';
-import type { AbortLike, WaitQueue } from './wait-queue.js';
 
 /**
  * `AbortController` builds on EventTarget, which cost about 5 % of a small proxied request in the

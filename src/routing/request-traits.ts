@@ -5,7 +5,7 @@
  * when the policy uses them, so that other policies pay nothing).
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { hashText } from './rendezvous.js';
+import { hashText } from './policies/rendezvous.js';
 
 export interface RequestTraits extends PromptTraits {
   /** Its priority class (`queue.classes`), already checked to be a configured one. */

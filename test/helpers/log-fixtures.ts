@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { LogEvent, Phase } from '../../src/fleet/log-events.js';
+import type { LogEvent, Phase } from '../../src/fleet/logs/log-events.js';
 
 export const LOG_FIXTURES_DIR = join(import.meta.dirname, '..', 'fixtures', 'logs');
 

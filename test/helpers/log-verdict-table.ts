@@ -3,10 +3,10 @@
  * over every real log excerpt in test/fixtures/logs: the grep is the floor fleetgate is held to
  * (test/unit/log-grep-floor.test.ts), and the table in docs/log-verdicts.md is made from it.
  */
-import { LineSplitter } from '../../src/fleet/line-splitter.js';
-import type { LogEvent } from '../../src/fleet/log-events.js';
-import { createLogParser } from '../../src/fleet/log-parser.js';
-import { RUNBOOK_GREP } from '../../src/fleet/log-parser-state.js';
+import { LineSplitter } from '../../src/fleet/logs/line-splitter.js';
+import type { LogEvent } from '../../src/fleet/logs/log-events.js';
+import { createLogParser } from '../../src/fleet/logs/log-parser.js';
+import { RUNBOOK_GREP } from '../../src/fleet/logs/log-parser-state.js';
 import { fixtureText, type LogFixture, loadLogFixtures, type Verdict, verdictOf } from './log-fixtures.js';
 
 export interface FixtureVerdicts {

@@ -16,7 +16,7 @@ test("bench:mixed --quick warms each proxy, then reports each interactive reques
   timeout: 120_000,
 }, async () => {
   const out = join(dir, 'mixed.json');
-  const { code, stdout, stderr } = await runBench('bench/balance/mixed.ts', [
+  const { code, stdout, stderr } = await runBench('bench/mixed/run.ts', [
     '--quick',
     '--targets',
     'idle,fleetgate-classes',

@@ -4,6 +4,7 @@
  * a queue that gives up reaches the caller as an error with a code; the request context reaches
  * the attempt; an attempt the progress watchdog ends before any byte is re-sent.
  */
+
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,14 +13,13 @@ import { request } from 'undici';
 import type { BackendConfig } from '../../src/config/types.js';
 import { ProgressWatchdog } from '../../src/fleet/progress-watchdog.js';
 import { type Backend, FleetRegistry } from '../../src/fleet/registry.js';
-import { FleetDispatcher } from '../../src/routing/fleet-dispatcher.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
+import { FleetDispatcher } from '../../src/routing/dispatch/fleet-dispatcher.js';
+import { UpstreamPools } from '../../src/routing/dispatch/upstream-pools.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
 import { attachContext, RequestContext } from '../../src/routing/request-context.js';
-import { UpstreamPools } from '../../src/routing/upstream-pools.js';
-import { WaitQueue } from '../../src/routing/wait-queue.js';
 import { freePorts } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
+import { queueOn } from '../helpers/wait-queue.js';
 
 const UPSTREAM = {
   connect_timeout: 2_000,
@@ -55,14 +55,11 @@ function fleet(
     const config: BackendConfig = { url, name: `b${i}`, kind: 'sglang', log: null };
     return registry.add(config);
   });
-  const queue = new WaitQueue({
+  const queue = queueOn(registry, {
     maxWaiting: 10,
     timeoutMs,
-    ready: () => registry.ready,
     policy: createPolicy('round-robin'),
-    slots: registry,
   });
-  drainOnCapacity(registry, queue);
   const failures: string[] = [];
   const dispatcher = new FleetDispatcher({
     registry,

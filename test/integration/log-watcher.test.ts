@@ -8,7 +8,7 @@ import { appendFile, mkdtemp, rename, rm, truncate, unlink, writeFile } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
-import { type LogResetReason, LogWatcher } from '../../src/fleet/log-watcher.js';
+import { type LogResetReason, LogWatcher } from '../../src/fleet/logs/log-watcher.js';
 import { once, waitFor } from '../helpers/wait.js';
 
 const POLL_MS = 20;

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { QUEUE_ALLOWANCE } from '../../src/routing/backend-load.js';
+import { QUEUE_ALLOWANCE } from '../../src/routing/load/backend-load.js';
 import type { SimServer } from '../../src/sim/index.js';
 import { backendsFor, createSims, startGateway, startReadyFleet } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { KV_FULL, KV_NEARLY_EMPTY, nextAdaptiveCap } from '../../src/routing/adaptive-cap.js';
-import { QUEUE_ALLOWANCE } from '../../src/routing/backend-load.js';
+import { KV_FULL, KV_NEARLY_EMPTY, nextAdaptiveCap } from '../../src/routing/load/adaptive-cap.js';
+import { QUEUE_ALLOWANCE } from '../../src/routing/load/backend-load.js';
 
 const report = (over: Partial<Parameters<typeof nextAdaptiveCap>[0]> = {}) => ({
   running: 10,

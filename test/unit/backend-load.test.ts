@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { backendLoad, hasIdleSlot } from '../../src/routing/backend-load.js';
+import { backendLoad, hasIdleSlot } from '../../src/routing/load/backend-load.js';
 
 test("a backend's load: reported running + queued + fleetgate's net dispatches since the scrape", () => {
   assert.equal(backendLoad({ inflight: 2, reported: null }), 2, 'in-flight only without a report');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type MixedRecord, type MixedRow, mixedChecks, summarizeRow } from '../../bench/balance/mixed-report.js';
+import { type MixedRecord, type MixedRow, mixedChecks, summarizeRow } from '../../bench/mixed/report.js';
 
 const ROWS: MixedRow[] = [
   { id: 'idle', name: 'idle', idle: true },

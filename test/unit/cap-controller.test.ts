@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { UNREAD_CAP } from '../../src/routing/adaptive-cap.js';
-import { QUEUE_ALLOWANCE } from '../../src/routing/backend-load.js';
-import { CapController } from '../../src/routing/cap-controller.js';
+import { UNREAD_CAP } from '../../src/routing/load/adaptive-cap.js';
+import { QUEUE_ALLOWANCE } from '../../src/routing/load/backend-load.js';
+import { CapController } from '../../src/routing/load/cap-controller.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 const FAIL = { ok: false, reachable: false, reason: 'connection refused' };

@@ -8,10 +8,10 @@ import { test } from 'node:test';
 import type { CapScope } from '../../src/config/types.js';
 import { validateConfig } from '../../src/config/validate.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { QUEUE_ALLOWANCE } from '../../src/routing/backend-load.js';
-import { CapController } from '../../src/routing/cap-controller.js';
 import { createCapController, createRouting } from '../../src/routing/fleet-routing.js';
-import type { Lease } from '../../src/routing/wait-queue.js';
+import { QUEUE_ALLOWANCE } from '../../src/routing/load/backend-load.js';
+import { CapController } from '../../src/routing/load/cap-controller.js';
+import type { Lease } from '../../src/routing/queue/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 const MAX_RUNNING = 8;

@@ -3,12 +3,13 @@
  * against what the backend reports running and queued (other replicas' requests included) plus this
  * replica's dispatches since, and a report showing others' requests ended lets waiters in.
  */
+
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { LeastLoaded } from '../../src/routing/policies.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
-import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
+import type { Lease } from '../../src/routing/queue/wait-queue.js';
+import { queueOn } from '../helpers/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 const report = (running: number) => ({ running, queued: 0, tokenUsage: 0.1, maxRunning: 64 });
@@ -18,15 +19,12 @@ function setup(fleetWideCap: boolean, { cap = 4, capShare }: { cap?: number; cap
   const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: cap });
   const backend = registry.add({ url: 'http://127.0.0.1:41000', name: 'b0', kind: 'sglang', log: null });
   registry.apply(backend, { type: 'probe', result: OK });
-  const queue = new WaitQueue({
+  const queue = queueOn(registry, {
     maxWaiting: 100,
-    ready: () => registry.ready,
     policy: new LeastLoaded(),
-    slots: registry,
     fleetWideCap,
     replicas: capShare,
   });
-  drainOnCapacity(registry, queue);
   return { registry, backend, queue };
 }
 

@@ -1,7 +1,7 @@
 /** How appended log text becomes lines: every break ends a line, tqdm redraws included. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { LineSplitter } from '../../src/fleet/line-splitter.js';
+import { LineSplitter } from '../../src/fleet/logs/line-splitter.js';
 
 test('`\\n`, `\\r\\n` and a lone `\\r` each end a line; empty lines are dropped', () => {
   assert.deepEqual(new LineSplitter().push('a\nb\r\nc\rd\n\n\r\n'), ['a', 'b', 'c', 'd']);

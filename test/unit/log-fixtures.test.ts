@@ -5,9 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { LineSplitter } from '../../src/fleet/line-splitter.js';
-import type { LogEvent } from '../../src/fleet/log-events.js';
-import { createLogParser } from '../../src/fleet/log-parser.js';
+import { LineSplitter } from '../../src/fleet/logs/line-splitter.js';
+import type { LogEvent } from '../../src/fleet/logs/log-events.js';
+import { createLogParser } from '../../src/fleet/logs/log-parser.js';
 import { assertVerdict, fixtureText, loadLogFixtures, verdictOf } from '../helpers/log-fixtures.js';
 
 const fixtures = loadLogFixtures();

@@ -1,8 +1,8 @@
 /** How one read of a log (a burst of lines) is turned into lifecycle events. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { LogEvent } from '../../src/fleet/log-events.js';
-import { withRefinedFatals } from '../../src/fleet/log-follower.js';
+import type { LogEvent } from '../../src/fleet/logs/log-events.js';
+import { withRefinedFatals } from '../../src/fleet/logs/log-follower.js';
 
 const head: LogEvent = { type: 'fatal', reason: 'Scheduler hit an exception' };
 const refined: LogEvent = { type: 'fatal_reason', reason: 'Scheduler hit an exception: RuntimeError: boom' };

@@ -6,10 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { LineSplitter } from '../../src/fleet/line-splitter.js';
-import type { LogEvent, LogParser } from '../../src/fleet/log-events.js';
-import { createLogParser } from '../../src/fleet/log-parser.js';
-import { createSglangLogParser } from '../../src/fleet/sglang-log-parser.js';
+import { LineSplitter } from '../../src/fleet/logs/line-splitter.js';
+import type { LogEvent, LogParser } from '../../src/fleet/logs/log-events.js';
+import { createLogParser } from '../../src/fleet/logs/log-parser.js';
+import { createSglangLogParser } from '../../src/fleet/logs/sglang-log-parser.js';
 
 /** SGLang's logger prefix (docs/sglang-vllm-behaviour.md §2 "Logger prefix"). */
 const tp0 = (message: string) => `[2025-03-14 06:56:42 TP0] ${message}`;

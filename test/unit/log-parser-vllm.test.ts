@@ -5,10 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { LineSplitter } from '../../src/fleet/line-splitter.js';
-import type { LogEvent, LogParser } from '../../src/fleet/log-events.js';
-import { createLogParser } from '../../src/fleet/log-parser.js';
-import { createVllmLogParser, vllmMessage } from '../../src/fleet/vllm-log-parser.js';
+import { LineSplitter } from '../../src/fleet/logs/line-splitter.js';
+import type { LogEvent, LogParser } from '../../src/fleet/logs/log-events.js';
+import { createLogParser } from '../../src/fleet/logs/log-parser.js';
+import { createVllmLogParser, vllmMessage } from '../../src/fleet/logs/vllm-log-parser.js';
 
 const api = (message: string) => `(APIServer pid=12345) INFO 08-05 10:00:02 [api_server.py:1805] ${message}`;
 const core = (message: string) => `(EngineCore_0 pid=12400) INFO 08-05 10:00:40 [gpu_model_runner.py:2007] ${message}`;

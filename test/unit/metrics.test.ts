@@ -6,9 +6,9 @@ import { FleetRegistry } from '../../src/fleet/registry.js';
 import { LLM_LATENCY_BUCKETS } from '../../src/metrics/definitions.js';
 import { GatewayMetrics } from '../../src/metrics/gateway-metrics.js';
 import { ProxyEventBus, type RequestRecord } from '../../src/proxy/proxy-events.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
-import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
+import { AdmissionError, type Lease } from '../../src/routing/queue/wait-queue.js';
+import { queueOn } from '../helpers/wait-queue.js';
 
 const PASS = { ok: true, reachable: true, reason: null };
 const FAIL = { ok: false, reachable: true, reason: '/health 500' };
@@ -18,14 +18,11 @@ function setup({ fall = 2 } = {}) {
   let clock = 1_000_000;
   const registry = new FleetRegistry({ rise: 1, fall, stallAfter: 600_000, defaultCap: 0, now: () => clock });
   const events = new ProxyEventBus();
-  const queue = new WaitQueue({
+  const queue = queueOn(registry, {
     maxWaiting: 10,
     timeoutMs: 60_000,
-    ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
-    slots: registry,
   });
-  drainOnCapacity(registry, queue);
   const add = (name: string, log: string | null = null) => {
     const config: BackendConfig = { url: `http://127.0.0.1:${40000 + registry.size}`, name, kind: 'sglang', log };
     return registry.add(config);
@@ -107,12 +104,10 @@ describe('backend state metrics', () => {
   test('backends added before the metrics existed are bound too', async () => {
     const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: 1000, defaultCap: 0 });
     registry.add({ url: 'http://127.0.0.1:1', name: 'early', kind: 'sglang', log: null });
-    const queue = new WaitQueue({
+    const queue = queueOn(registry, {
       maxWaiting: 1,
       timeoutMs: 1000,
-      ready: () => registry.ready,
       policy: createPolicy('round-robin'),
-      slots: registry,
     });
     const metrics = new GatewayMetrics(registry, new ProxyEventBus(), queue);
     assert.equal(await value(metrics, 'fleetgate_backend_state', { backend: 'early', state: 'down' }), 1);
@@ -418,7 +413,7 @@ describe('scrape-time gauges', () => {
     const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: 1000, defaultCap: 0 });
     const gpu = registry.add({ url: 'http://127.0.0.1:1', name: 'gpu0', kind: 'sglang', log: null });
     let clock = 0;
-    const queue = new WaitQueue({
+    const queue = queueOn(registry, {
       maxWaiting: 10,
       classes: ['interactive', 'batch'].map((name) => ({
         name,
@@ -428,12 +423,7 @@ describe('scrape-time gauges', () => {
       })),
       defaultClass: 'batch',
       now: () => clock,
-      ready: () => registry.ready,
       policy: createPolicy('round-robin'),
-      slots: registry,
-    });
-    registry.on('transition', ({ to }) => {
-      if (to === 'ready') queue.drain();
     });
     const metrics = new GatewayMetrics(registry, new ProxyEventBus(), queue);
     const interactive = { priority: 'interactive', apiKey: null };

@@ -1,9 +1,10 @@
 /** The prefix-aware policy, its record and the request traits it routes on: injected clock, no sockets. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { type Candidate, LeastLoaded } from '../../src/routing/policies.js';
-import { PrefixAware, type PrefixAwareOptions } from '../../src/routing/prefix-aware.js';
-import { PrefixRecord } from '../../src/routing/prefix-record.js';
+import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
+import type { Candidate } from '../../src/routing/policies/policy-contract.js';
+import { PrefixAware, type PrefixAwareOptions } from '../../src/routing/policies/prefix-aware.js';
+import { PrefixRecord } from '../../src/routing/policies/prefix-record.js';
 import { blockHashes, type PromptTraits, promptTraits } from '../../src/routing/request-traits.js';
 
 const BLOCK = 16;

@@ -1,13 +1,14 @@
 /** A request queued in fleetgate holds out for its cached backend while another waiter is cached on the free one. */
+
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { LeastLoaded } from '../../src/routing/policies.js';
-import { PrefixAware } from '../../src/routing/prefix-aware.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
+import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
+import { PrefixAware } from '../../src/routing/policies/prefix-aware.js';
+import type { Lease } from '../../src/routing/queue/wait-queue.js';
 import { blockHashes, type RequestTraits } from '../../src/routing/request-traits.js';
-import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { queueOn } from '../helpers/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 const BLOCK = 16;
@@ -25,16 +26,13 @@ function setup({ lookahead = 8, holdMs = 1_000 } = {}) {
     { maxBlocks: 1_000, ttlMs: 0, minMatch: 0.3, loadGap: 4, loadRatio: 1.5, balanceFactor: 0, now: () => clock.now },
     new LeastLoaded(),
   );
-  const queue = new WaitQueue({
+  const queue = queueOn(registry, {
     maxWaiting: 100,
-    ready: () => registry.ready,
     policy,
     affinityLookahead: lookahead,
     affinityHoldMs: holdMs,
     now: () => clock.now,
-    slots: registry,
   });
-  drainOnCapacity(registry, queue);
   return { clock, list, queue };
 }
 

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { ConfigError } from '../../src/config/errors.js';
 import { validateConfig } from '../../src/config/validate.js';
 import { createTraitsReader } from '../../src/proxy/request-traits-from.js';
-import { queueClassOptions } from '../../src/routing/queue-classes.js';
+import { queueClassOptions } from '../../src/routing/queue/classes-from-config.js';
 
 const ONE_BACKEND = { backends: ['http://127.0.0.1:30000'] };
 

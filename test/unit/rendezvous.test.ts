@@ -1,14 +1,14 @@
 /**
- * Rendezvous hashing with bounded loads (routing/rendezvous.ts) and the prefix key it hashes: the
+ * Rendezvous hashing with bounded loads (routing/policies/rendezvous.ts) and the prefix key it hashes: the
  * same home on every replica, membership changes that move only the changed backend's keys, the
  * load bound, and prefix-aware policies of two "replicas" with different histories agreeing.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { LeastLoaded } from '../../src/routing/policies.js';
-import type { Candidate } from '../../src/routing/policy.js';
-import { PrefixAware } from '../../src/routing/prefix-aware.js';
-import { boundedPick, hashText, loadBound, preferenceOrder } from '../../src/routing/rendezvous.js';
+import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
+import type { Candidate } from '../../src/routing/policies/policy-contract.js';
+import { PrefixAware } from '../../src/routing/policies/prefix-aware.js';
+import { boundedPick, hashText, loadBound, preferenceOrder } from '../../src/routing/policies/rendezvous.js';
 import { promptTraits } from '../../src/routing/request-traits.js';
 
 const KEYS = Array.from({ length: 4000 }, (_, i) => hashText(`conversation-${i}`));

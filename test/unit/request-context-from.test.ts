@@ -10,8 +10,8 @@ import {
   type ReadRequest,
 } from '../../src/proxy/request-context-from.js';
 import type { TraitsReader } from '../../src/proxy/request-traits-from.js';
+import type { WaitQueue } from '../../src/routing/queue/wait-queue.js';
 import { RequestContext } from '../../src/routing/request-context.js';
-import type { WaitQueue } from '../../src/routing/wait-queue.js';
 
 const queueA = { acquire: () => Promise.reject(new Error('not used')) } as unknown as WaitQueue;
 const traitsOf: TraitsReader = (headers) =>

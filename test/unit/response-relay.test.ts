@@ -8,7 +8,7 @@ import type { ServerResponse } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { completionTokensIn, type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
-import type { UpstreamFailure } from '../../src/routing/upstream-failures.js';
+import type { UpstreamFailure } from '../../src/routing/dispatch/upstream-failures.js';
 
 /** What the client would receive. */
 class ClientResponse extends EventEmitter {

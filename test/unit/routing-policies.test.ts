@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { PolicyName } from '../../src/config/types.js';
-import { type Candidate, createPolicy, POLICIES } from '../../src/routing/policies.js';
+import { createPolicy, POLICIES } from '../../src/routing/policies/create-policy.js';
+import type { Candidate } from '../../src/routing/policies/policy-contract.js';
 
 function candidates(loads: number[]): Candidate[] {
   return loads.map((load, i) => ({ name: `b${i}`, load }));

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type BackendEvent, BackendLifecycle, type ProbeResult } from '../../src/fleet/backend-lifecycle.js';
-import { createLogParser } from '../../src/fleet/log-parser.js';
+import { createLogParser } from '../../src/fleet/logs/log-parser.js';
 
 const REFUSED: ProbeResult = { ok: false, reachable: false, reason: 'connection refused' };
 const WARMING: ProbeResult = { ok: false, reachable: true, reason: '/health 503 (warming up)', phase: 'warming_up' };

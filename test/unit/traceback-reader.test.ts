@@ -4,13 +4,13 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { LineSplitter } from '../../src/fleet/line-splitter.js';
+import { LineSplitter } from '../../src/fleet/logs/line-splitter.js';
 import {
   exceptionOf,
   splitLogLine,
   type TracebackException,
   TracebackReader,
-} from '../../src/fleet/traceback-reader.js';
+} from '../../src/fleet/logs/traceback-reader.js';
 import { fixtureText, loadLogFixtures } from '../helpers/log-fixtures.js';
 
 function read(lines: readonly string[]): TracebackException[] {

@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Dispatcher } from 'undici';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { classifyUpstreamError } from '../../src/routing/upstream-failures.js';
-import { UpstreamPools } from '../../src/routing/upstream-pools.js';
+import { classifyUpstreamError } from '../../src/routing/dispatch/upstream-failures.js';
+import { UpstreamPools } from '../../src/routing/dispatch/upstream-pools.js';
 
 test("dispatch to a removed backend calls the handler's onError with a retryable closed connection", async () => {
   const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 0 });

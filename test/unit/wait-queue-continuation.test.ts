@@ -2,26 +2,24 @@
  * A stream's continuation (proxy/stream-resume.ts) in the wait queue: its client waits mid-answer,
  * so it waits at the head of its class, not behind the requests that arrived while it streamed.
  */
+
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
-import { type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
+import type { Lease } from '../../src/routing/queue/wait-queue.js';
+import { queueOn } from '../helpers/wait-queue.js';
 
 test('a continuation waits at the head of its class and takes the next free slot', async () => {
   const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 1 });
   const config: BackendConfig = { url: 'http://127.0.0.1:40000', name: 'b0', kind: 'sglang', log: null };
   const backend = registry.add(config);
-  const queue = new WaitQueue({
+  const queue = queueOn(registry, {
     maxWaiting: 10,
     timeoutMs: 5_000,
-    ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
-    slots: registry,
   });
-  drainOnCapacity(registry, queue);
   registry.apply(backend, { type: 'probe', result: { ok: true, reachable: true, reason: null } });
   const running = queue.acquire() as Lease;
   const order: string[] = [];

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { AdmissionError, type Lease, type QueueClass, WaitQueue } from '../../src/routing/wait-queue.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
+import { AdmissionError, type Lease, type QueueClass } from '../../src/routing/queue/wait-queue.js';
+import { queueOn } from '../helpers/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 
@@ -21,16 +22,14 @@ function setup(
   registry.apply(backend, { type: 'probe', result: OK });
   const clock = { now: 0 };
   const waited: Array<[string, number]> = [];
-  const queue = new WaitQueue({
+  const queue = queueOn(registry, {
     maxWaiting: opts.maxWaiting ?? 1000,
     classes: opts.classes ?? [cls('interactive'), cls('batch')],
     defaultClass: 'batch',
     maxStarvationMs: opts.maxStarvationMs ?? 0,
     reserve: opts.reserve ?? 0,
     now: () => clock.now,
-    ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
-    slots: registry,
   });
   queue.observeWaits((name, ms) => waited.push([name, ms]));
   /** Queues a request and records the order in which requests get their lease. */

@@ -2,13 +2,15 @@
  * A top-class request goes to the ready backend with the fewest requests waiting in its own queue
  * (which fleetgate does not order), not where a lower-class request would go.
  */
+
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
 import { type Backend, FleetRegistry } from '../../src/fleet/registry.js';
-import { ownQueue } from '../../src/routing/backend-load.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { type Lease, type QueueClass, WaitQueue } from '../../src/routing/wait-queue.js';
+import { ownQueue } from '../../src/routing/load/backend-load.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
+import type { Lease, QueueClass } from '../../src/routing/queue/wait-queue.js';
+import { queueOn } from '../helpers/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 const cls = (name: string): QueueClass => ({ name, maxWaiting: 100, timeoutMs: 0, timeoutOnlyWhenNoneReady: false });
@@ -29,14 +31,12 @@ function setup(classes: QueueClass[]) {
   const full = add('full', 40002);
   registry.reportLoad(queued, { running: 20, queued: 4, tokenUsage: 0.9, maxRunning: 32 });
   registry.reportLoad(full, { running: 32, queued: 1, tokenUsage: 0.5, maxRunning: 32 });
-  const queue = new WaitQueue({
+  const queue = queueOn(registry, {
     maxWaiting: 100,
     classes,
     defaultClass: classes[classes.length - 1].name,
     now: () => 0,
-    ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
-    slots: registry,
   });
   return { queue, queued, full };
 }

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { BackendConfig } from '../../src/config/types.js';
+import { validateConfig } from '../../src/config/validate.js';
 import { FleetRegistry } from '../../src/fleet/registry.js';
-import { createPolicy } from '../../src/routing/policies.js';
-import { drainOnCapacity } from '../../src/routing/registry-wiring.js';
-import { AdmissionError, type Lease, WaitQueue } from '../../src/routing/wait-queue.js';
+import { createRouting } from '../../src/routing/fleet-routing.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
+import { AdmissionError, type Lease } from '../../src/routing/queue/wait-queue.js';
+import { queueOn } from '../helpers/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };
 
@@ -14,15 +16,12 @@ function setup({ backends = 2, cap = 0, maxWaiting = 10, timeoutMs = 5_000, time
     const config: BackendConfig = { url: `http://127.0.0.1:${40000 + i}`, name: `b${i}`, kind: 'sglang', log: null };
     return registry.add(config);
   });
-  const queue = new WaitQueue({
+  const queue = queueOn(registry, {
     maxWaiting,
     timeoutMs,
     timeoutOnlyWhenNoneReady,
-    ready: () => registry.ready,
     policy: createPolicy('least-loaded'),
-    slots: registry,
   });
-  drainOnCapacity(registry, queue);
   const makeReady = (i: number) => registry.apply(list[i], { type: 'probe', result: OK });
   return { registry, list, queue, makeReady };
 }
@@ -173,5 +172,46 @@ describe('wait queue', () => {
     assert.equal(registry.ready.length, 0, 'but receives nothing new');
     lease.release();
     assert.equal(registry.get('b0'), undefined);
+  });
+});
+
+describe('the drain on a request end (routing as createRouting wires it)', () => {
+  /** One backend with a cap of 1, routing built as app.ts builds it; `drains` counts the queue's drains. */
+  function routed() {
+    const config = validateConfig({ backends: ['http://127.0.0.1:40100'] }, 'test');
+    const registry = new FleetRegistry({ rise: 1, fall: 3, stallAfter: 60_000, defaultCap: 1 });
+    const routing = createRouting(config, registry);
+    const backend = registry.add({ url: 'http://127.0.0.1:40100', name: 'b0', kind: 'sglang', log: null });
+    registry.apply(backend, { type: 'probe', result: OK });
+    const queue = routing.queue.of(null);
+    let drains = 0;
+    const drain = queue.drain.bind(queue);
+    queue.drain = () => {
+      drains++;
+      drain();
+    };
+    return { backend, queue, drains: () => drains };
+  }
+
+  test('a freed slot goes to a waiter as the lease is released', async () => {
+    const { backend, queue } = routed();
+    const running = queue.acquire() as Lease;
+    const waiting = queue.acquire() as Promise<Lease>;
+    assert.ok(waiting instanceof Promise, 'the cap of 1 is taken: the second request waits');
+    assert.equal(queue.waiting, 1);
+    running.release();
+    assert.equal(queue.waiting, 0, 'served in the release itself, not on some later event');
+    assert.equal((await waiting).backend, backend);
+    assert.equal(backend.inflight, 1);
+  });
+
+  test('one release drains the queues once (through the registry), not twice', () => {
+    const { queue, drains } = routed();
+    const running = queue.acquire() as Lease;
+    const before = drains();
+    running.release();
+    assert.equal(drains() - before, 1);
+    running.release();
+    assert.equal(drains() - before, 1, 'a second release of the same lease is a no-op');
   });
 });

@@ -7,11 +7,11 @@
  * queue on its class's timeout or when its client goes away. The policy only chooses a backend; this
  * owns the bookkeeping (as undici's pool-base does).
  */
-import type { Backend } from '../fleet/registry.js';
-import { backendLoad, type RoutedBackend, RoutedViews } from './backend-load.js';
+import type { Backend } from '../../fleet/registry.js';
+import { backendLoad, type RoutedBackend, RoutedViews } from '../load/backend-load.js';
+import type { Policy } from '../policies/policy-contract.js';
+import type { RequestTraits } from '../request-traits.js';
 import { ClassQueue, type QueueClass, type Queued } from './class-queue.js';
-import type { Policy } from './policy.js';
-import type { RequestTraits } from './request-traits.js';
 
 export type { QueueClass } from './class-queue.js';
 
@@ -272,7 +272,7 @@ export class WaitQueue {
     });
   }
 
-  /** Call when capacity may have appeared (a backend turned ready, a cap was raised). */
+  /** Call when capacity may have appeared (a backend turned ready, a cap was raised, a lease ended). */
   drain(): void {
     while (this.#waiting > 0) {
       const now = this.#now();
@@ -433,8 +433,8 @@ export class WaitQueue {
       release: () => {
         if (released) return;
         released = true;
+        // The registry's `capacity` event drains the queues (registry-wiring.ts), not this.
         slots.release(backend);
-        this.drain();
       },
     };
   }

@@ -9,7 +9,7 @@
  * - unique: bench:balance's batch job (prompts that share only a common opening).
  */
 import { outputText } from '../../src/sim/text-gen.js';
-import { MODEL, makeWorkload, rng, type WorkloadSpec } from './workload.js';
+import { MODEL, makeWorkload, rng, type WorkloadSpec } from '../balance/workload.js';
 
 export interface PrefixRequest {
   body: Buffer;

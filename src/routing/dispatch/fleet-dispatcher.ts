@@ -5,7 +5,7 @@
  * A refused or reset connection is reported to the registry (which ejects) and, while no response
  * byte reached the handler, the request is re-sent to another ready backend; the body is a buffer
  * so POSTs can be re-sent too. A refusal by the queue (timeout, full, shutdown) reaches the handler
- * as an `AdmissionError`, which the HTTP side answers from routing/admission-refusals.ts, with `Retry-After`:
+ * as an `AdmissionError`, which the HTTP side answers from admission-refusals.ts, with `Retry-After`:
  * 503 while no backend is ready or fleetgate is shutting down (`fleetUnavailable`), 429 when the fleet
  * is up but the request's class is over its own `max_waiting` or `timeout`.
  *
@@ -15,13 +15,13 @@
  * its headers to an object and back, and each chunk two wrappers.
  */
 import { type Dispatcher, Dispatcher as UndiciDispatcher } from 'undici';
-import type { ProgressWatchdog } from '../fleet/progress-watchdog.js';
-import type { Backend, FleetRegistry } from '../fleet/registry.js';
+import type { ProgressWatchdog } from '../../fleet/progress-watchdog.js';
+import type { Backend, FleetRegistry } from '../../fleet/registry.js';
+import { AdmissionError, type Lease, type WaitQueue } from '../queue/wait-queue.js';
+import { ClientGone, contextIn, RequestContext } from '../request-context.js';
 import { type AttemptOwner, type CallbackHandler, FleetAttempt } from './fleet-attempt.js';
-import { ClientGone, contextIn, RequestContext } from './request-context.js';
 import { classifyUpstreamError, type UpstreamFailure } from './upstream-failures.js';
 import type { UpstreamPools, UpstreamRequest } from './upstream-pools.js';
-import { AdmissionError, type Lease, type WaitQueue } from './wait-queue.js';
 
 function isCallbackHandler(handler: Dispatcher.DispatchHandler): handler is CallbackHandler {
   return (

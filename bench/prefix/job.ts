@@ -6,13 +6,13 @@
 import { mkdirSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { SimEngineOptions } from '../../src/sim/index.js';
+import { MODEL } from '../balance/workload.js';
 import { closedLoop, LoadClient, type Outcome } from '../lib/load.js';
 import { SimHost } from '../lib/sim-control.js';
 import { percentileSorted, Samples } from '../lib/stats.js';
 import { startReplicas, type TargetSpec } from '../lib/targets.js';
 import { simCounters, warmUp } from '../lib/warm-up.js';
-import type { PrefixRequest, PrefixWorkload } from './prefix-workloads.js';
-import { MODEL } from './workload.js';
+import type { PrefixRequest, PrefixWorkload } from './workloads.js';
 
 export interface PrefixJobOptions {
   servers: number;

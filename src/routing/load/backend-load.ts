@@ -2,8 +2,8 @@
  * The load routing compares, from what the registry counts on a backend: its in-flight requests
  * and its latest load report. Policies see a backend through `candidateOf`.
  */
-import type { Backend, ReportedLoad } from '../fleet/registry.js';
-import type { Candidate } from './policy.js';
+import type { Backend, ReportedLoad } from '../../fleet/registry.js';
+import type { Candidate } from '../policies/policy-contract.js';
 
 /** Requests a backend may hold in its own queue beyond what it runs: fewer are arrivals between two scheduler steps. */
 export const QUEUE_ALLOWANCE = 2;

@@ -2,7 +2,7 @@
  * Picks the log parser for a backend kind and compiles the configured fatal patterns once.
  * A parser follows one run of one file: when the watcher reports a reset, make a new one.
  */
-import type { BackendKind } from '../config/types.js';
+import type { BackendKind } from '../../config/types.js';
 import type { LogEvent, LogParser } from './log-events.js';
 import { isIndented, isKilledLine, matchesAny, shortReason } from './log-line-format.js';
 import { createSglangLogParser } from './sglang-log-parser.js';

@@ -1,11 +1,11 @@
 /**
  * bench:prefix in virtual time: the same fleet (the simulator's real `Engine` with its prefix cache,
  * gpu6 1.3x slower, prefill at bench:prefix's speed), the same three workloads and clients, and
- * fleetgate's real admission queue, adaptive cap and policies (model.ts), against least-connections
+ * fleetgate's real admission queue, adaptive cap and policies (bench/balance/model.ts), against least-connections
  * and consistent hashing of the session key (HAProxy `hdr(X-Session-Id)`). No sockets, no proxy CPU,
  * no timer jitter: one job takes a second or so, so a policy can be judged over several seeds.
  *
- *   node --import tsx bench/balance/prefix-model.ts [--seeds 5] [--first-seed 1] [--workloads group,multi-turn,unique]
+ *   node --import tsx bench/prefix/model.ts [--seeds 5] [--first-seed 1] [--workloads group,multi-turn,unique]
  *     [--balancers LIST] [--prefill TOKENS_PER_MS]
  *
  * bench:prefix runs seed 7 (its `--seed`): `--first-seed 7 --seeds 1` models the very jobs it runs.
@@ -13,15 +13,15 @@
  */
 import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createPolicy } from '../../src/routing/policies.js';
+import { createPolicy } from '../../src/routing/policies/create-policy.js';
 import { promptTraits, type RequestTraits } from '../../src/routing/request-traits.js';
 import { Engine } from '../../src/sim/engine.js';
+import { engineFor, engineOptions, SERVERS } from '../balance/fleet-spec.js';
+import { fleetgate, leastConnections, type Router, simRequest, VirtualClock } from '../balance/model.js';
 import { numberFlag } from '../lib/cli.js';
 import { median } from '../lib/stats.js';
-import { engineFor, engineOptions, SERVERS } from './fleet-spec.js';
-import { fleetgate, leastConnections, type Router, simRequest, VirtualClock } from './model.js';
-import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './prefix-plans.js';
-import type { PrefixRequest } from './prefix-workloads.js';
+import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './plans.js';
+import type { PrefixRequest } from './workloads.js';
 
 const NETWORK_MS = 0.3;
 const BLOCK_CHARS = 128;

@@ -2,17 +2,17 @@
  * One multi-turn run of bench:prefix through one target, with a line per request: when it was sent
  * (ms since the job started), its session and turn, its time to first token as the client saw it;
  * for fleetgate also its access log (backend, queue_ms, ttfb_ms) in the target's log file. For
- * finding where a latency tail comes from: `node --import tsx bench/balance/prefix-trace.ts
+ * finding where a latency tail comes from: `node --import tsx bench/prefix/trace.ts
  * --target least --out /tmp/trace-least.json`.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { engineFor, engineOptions, SERVERS } from './fleet-spec.js';
-import { runPrefixJob } from './prefix-job.js';
-import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './prefix-plans.js';
-import { PREFIX_TARGETS, TARGET_IDS } from './prefix-targets.js';
+import { engineFor, engineOptions, SERVERS } from '../balance/fleet-spec.js';
+import { runPrefixJob } from './job.js';
+import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './plans.js';
+import { PREFIX_TARGETS, TARGET_IDS } from './targets.js';
 
 const { values } = parseArgs({
   options: {

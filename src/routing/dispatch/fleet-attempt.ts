@@ -11,11 +11,11 @@
  */
 
 import type { Dispatcher } from 'undici';
-import type { ProgressWatchdog, TrackedRequest } from '../fleet/progress-watchdog.js';
-import type { Backend } from '../fleet/registry.js';
-import type { RequestContext } from './request-context.js';
+import type { ProgressWatchdog, TrackedRequest } from '../../fleet/progress-watchdog.js';
+import type { Backend } from '../../fleet/registry.js';
+import type { Lease } from '../queue/wait-queue.js';
+import type { RequestContext } from '../request-context.js';
 import { NoProgressError } from './upstream-failures.js';
-import type { Lease } from './wait-queue.js';
 
 class HtmlAnswerError extends Error {
   override name = 'HtmlAnswerError';

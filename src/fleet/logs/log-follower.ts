@@ -3,11 +3,11 @@
  * fresh parser (the new process's lines); the ready line triggers an immediate probe so a backend
  * is admitted within about a second of becoming ready.
  */
-import type { Config } from '../config/types.js';
+import type { Config } from '../../config/types.js';
+import type { Backend, FleetRegistry } from '../registry.js';
 import type { LogEvent } from './log-events.js';
 import { createLogParser } from './log-parser.js';
 import { LogWatcher } from './log-watcher.js';
-import type { Backend, FleetRegistry } from './registry.js';
 
 export interface LogFollowerOptions {
   registry: FleetRegistry;

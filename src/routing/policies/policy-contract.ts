@@ -1,5 +1,5 @@
 /** What a picking policy sees and answers. Policies only read candidates; none filters health itself. */
-import type { PromptTraits } from './request-traits.js';
+import type { PromptTraits } from '../request-traits.js';
 
 export interface Candidate {
   readonly name: string;

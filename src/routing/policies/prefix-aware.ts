@@ -18,10 +18,10 @@
  * replicas would send it. `balanceFactor` 0 turns hashing off: the per-process rule alone decides,
  * which a single replica may prefer (it places new conversations by load, not by hash).
  */
-import type { Candidate, Policy } from './policy.js';
+import type { PromptTraits } from '../request-traits.js';
+import type { Candidate, Policy } from './policy-contract.js';
 import { PrefixRecord } from './prefix-record.js';
 import { boundedPick, score } from './rendezvous.js';
-import type { PromptTraits } from './request-traits.js';
 
 export interface PrefixAwareOptions {
   /** Memory bound per backend, in blocks. */

@@ -3,7 +3,7 @@
  * `kind` label of `fleetgate_upstream_errors_total`, the outcome the registry hears, and whether a
  * request may be re-sent to another backend (only while nothing reached the client).
  */
-import type { TrafficOutcome } from '../fleet/backend-lifecycle.js';
+import type { TrafficOutcome } from '../../fleet/backend-lifecycle.js';
 
 export interface UpstreamFailure {
   kind: string;

@@ -1,20 +1,9 @@
 /**
- * Picking policies. Each gets the ready candidates that have a free slot and only reads them;
- * none filters health itself. One map registers them all.
+ * The picking policies that read only load: least-loaded, round-robin and power-of-two. Each gets
+ * the ready candidates that have a free slot and only reads them; none filters health itself.
+ * prefix-aware (prefix-aware.ts) also reads the request; create-policy.ts registers them all.
  */
-import * as defaults from '../config/defaults.js';
-import type { PolicyName } from '../config/types.js';
-import type { Candidate, Policy } from './policy.js';
-import { PrefixAware, type PrefixAwareOptions } from './prefix-aware.js';
-
-export type { Candidate, Policy } from './policy.js';
-
-export interface PolicyDeps {
-  random: () => number;
-  now?: () => number;
-  /** prefix-aware's settings (`routing.prefix`); defaults where absent. */
-  prefix?: Partial<Omit<PrefixAwareOptions, 'now'>>;
-}
+import type { Candidate, Policy } from './policy-contract.js';
 
 /**
  * Fewest load, where load is what the backend reports running and queued plus fleetgate's
@@ -51,7 +40,7 @@ export class LeastLoaded implements Policy {
   }
 }
 
-class RoundRobin implements Policy {
+export class RoundRobin implements Policy {
   #next = 0;
 
   pick<C extends Candidate>(candidates: readonly C[]): C {
@@ -62,10 +51,10 @@ class RoundRobin implements Policy {
 }
 
 /** Two random candidates, the less loaded wins (Mitzenmacher's power of two choices). */
-class PowerOfTwo implements Policy {
+export class PowerOfTwo implements Policy {
   readonly #random: () => number;
 
-  constructor({ random }: PolicyDeps) {
+  constructor(random: () => number) {
     this.#random = random;
   }
 
@@ -79,28 +68,4 @@ class PowerOfTwo implements Policy {
     const b = candidates[j];
     return b.load < a.load ? b : a;
   }
-}
-
-export const POLICIES: Record<PolicyName, (deps: PolicyDeps) => Policy> = {
-  'least-loaded': () => new LeastLoaded(),
-  'round-robin': () => new RoundRobin(),
-  'power-of-two': (deps) => new PowerOfTwo(deps),
-  'prefix-aware': (deps) =>
-    new PrefixAware(
-      {
-        maxBlocks: defaults.DEFAULT_PREFIX_MAX_BLOCKS,
-        ttlMs: defaults.DEFAULT_PREFIX_TTL,
-        minMatch: defaults.DEFAULT_PREFIX_MIN_MATCH,
-        loadGap: defaults.DEFAULT_PREFIX_LOAD_GAP,
-        loadRatio: defaults.DEFAULT_PREFIX_LOAD_RATIO,
-        balanceFactor: defaults.DEFAULT_PREFIX_BALANCE_FACTOR,
-        ...deps.prefix,
-        now: deps.now ?? (() => performance.now()),
-      },
-      new LeastLoaded(),
-    ),
-};
-
-export function createPolicy(name: PolicyName, deps: PolicyDeps = { random: Math.random }): Policy {
-  return POLICIES[name](deps);
 }

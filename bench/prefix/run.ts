@@ -8,6 +8,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from '../balance/fleet-spec.js';
 import {
   COMMON_OPTIONS,
   commonSettings,
@@ -21,11 +22,10 @@ import {
 import { machineLine } from '../lib/machine.js';
 import { median } from '../lib/stats.js';
 import type { TargetSpec } from '../lib/targets.js';
-import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from './fleet-spec.js';
-import { type PrefixJobMetrics, runPrefixJob } from './prefix-job.js';
-import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './prefix-plans.js';
-import { PREFIX_TARGETS, TARGET_IDS } from './prefix-targets.js';
-import type { PrefixWorkload } from './prefix-workloads.js';
+import { type PrefixJobMetrics, runPrefixJob } from './job.js';
+import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './plans.js';
+import { PREFIX_TARGETS, TARGET_IDS } from './targets.js';
+import type { PrefixWorkload } from './workloads.js';
 
 const usage = `usage: npm run bench:prefix -- [options]
 
@@ -38,7 +38,7 @@ const usage = `usage: npm run bench:prefix -- [options]
   --out FILE        JSON results (default bench/results/raw/prefix-<date>.json)
   --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep            keep the work directory
-  --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see prefix-plans.ts)
+  --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see plans.ts)
   --replicas N      also run fleetgate prefix-aware as N processes over the same servers, the client
                     spreading requests round-robin over them, and compare it with one (issue #29)
 `;

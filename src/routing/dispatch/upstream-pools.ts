@@ -3,8 +3,8 @@
  * removed. Keyed by the backend's URL, which config and discovery normalise to an origin.
  */
 import { type Dispatcher, Pool } from 'undici';
-import type { Config } from '../config/types.js';
-import type { Backend, FleetRegistry } from '../fleet/registry.js';
+import type { Config } from '../../config/types.js';
+import type { Backend, FleetRegistry } from '../../fleet/registry.js';
 
 export type UpstreamRequest = Pick<Dispatcher.DispatchOptions, 'method' | 'path' | 'headers' | 'body'>;
 

@@ -4,7 +4,7 @@
  * round-robin cursor shared across models gives each model's backends uneven shares:
  * vllm-project/production-stack#915), so one model's flood never holds up another's.
  */
-import type { Backend } from '../fleet/registry.js';
+import type { Backend } from '../../fleet/registry.js';
 import { ADMISSION_FAILURES, type AdmissionFailure, type WaitObserver, type WaitQueue } from './wait-queue.js';
 
 /** Builds a queue over the ready backends `ready()` returns. */

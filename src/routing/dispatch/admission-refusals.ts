@@ -1,12 +1,12 @@
 /**
- * One table from an `AdmissionError` (wait-queue.ts) to the client's answer: status, OpenAI error
+ * One table from an `AdmissionError` (queue/wait-queue.ts) to the client's answer: status, OpenAI error
  * type, message and the access record's outcome. The HTTP side (proxy/reply-callbacks.ts) answers
- * from it and nothing else, as routing/upstream-failures.ts is the one table for upstream errors.
+ * from it and nothing else, as upstream-failures.ts is the one table for upstream errors.
  * A queue that refuses while no backend is ready says the fleet is unavailable (503); one that
  * refuses while backends are up says the class is over its own limit (429: the client should slow
  * down). The type and outcome names are those of http/openai-error.ts and proxy/proxy-events.ts.
  */
-import type { AdmissionError, AdmissionFailure } from './wait-queue.js';
+import type { AdmissionError, AdmissionFailure } from '../queue/wait-queue.js';
 
 export interface AdmissionRefusal {
   /** 499: the client left; nothing is answered, its connection is closed. */

@@ -1,5 +1,5 @@
 /** The wait queue's classes from `queue.*`: a class's own limits, or the queue's where it sets none. */
-import type { Config } from '../config/types.js';
+import type { Config } from '../../config/types.js';
 import type { QueueClass } from './class-queue.js';
 import type { WaitQueueOptions } from './wait-queue.js';
 

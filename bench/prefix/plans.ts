@@ -1,6 +1,6 @@
-/** bench:prefix's three workloads at their sizes, and its servers' prefill speed (shared with prefix-model.ts). */
-import { engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
-import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './prefix-workloads.js';
+/** bench:prefix's three workloads at their sizes, and its servers' prefill speed (shared with model.ts). */
+import { engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from '../balance/fleet-spec.js';
+import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './workloads.js';
 
 /**
  * Prefill speed of this bench's servers, tokens per ms. bench:balance's 100 makes a 1,000-token
@@ -16,7 +16,7 @@ export interface WorkloadPlan {
   concurrency: number;
   kvTokens: number;
   /**
-   * One-token requests sent at once before the clock starts (prefix-job.ts): the multi-turn job
+   * One-token requests sent at once before the clock starts (job.ts): the multi-turn job
    * opens with every conversation's first turn at once, which a fresh proxy would otherwise meet cold.
    */
   warmup: number;

@@ -3,7 +3,7 @@
  * adaptive-cap.ts). A backend not read yet, since it was added or last left `ready`, holds
  * `UNREAD_CAP` until its first report.
  */
-import type { Backend, FleetRegistry, ReportedLoad } from '../fleet/registry.js';
+import type { Backend, FleetRegistry, ReportedLoad } from '../../fleet/registry.js';
 import { KV_FULL, nextAdaptiveCap, UNREAD_CAP } from './adaptive-cap.js';
 import { QUEUE_ALLOWANCE } from './backend-load.js';
 

@@ -10,6 +10,9 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { engineFor, engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from '../balance/fleet-spec.js';
+import { type JobMetrics, runJob } from '../balance/job.js';
+import { MODEL, makeWorkload } from '../balance/workload.js';
 import {
   COMMON_OPTIONS,
   commonSettings,
@@ -26,7 +29,6 @@ import { SimHost } from '../lib/sim-control.js';
 import { percentileSorted } from '../lib/stats.js';
 import { startTarget, type TargetSpec } from '../lib/targets.js';
 import { simCounters, warmUp } from '../lib/warm-up.js';
-import { engineFor, engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from './fleet-spec.js';
 import {
   forkInteractiveClient,
   type InteractiveClient,
@@ -34,9 +36,7 @@ import {
   type InteractiveResult,
   interactiveClient,
 } from './interactive-client.js';
-import { type JobMetrics, runJob } from './job.js';
-import { type MixedRecord, mixedChecks, mixedTables, summarizeRow } from './mixed-report.js';
-import { MODEL, makeWorkload } from './workload.js';
+import { type MixedRecord, mixedChecks, mixedTables, summarizeRow } from './report.js';
 
 interface MixedTarget extends TargetSpec {
   id: string;
