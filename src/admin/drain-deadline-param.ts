@@ -17,12 +17,14 @@ export function deadlineParam(query: unknown, body: unknown): DeadlineParam {
   const inQuery = isObject(query) ? query[KEY] : undefined;
   let inBody: unknown;
   if (body !== undefined && body !== null) {
-    if (!isObject(body)) return refuse(`the body must be a JSON object such as {"deadline": "10s"}, got ${describeValue(body)}`);
+    if (!isObject(body))
+      return refuse(`the body must be a JSON object such as {"deadline": "10s"}, got ${describeValue(body)}`);
     const unknown = Object.keys(body).filter((key) => key !== KEY);
     if (unknown.length > 0) return refuse(`unknown key "${unknown[0]}" in the body (the one key is "deadline")`);
     inBody = body[KEY];
   }
-  if (inQuery !== undefined && inBody !== undefined) return refuse('give the deadline once: in the query or in the body');
+  if (inQuery !== undefined && inBody !== undefined)
+    return refuse('give the deadline once: in the query or in the body');
   const value = inQuery ?? inBody;
   if (value === undefined) return { ok: true, ms: null };
   try {

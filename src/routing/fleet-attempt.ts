@@ -77,12 +77,7 @@ export class FleetAttempt implements CallbackHandler {
   #started = false;
   #ended = false;
 
-  constructor(
-    request: AttemptOwner,
-    lease: Lease,
-    handler: CallbackHandler,
-    { watchdog, drains }: AttemptTrackers,
-  ) {
+  constructor(request: AttemptOwner, lease: Lease, handler: CallbackHandler, { watchdog, drains }: AttemptTrackers) {
     this.#request = request;
     this.#lease = lease;
     this.#handler = handler;
