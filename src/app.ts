@@ -113,6 +113,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       retried: (backend) => events.emit('retry', { backend: backend.name }),
     },
     watchdog: fleet.watchdog,
+    drains: fleet.drains,
   });
   let closing = false;
   let phase: ServingPhase = config.upstream.warm_up ? 'warming' : 'serving';

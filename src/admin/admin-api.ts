@@ -4,6 +4,9 @@
  *   POST   /fleet/backends               {url, name?, kind?, log?}  201 the backend's status; 400 bad body; 409 name or URL taken
  *   DELETE /fleet/backends/:name         202 draining, removed once its in-flight requests finish; 404; 409 discovered by DNS
  *   POST   /fleet/backends/:name/drain   200 no new requests, in-flight ones finish; 404
+ *                                        both: in-flight requests still running after the drain deadline
+ *                                        (`?deadline=10s` or `{"deadline": "10s"}`, else `health.drain_deadline`;
+ *                                        0 = none) are ended, to resume or be re-sent elsewhere; 400 bad deadline
  *   POST   /fleet/backends/:name/resume  200 back through the readiness gate; 404; 409 being removed
  *   POST   /fleet/backends/:name/restart 200 its engine is stopped and started again now; 404; 409 not launched by fleetgate
  *   POST   /fleet/reload                 200 {added, removed, changed, unchanged, applied, restart_required};
@@ -14,6 +17,7 @@
  * Errors are OpenAI-style `{"error": {"message", "type", "code"}}`.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { formatDuration } from '../config/duration.js';
 import { ConfigError } from '../config/errors.js';
 import { BACKEND_KINDS } from '../config/types.js';
 import { validateBackend } from '../config/validate.js';
@@ -21,6 +25,7 @@ import type { Backend } from '../fleet/registry.js';
 import { sendError } from '../http/openai-error.js';
 import { peerAddress, requireAdmin } from './admin-auth.js';
 import type { ControlPlane } from './control-plane.js';
+import { deadlineParam } from './drain-deadline-param.js';
 import { backendStatus } from './fleet-summary.js';
 
 /** Shape only; URL rules, names and did-you-mean for unknown keys come from `validateBackend`. */
@@ -42,6 +47,7 @@ const nameParams = {
 } as const;
 
 type Named = FastifyRequest<{ Params: { name: string } }>;
+type Drained = FastifyRequest<{ Params: { name: string }; Querystring: unknown; Body: unknown }>;
 
 export async function registerAdminApi(app: FastifyInstance, control: ControlPlane): Promise<void> {
   const { fleet } = control;
@@ -81,24 +87,50 @@ export async function registerAdminApi(app: FastifyInstance, control: ControlPla
     return reply.code(201).send(backendStatus(backend));
   });
 
-  app.delete('/fleet/backends/:name', { schema: nameParams, onRequest }, async (request: Named, reply) => {
+  /** The call's own deadline for a backend now draining; the answer's `drain_deadline`. */
+  const applyDeadline = (backend: Backend, ms: number | null) => {
+    if (registry.get(backend.name) !== backend) return null;
+    if (ms !== null) fleet.drains.set(backend, ms);
+    const set = fleet.drains.deadlineOf(backend);
+    return set === null || set === 0 ? null : formatDuration(set);
+  };
+
+  app.delete('/fleet/backends/:name', { schema: nameParams, onRequest }, async (request: Drained, reply) => {
     const backend = find(request, reply);
     if (backend === null) return reply;
     if (!backend.removing && !fleet.configured.owns(backend.name)) {
       const message = `backend "${backend.name}" was discovered by DNS: remove its record, or drain it`;
       return sendError(reply, 409, message);
     }
+    const deadline = deadlineParam(request.query, request.body);
+    if (!deadline.ok) return sendError(reply, 400, deadline.message);
     fleet.configured.remove(backend.name);
-    audit(request, `remove backend ${backend.name}`, { backend: backend.name, inflight: backend.inflight });
-    return reply.code(202).send({ ...backendStatus(backend), removed: registry.get(backend.name) !== backend });
+    const drainDeadline = applyDeadline(backend, deadline.ms);
+    audit(request, `remove backend ${backend.name}`, {
+      backend: backend.name,
+      inflight: backend.inflight,
+      drain_deadline: drainDeadline,
+    });
+    return reply.code(202).send({
+      ...backendStatus(backend),
+      removed: registry.get(backend.name) !== backend,
+      drain_deadline: drainDeadline,
+    });
   });
 
-  app.post('/fleet/backends/:name/drain', { schema: nameParams, onRequest }, async (request: Named, reply) => {
+  app.post('/fleet/backends/:name/drain', { schema: nameParams, onRequest }, async (request: Drained, reply) => {
     const backend = find(request, reply);
     if (backend === null) return reply;
+    const deadline = deadlineParam(request.query, request.body);
+    if (!deadline.ok) return sendError(reply, 400, deadline.message);
     registry.apply(backend, { type: 'drain' });
-    audit(request, `drain backend ${backend.name}`, { backend: backend.name, inflight: backend.inflight });
-    return backendStatus(backend);
+    const drainDeadline = applyDeadline(backend, deadline.ms);
+    audit(request, `drain backend ${backend.name}`, {
+      backend: backend.name,
+      inflight: backend.inflight,
+      drain_deadline: drainDeadline,
+    });
+    return { ...backendStatus(backend), drain_deadline: drainDeadline };
   });
 
   app.post('/fleet/backends/:name/resume', { schema: nameParams, onRequest }, async (request: Named, reply) => {

@@ -9,7 +9,8 @@ import { readFlags, UsageError, verbArgs } from './verb-args.js';
 export type AdminVerb = 'drain' | 'resume' | 'restart';
 
 const DOES: Record<AdminVerb, string> = {
-  drain: 'stop sending new requests to backend NAME; its in-flight requests finish',
+  drain:
+    'stop sending new requests to backend NAME; its in-flight requests finish, or are ended after the drain deadline (--deadline, else health.drain_deadline) to resume or be re-sent on another backend',
   resume: 'undo drain: NAME gets traffic again once it passes the readiness checks',
   restart:
     'stop the engine NAME that fleetgate launch started (SIGTERM to its process group, SIGKILL after launch.stop_grace) and start it again now; drain it first to let its requests finish',
@@ -17,12 +18,17 @@ const DOES: Record<AdminVerb, string> = {
 
 const PAST: Record<AdminVerb, string> = { drain: 'drained', resume: 'resumed', restart: 'restarting' };
 
-const usage = (verb: AdminVerb) => `usage: fleetgate ${verb} NAME [--url URL] [--token TOKEN]
+const DEADLINE_OPTION = `  --deadline D   this drain's deadline, e.g. 10s; 0 = none (default: health.drain_deadline)
+`;
+
+const usage = (
+  verb: AdminVerb,
+) => `usage: fleetgate ${verb} NAME${verb === 'drain' ? ' [--deadline D]' : ''} [--url URL] [--token TOKEN]
 
 ${DOES[verb]}.
 
 options:
-  --url URL      fleetgate to ask (default: $FLEETGATE_URL, else ${DEFAULT_URL})
+${verb === 'drain' ? DEADLINE_OPTION : ''}  --url URL      fleetgate to ask (default: $FLEETGATE_URL, else ${DEFAULT_URL})
   --token TOKEN  admin token (default: $FLEETGATE_ADMIN_TOKEN); not needed on loopback when admin.token is unset
   -h, --help     this text
 
@@ -33,7 +39,12 @@ const REQUEST_TIMEOUT_MS = 10_000;
 
 export async function run(verb: AdminVerb, argv: string[]): Promise<number> {
   const args = verbArgs(verb, usage(verb), () => {
-    const { values, positionals } = readFlags(argv, { url: { type: 'string' }, token: { type: 'string' } }, true);
+    const flags = { url: { type: 'string' }, token: { type: 'string' } } as const;
+    const { values, positionals } = readFlags(
+      argv,
+      verb === 'drain' ? { ...flags, deadline: { type: 'string' } } : flags,
+      true,
+    );
     if (values.help) return null;
     if (positionals.length !== 1) {
       throw new UsageError(
@@ -55,6 +66,8 @@ export async function run(verb: AdminVerb, argv: string[]): Promise<number> {
   const name = args.name;
   const token = values.token ?? (process.env.FLEETGATE_ADMIN_TOKEN || undefined);
   const url = new URL(`fleet/backends/${encodeURIComponent(name)}/${verb}`, base);
+  const deadline = (values as { deadline?: string }).deadline;
+  if (deadline !== undefined) url.searchParams.set('deadline', deadline);
   let res: Response;
   try {
     res = await fetch(url, {
@@ -74,8 +87,9 @@ export async function run(verb: AdminVerb, argv: string[]): Promise<number> {
     process.stderr.write(`fleetgate ${verb}: ${res.status} ${serverMessage(text)}\n`);
     return 1;
   }
-  const backend = JSON.parse(text) as BackendStatus;
-  process.stdout.write(`${PAST[verb]} ${backend.name}: ${backend.state}, ${backend.inflight} in flight\n`);
+  const backend = JSON.parse(text) as BackendStatus & { drain_deadline?: string | null };
+  const until = backend.drain_deadline ? `, drain deadline ${backend.drain_deadline}` : '';
+  process.stdout.write(`${PAST[verb]} ${backend.name}: ${backend.state}, ${backend.inflight} in flight${until}\n`);
   return 0;
 }
 

@@ -22,6 +22,12 @@ export const DEFAULT_HEALTH_STALL_AFTER = 10 * 60_000;
 /** A crashed engine exits within seconds of its traceback; a healthy one logs progress again. */
 export const DEFAULT_HEALTH_FAILURE_QUIET = 5_000;
 export const DEFAULT_HEALTH_PROGRESS_TIMEOUT = 60_000;
+/**
+ * Long enough for most generations in flight to finish where they run (1,000 tokens at 30 tokens/s is
+ * about 35 s); the ones still running after it are resumed elsewhere, so an operator gets the GPU back
+ * within a minute.
+ */
+export const DEFAULT_HEALTH_DRAIN_DEADLINE = 60_000;
 /** Envoy outlier detection's defaults (`base_ejection_time` 30 s, `max_ejection_time` 300 s). */
 export const DEFAULT_HEALTH_EJECTION_TIME = 30_000;
 export const DEFAULT_HEALTH_MAX_EJECTION_TIME = 5 * 60_000;

@@ -67,6 +67,8 @@ export interface Config {
     stall_after: number;
     /** ms a ready backend holding requests may show no progress before it is ejected; 0 = off. */
     progress_timeout: number;
+    /** ms a drained backend's requests may run before they are ended (and resumed or re-sent elsewhere); 0 = no deadline. */
+    drain_deadline: number;
     /** ms an ejection by live traffic or the watchdog holds a backend out, times its ejections in a row; 0 = until `rise` probes pass. */
     ejection_time: number;
     /** Cap of that hold. */

@@ -95,6 +95,7 @@ const topLevel = section({
     fall: integer({ min: 1, fallback: defaults.DEFAULT_HEALTH_FALL }),
     stall_after: duration(defaults.DEFAULT_HEALTH_STALL_AFTER, { mayBeZero: false }),
     progress_timeout: duration(defaults.DEFAULT_HEALTH_PROGRESS_TIMEOUT),
+    drain_deadline: duration(defaults.DEFAULT_HEALTH_DRAIN_DEADLINE),
     ejection_time: duration(defaults.DEFAULT_HEALTH_EJECTION_TIME),
     max_ejection_time: duration(defaults.DEFAULT_HEALTH_MAX_EJECTION_TIME, { mayBeZero: false }),
     fatal_patterns: list(regexSource()),

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { BackendConfig, Config, DnsDiscoveryConfig } from '../config/types.js';
 import { BackendSync } from './backend-sync.js';
 import { DnsDiscovery, type DnsResolver } from './dns-discovery.js';
+import { DrainDeadlines } from './drain-deadline.js';
 import { LoadScraper } from './load-scraper.js';
 import { LogFollowers } from './logs/log-follower.js';
 import { Prober } from './prober.js';
@@ -36,6 +37,8 @@ export class Fleet {
   readonly configured: BackendSync;
   /** The proxy reports each attempt to it (`health.progress_timeout`). */
   readonly watchdog: ProgressWatchdog<Backend>;
+  /** The proxy reports each attempt to it too; ends those on a backend drained past `health.drain_deadline`. */
+  readonly drains: DrainDeadlines<Backend>;
   readonly #opts: FleetOptions;
   #discovery: DnsDiscovery | null = null;
   #started = false;
@@ -79,7 +82,22 @@ export class Fleet {
       hasOwnQueue: opts.hasOwnQueue ?? (() => false),
       eject: (backend, reason) => registry.apply(backend, { type: 'no_progress', reason }),
     });
-    registry.on('removed', (backend) => this.watchdog.forget(backend));
+    this.drains = new DrainDeadlines<Backend>({
+      defaultMs: config.health.drain_deadline,
+      passed: (backend, ended, ms) =>
+        opts.logger?.warn(
+          { backend: backend.name, ended, deadline_ms: ms },
+          `drain deadline of ${backend.name} passed: ending its ${ended} request(s) still in flight`,
+        ),
+    });
+    registry.on('transition', ({ backend, from, to }) => {
+      if (to === 'draining') this.drains.drained(backend);
+      else if (from === 'draining') this.drains.undrained(backend);
+    });
+    registry.on('removed', (backend) => {
+      this.watchdog.forget(backend);
+      this.drains.undrained(backend);
+    });
     this.#load = new LoadScraper({
       registry: this.registry,
       intervalMs: config.routing.load_interval,
@@ -149,6 +167,7 @@ export class Fleet {
     this.#discovery?.stop();
     if (this.#ticker) clearInterval(this.#ticker);
     if (this.#watchdogTicker) clearInterval(this.#watchdogTicker);
+    this.drains.stop();
     this.#logs.stop();
     this.#load.stop();
     await this.#prober.stop();

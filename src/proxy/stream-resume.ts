@@ -1,7 +1,7 @@
 /**
  * Stream resume (docs/stream-resume.md): a streamed chat or completions answer cut mid-generation
- * (the backend died, sent an error event, was ejected by the progress watchdog, or the stream ended
- * without `[DONE]`) continues on another ready backend in the same client stream, as NVIDIA Dynamo's
+ * (the backend died, sent an error event, was ejected by the progress watchdog or drained past its
+ * deadline, or the stream ended without `[DONE]`) continues on another ready backend in the same client stream, as NVIDIA Dynamo's
  * request migration does. The continuation goes through fleetgate's own dispatcher and queue, so
  * readiness, caps, the request's model queue and priority class apply; it waits at most
  * `retry.resume_wait` for a backend, and a stream is continued at most `retry.resume_limit` times.
@@ -28,7 +28,14 @@ import {
 import type { ProxyEventBus } from './proxy-events.js';
 
 /** The `reason`s of `fleetgate_stream_resumes_total`: how the cut attempt ended (docs/stream-resume.md). */
-export const RESUME_TRIGGERS = ['reset', 'error_event', 'closed', 'no_progress', 'stream_idle_timeout'] as const;
+export const RESUME_TRIGGERS = [
+  'reset',
+  'error_event',
+  'closed',
+  'no_progress',
+  'stream_idle_timeout',
+  'drain_deadline',
+] as const;
 
 /** What the relay does next after a cut. */
 export type ResumeStep =

@@ -144,6 +144,46 @@ test('drain, resume, delete: status codes and their effect; unknown names are 40
   }
 });
 
+test('a bad drain deadline is 400 naming what is wrong, and nothing is drained or removed', async (t) => {
+  const [sim] = await createSims(t, [{}]);
+  sim.start();
+  await sim.whenReady();
+  const { url, gateway } = await startGateway(t, { backends: backendsFor([sim]), health: fastHealth });
+  await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: 'ready' });
+  const drain = `/fleet/backends/${sim.name}/drain`;
+  const remove = `/fleet/backends/${sim.name}`;
+  for (const [method, path, body, problem] of [
+    [
+      'POST',
+      `${drain}?deadline=soon`,
+      undefined,
+      /^deadline: "soon" is not a duration \(e\.g\. 500ms, 10s\); 0 = no deadline$/,
+    ],
+    ['POST', `${drain}?deadline=10`, undefined, /^deadline: "10" is not a duration/],
+    ['POST', drain, { deadline: 10 }, /^deadline: 10 has no unit/],
+    ['POST', drain, { deadline: '-1s' }, /^deadline: "-1s" is not a duration/],
+    ['POST', drain, { deadlin: '1s' }, /unknown key "deadlin" in the body/],
+    ['POST', `${drain}?deadline=1s`, { deadline: '2s' }, /give the deadline once/],
+    ['DELETE', `${remove}?deadline=1x`, undefined, /^deadline: "1x" is not a duration/],
+    ['DELETE', remove, ['1s'], /the body must be a JSON object/],
+  ] as const) {
+    const answer = await call(url, method, path, body);
+    assert.equal(answer.status, 400, `${method} ${path} ${JSON.stringify(body)}`);
+    assert.equal(answer.body.error?.type, 'invalid_request_error');
+    assert.match(answer.body.error?.message ?? '', problem);
+  }
+  assert.equal(stateOf(gateway, sim.name), 'ready', 'a refused call drains nothing');
+  assert.equal(gateway.fleet.registry.size, 1, 'and removes nothing');
+
+  const good = await call(url, 'POST', drain, { deadline: '1.5s' });
+  assert.equal(good.status, 200);
+  assert.equal(good.body.drain_deadline, '1.5s');
+  const backend = gateway.fleet.registry.get(sim.name)!;
+  assert.equal(gateway.fleet.drains.deadlineOf(backend), 1_500);
+  assert.equal((await call(url, 'POST', `/fleet/backends/${sim.name}/resume`)).status, 200);
+  assert.equal(gateway.fleet.drains.deadlineOf(backend), null, 'a resume cancels the deadline');
+});
+
 test('/fleet/... is fleetgate’s own: unknown paths and methods there are 404, never proxied', async (t) => {
   const [sim] = await createSims(t, [{}]);
   sim.start();

@@ -9,61 +9,17 @@
 import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { type TestContext, test } from 'node:test';
-import type { Gateway } from '../../src/app.js';
-import type { SimServer } from '../../src/sim/index.js';
 import { countPromptTokens, outputText } from '../../src/sim/text-gen.js';
 import { createSims, startGateway } from '../helpers/fleet.js';
 import { sampleValue } from '../helpers/prometheus-text.js';
 import { type RawRequest, startRawBackend } from '../helpers/raw-backend.js';
+import { metricOf, RESUME_HEALTH, resumeFleet } from '../helpers/resume-fleet.js';
 import { startSimProcess } from '../helpers/sim-process.js';
 import { assertWholeStream } from '../helpers/stream-check.js';
 import { streamFrom } from '../helpers/streamed-request.js';
 import { waitFor } from '../helpers/wait.js';
 
-const HEALTH = { starting_interval: '100ms', interval: '1s', fall: 1 };
 const MAX_TOKENS = 120;
-
-interface ResumeFleet {
-  url: string;
-  gateway: Gateway;
-  /** The in-process backend that takes the continuation; started when `admitSpare` is called. */
-  spare: SimServer;
-  /** Bodies of the generation requests the spare received. */
-  spareBodies: Array<Record<string, unknown>>;
-  admitSpare(): Promise<void>;
-}
-
-/**
- * A gateway over `first` (where the request goes) and a spare that is down until `admitSpare`, so
- * the first attempt lands on `first` whatever the policy.
- */
-async function resumeFleet(
-  t: TestContext,
-  first: { name: string; url: string },
-  raw: object = {},
-): Promise<ResumeFleet> {
-  const [spare] = await createSims(t, [{ name: 'gpu1', engine: { tokenMs: 5 } }]);
-  const spareBodies: Array<Record<string, unknown>> = [];
-  spare.on('generation', ({ body }) => spareBodies.push(body));
-  const { url, gateway } = await startGateway(t, {
-    backends: [
-      { url: first.url, name: first.name },
-      { url: spare.url, name: spare.name },
-    ],
-    health: HEALTH,
-    ...raw,
-  });
-  await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: `${first.name} ready` });
-  const admitSpare = async () => {
-    spare.start();
-    await waitFor(() => gateway.fleet.registry.ready.length === 2, { what: 'the spare ready', timeoutMs: 30_000 });
-  };
-  return { url, gateway, spare, spareBodies, admitSpare };
-}
-
-async function metric(gateway: Gateway, name: string, labels: Record<string, string>): Promise<number> {
-  return sampleValue(await gateway.metrics.render(), name, labels) ?? 0;
-}
 
 const CASES = [
   {
@@ -132,7 +88,7 @@ for (const { api, path, body } of CASES) {
       );
     }
     assert.equal(
-      await metric(fleet.gateway, 'fleetgate_stream_resumes_total', { backend: 'gpu0', reason: 'reset' }),
+      await metricOf(fleet.gateway, 'fleetgate_stream_resumes_total', { backend: 'gpu0', reason: 'reset' }),
       1,
     );
   });
@@ -166,7 +122,7 @@ test('progress watchdog: a scheduler hung mid-stream (HTTP up) has its stream re
   stuck.start();
   await stuck.whenReady();
   const fleet = await resumeFleet(t, stuck, {
-    health: { ...HEALTH, progress_timeout: `${progressMs}ms` },
+    health: { ...RESUME_HEALTH, progress_timeout: `${progressMs}ms` },
     routing: { load_interval: '100ms' },
   });
   const stream = streamFrom(fleet.url, '/v1/chat/completions', {
@@ -186,7 +142,7 @@ test('progress watchdog: a scheduler hung mid-stream (HTTP up) has its stream re
   assertWholeStream(got, MAX_TOKENS);
   assert.equal(got.usage?.completion_tokens, MAX_TOKENS, 'usage sums the attempts');
   assert.equal(
-    await metric(fleet.gateway, 'fleetgate_stream_resumes_total', { backend: 'gpu0', reason: 'no_progress' }),
+    await metricOf(fleet.gateway, 'fleetgate_stream_resumes_total', { backend: 'gpu0', reason: 'no_progress' }),
     1,
   );
 });
@@ -233,7 +189,7 @@ for (const { what, reason, headers, raw, body } of REFUSED) {
     assert.equal(got.done, 0, 'no [DONE]');
     assert.equal(fleet.spareBodies.length, 0, 'no continuation sent');
     if (reason !== null) {
-      assert.equal(await metric(fleet.gateway, 'fleetgate_stream_resume_failures_total', { reason }), 1);
+      assert.equal(await metricOf(fleet.gateway, 'fleetgate_stream_resume_failures_total', { reason }), 1);
     }
   });
 }
@@ -267,7 +223,7 @@ async function rawPair(
       { url: a.url, name: 'a', kind: 'openai' },
       { url: b.url, name: 'b', kind: 'openai' },
     ],
-    health: HEALTH,
+    health: RESUME_HEALTH,
     ...raw,
   });
   await waitFor(() => gateway.fleet.registry.ready.length === 2, { what: 'both ready' });
@@ -320,7 +276,7 @@ test('not resumed (tool_calls streamed): the error event stands', async (t) => {
   assert.equal(got.errors, 1);
   assert.equal(got.done, 0);
   assert.equal(seen(), 1, 'no continuation sent');
-  assert.equal(await metric(gateway, 'fleetgate_stream_resume_failures_total', { reason: 'tool_calls' }), 1);
+  assert.equal(await metricOf(gateway, 'fleetgate_stream_resume_failures_total', { reason: 'tool_calls' }), 1);
 });
 
 test('not resumed (retry.resume_limit reached): the error event stands after the last continuation', async (t) => {
@@ -334,5 +290,5 @@ test('not resumed (retry.resume_limit reached): the error event stands after the
   assert.equal(got.done, 0);
   assert.equal(got.text, 'AA', 'the first attempt and its one continuation');
   assert.equal(seen(), 2);
-  assert.equal(await metric(gateway, 'fleetgate_stream_resume_failures_total', { reason: 'limit' }), 1);
+  assert.equal(await metricOf(gateway, 'fleetgate_stream_resume_failures_total', { reason: 'limit' }), 1);
 });

@@ -3,7 +3,8 @@
  * holds the lease (released exactly once, at the attempt's end), refuses an answer that is not the
  * API's, and passes the response through to the request's handler. This is the one place that sees
  * an attempt dispatched, its response bytes and its end, and that can end it (`abort`): the progress
- * watchdog's hooks are here (`track` at the start, `done` at the end, `end` aborts).
+ * watchdog's hooks are here (`track` at the start, `done` at the end, `end` aborts), and the drain
+ * deadline's (`track`, `untrack`, `endDrained` aborts).
  *
  * It speaks undici's callback interface (onConnect, onHeaders, onData, onComplete, onError), the
  * one undici's client calls and its `request()` (hence @fastify/reply-from) hands in: the raw headers
@@ -11,11 +12,12 @@
  */
 
 import type { Dispatcher } from 'undici';
+import type { DrainDeadlines } from '../../fleet/drain-deadline.js';
 import type { ProgressWatchdog, TrackedRequest } from '../../fleet/progress-watchdog.js';
 import type { Backend } from '../../fleet/registry.js';
 import type { Lease } from '../queue/wait-queue.js';
 import type { RequestContext } from '../request-context.js';
-import { NoProgressError } from './upstream-failures.js';
+import { DrainDeadlineError, NoProgressError } from './upstream-failures.js';
 
 class HtmlAnswerError extends Error {
   override name = 'HtmlAnswerError';
@@ -46,6 +48,12 @@ export type CallbackHandler = Required<
   Pick<Dispatcher.DispatchHandler, 'onConnect' | 'onHeaders' | 'onData' | 'onComplete' | 'onError'>
 >;
 
+/** The fleet's trackers of running attempts (fleet.ts owns them). */
+export interface AttemptTrackers {
+  watchdog?: ProgressWatchdog<Backend>;
+  drains?: DrainDeadlines<Backend>;
+}
+
 /** What an attempt reports to the request it belongs to (fleet-dispatcher.ts's FleetRequest). */
 export interface AttemptOwner {
   readonly context: RequestContext;
@@ -60,6 +68,7 @@ export class FleetAttempt implements CallbackHandler {
   readonly #lease: Lease;
   readonly #handler: CallbackHandler;
   readonly #tracked: TrackedRequest | null;
+  readonly #drains: DrainDeadlines<Backend> | undefined;
   #abort: ((reason: Error) => void) | null = null;
   #abortReason: Error | null = null;
   #status = 0;
@@ -68,16 +77,13 @@ export class FleetAttempt implements CallbackHandler {
   #started = false;
   #ended = false;
 
-  constructor(
-    request: AttemptOwner,
-    lease: Lease,
-    handler: CallbackHandler,
-    watchdog: ProgressWatchdog<Backend> | undefined,
-  ) {
+  constructor(request: AttemptOwner, lease: Lease, handler: CallbackHandler, { watchdog, drains }: AttemptTrackers) {
     this.#request = request;
     this.#lease = lease;
     this.#handler = handler;
     this.#tracked = watchdog?.enabled === true ? watchdog.track(lease.backend, this) : null;
+    this.#drains = drains;
+    drains?.track(lease.backend, this);
   }
 
   // What the progress watchdog reads and calls (its TrackedRequestSpec).
@@ -95,7 +101,12 @@ export class FleetAttempt implements CallbackHandler {
     this.abort(new NoProgressError(reason));
   }
 
-  /** Ends the attempt (the client left, or the watchdog gave up on it). */
+  /** Its backend was drained past its deadline: ends as the watchdog's `end` does. */
+  endDrained(reason: string): void {
+    this.abort(new DrainDeadlineError(reason));
+  }
+
+  /** Ends the attempt (the client left, the watchdog gave up on it, or its backend's drain deadline passed). */
   abort(reason: Error): void {
     if (this.#ended) return;
     this.#abortReason = reason;
@@ -151,5 +162,6 @@ export class FleetAttempt implements CallbackHandler {
     this.#ended = true;
     this.#lease.release();
     this.#tracked?.done(completed);
+    this.#drains?.untrack(this.#lease.backend, this);
   }
 }

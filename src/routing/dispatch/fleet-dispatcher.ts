@@ -15,6 +15,7 @@
  * its headers to an object and back, and each chunk two wrappers.
  */
 import { type Dispatcher, Dispatcher as UndiciDispatcher } from 'undici';
+import type { DrainDeadlines } from '../../fleet/drain-deadline.js';
 import type { ProgressWatchdog } from '../../fleet/progress-watchdog.js';
 import type { Backend, FleetRegistry } from '../../fleet/registry.js';
 import { AdmissionError, type Lease, type WaitQueue } from '../queue/wait-queue.js';
@@ -49,6 +50,8 @@ export interface FleetDispatcherOptions {
   observer?: AttemptObserver;
   /** Told of every attempt; ends the ones stuck on a backend that makes no progress. */
   watchdog?: ProgressWatchdog<Backend>;
+  /** Told of every attempt; ends the ones on a backend drained past its deadline. */
+  drains?: DrainDeadlines<Backend>;
 }
 
 export class FleetDispatcher extends UndiciDispatcher {
@@ -170,7 +173,7 @@ export class FleetRequest implements AttemptOwner {
     this.#context.tried.add(lease.backend);
     this.#context.backend = lease.backend.name;
     this.#context.dispatchedAt = performance.now();
-    this.#attempt = new FleetAttempt(this, lease, this.#handler, this.#deps.watchdog);
+    this.#attempt = new FleetAttempt(this, lease, this.#handler, this.#deps);
     this.#deps.pools.dispatch(lease.backend, this.#upstream, this.#attempt);
   }
 

@@ -44,12 +44,21 @@ const CATALOGUE: Record<string, CatalogueEntry> = {
   FLEETGATE_HTML_ANSWER: { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false },
   // The progress watchdog ended the attempt; it already told the registry what it saw.
   FLEETGATE_NO_PROGRESS: { kind: 'no_progress', outcome: null, status: 502, retryable: true },
+  // The backend was drained past its deadline (fleet/drain-deadline.ts): nothing is wrong with it.
+  // Re-sent while nothing reached the client: its generation on the drained backend is given up anyway.
+  FLEETGATE_DRAIN_DEADLINE: { kind: 'drain_deadline', outcome: null, status: 502, retryable: true },
 };
 
 /** The progress watchdog gave up on an attempt; `message` is its reason. */
 export class NoProgressError extends Error {
   override name = 'NoProgressError';
   readonly code = 'FLEETGATE_NO_PROGRESS';
+}
+
+/** The attempt's backend was drained past its deadline; `message` says so. */
+export class DrainDeadlineError extends Error {
+  override name = 'DrainDeadlineError';
+  readonly code = 'FLEETGATE_DRAIN_DEADLINE';
 }
 
 const BAD_RESPONSE: CatalogueEntry = { kind: 'bad_response', outcome: 'http_5xx', status: 502, retryable: false };
@@ -87,6 +96,7 @@ function describe(kind: string, error: unknown): string {
     case 'bad_response':
       return `backend sent a malformed response (${detail})`;
     case 'no_progress':
+    case 'drain_deadline':
       return detail;
     default:
       return `upstream error (${detail})`;
