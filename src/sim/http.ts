@@ -4,6 +4,7 @@
  * endpoints say 503 (new versions); info and generation endpoints already work.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { embeddingsBody } from './embeddings.js';
 import { type GenerationHost, JSON_HEADERS, parseGeneration, runGeneration, sendError } from './generation.js';
 import { getLoad, type InfoContext, metricsText, modelInfo, modelNotFound, modelsList, serverInfo } from './info.js';
 import type { RuntimeLog } from './runtime-log.js';
@@ -135,6 +136,20 @@ const abortRequest: Handler = (host, req, res) => {
   });
 };
 
+/** `/v1/embeddings`: answered at once (no decode), but like generation it hangs on a dead scheduler. */
+const embeddings: Handler = (host, req, res) => {
+  readJson(req, (body, error) => {
+    const answer = error === null ? embeddingsBody(body, host.model) : { error };
+    if (typeof answer !== 'string') {
+      host.log.access(client(req), req.method ?? 'POST', req.url ?? '/', 400);
+      return sendError(res, answer.error);
+    }
+    host.generationBody(req.url ?? '/', body);
+    if (schedulerGone(host)) return hold(host, res);
+    send(host, req, res, 200, answer);
+  });
+};
+
 /** A scheduler-backed endpoint: it waits forever on a dead scheduler (ref 1.4 "likely hangs"). */
 function fromScheduler(build: (host: HttpHost) => string, deprecatedFor?: string): Handler {
   return (host, req, res, path) => {
@@ -180,6 +195,7 @@ const COMMON: [string, [string, Handler]][] = [
   ['/v1/models', ['GET', (host, req, res) => send(host, req, res, 200, modelsList(host.info))]],
   ['/v1/completions', ['POST', generation('completion')]],
   ['/v1/chat/completions', ['POST', generation('chat')]],
+  ['/v1/embeddings', ['POST', embeddings]],
   [
     '/metrics',
     [

@@ -14,13 +14,34 @@ export function tempDir(t: After, prefix = 'fleetgate-batch-'): string {
   return dir;
 }
 
+/** One Batch input line. */
+export function batchLine(customId: string, url: string, body: Record<string, unknown>): string {
+  return JSON.stringify({ custom_id: customId, method: 'POST', url, body });
+}
+
 /** One Batch input line: a short chat completion. */
 export function chatLine(customId: string, maxTokens = 4): string {
-  return JSON.stringify({
-    custom_id: customId,
-    method: 'POST',
-    url: '/v1/chat/completions',
-    body: { model: 'default', max_tokens: maxTokens, messages: [{ role: 'user', content: `question ${customId}` }] },
+  return batchLine(customId, '/v1/chat/completions', {
+    model: 'default',
+    max_tokens: maxTokens,
+    messages: [{ role: 'user', content: `question ${customId}` }],
+  });
+}
+
+/** One Batch input line: a short text completion. */
+export function completionLine(customId: string, maxTokens = 4): string {
+  return batchLine(customId, '/v1/completions', {
+    model: 'default',
+    max_tokens: maxTokens,
+    prompt: `text ${customId}`,
+  });
+}
+
+/** One Batch input line: embeddings of two texts. */
+export function embeddingLine(customId: string): string {
+  return batchLine(customId, '/v1/embeddings', {
+    model: 'default',
+    input: [`first ${customId}`, `second ${customId}`],
   });
 }
 
@@ -32,13 +53,21 @@ export function writeChatInput(dir: string, count: number, maxTokens = 4): strin
   return path;
 }
 
+/** The parts of an OpenAI answer body the tests look at (chat, completions or embeddings). */
+export interface AnswerBody {
+  object?: string;
+  choices?: Array<{ message?: { content?: string }; text?: string }>;
+  data?: Array<{ object?: string; embedding?: unknown; index?: number }>;
+  usage?: { prompt_tokens?: number };
+}
+
 export interface OutputLine {
   id: string;
   custom_id: string;
   response: {
     status_code: number;
     request_id: string;
-    body: { choices?: Array<{ message?: { content?: string } }> };
+    body: AnswerBody;
   } | null;
   error: unknown;
 }
@@ -66,12 +95,37 @@ export function assertCompleteOutput(lines: OutputLine[], count: number): void {
     assert.equal(line.response?.status_code, 200, line.custom_id);
     assert.match(line.id, /^batch_req_/);
     assert.ok(line.response?.request_id, 'a request id');
-    const content = line.response?.body.choices?.[0]?.message?.content;
-    assert.ok(typeof content === 'string' && content.length > 0, `${line.custom_id} has an answer`);
+    assertAnswerShape('/v1/chat/completions', line.response?.body, line.custom_id);
   }
+}
+
+/** The answer body has the shape its url answers with: a chat message, a completion text, or one vector per input. */
+export function assertAnswerShape(url: string, body: AnswerBody | undefined, what: string): void {
+  if (url === '/v1/embeddings') {
+    assert.equal(body?.object, 'list', what);
+    assert.ok(Array.isArray(body?.data) && body.data.length > 0, `${what}: data`);
+    body.data.forEach((item, i) => {
+      assert.equal(item.object, 'embedding', what);
+      assert.equal(item.index, i, `${what}: index`);
+      assert.ok(
+        Array.isArray(item.embedding) && item.embedding.length > 0 && item.embedding.every(Number.isFinite),
+        `${what}: a vector of numbers`,
+      );
+    });
+    assert.ok((body.usage?.prompt_tokens ?? 0) > 0, `${what}: usage.prompt_tokens`);
+    return;
+  }
+  const choice = body?.choices?.[0];
+  const text = url === '/v1/chat/completions' ? choice?.message?.content : choice?.text;
+  assert.ok(typeof text === 'string' && text.length > 0, `${what}: an answer for ${url}`);
+}
+
+/** Requests to `path` the sims received, together. */
+export function requestsTo(sims: SimServer[], path: string): number {
+  return sims.reduce((sum, sim) => sum + (sim.counters.byPath[path] ?? 0), 0);
 }
 
 /** Generation requests the sims received, together. */
 export function generationRequests(sims: SimServer[]): number {
-  return sims.reduce((sum, sim) => sum + (sim.counters.byPath['/v1/chat/completions'] ?? 0), 0);
+  return requestsTo(sims, '/v1/chat/completions');
 }
