@@ -13,6 +13,7 @@ import {
 } from '../fleet/backend-lifecycle.js';
 import { type Backend, RESTART_REASONS, type RestartReason } from '../fleet/registry.js';
 import { RESUME_TRIGGERS } from '../proxy/stream-resume.js';
+import { backendLoad } from '../routing/load/backend-load.js';
 import type { MetricFamilies } from './definitions.js';
 import { RequestSeries } from './request-series.js';
 
@@ -24,6 +25,9 @@ export class BackendSeries {
   readonly #states = new Map<BackendState, Gauge.Internal<'backend' | 'state'>>();
   readonly #inflight: Gauge.Internal<'backend'>;
   readonly #inflightCap: Gauge.Internal<'backend'>;
+  readonly #load: Gauge.Internal<'backend'>;
+  /** `routing.replicas`, for the load figure (routing/load/backend-load.ts). */
+  readonly #replicas: number;
   readonly #progress: Gauge.Internal<'backend'>;
   readonly #readySeconds: Gauge.Internal<'backend'>;
   readonly #probePass: Counter.Internal;
@@ -34,8 +38,9 @@ export class BackendSeries {
   readonly #restarts = new Map<RestartReason, Counter.Internal>();
   #state: BackendState;
 
-  constructor(families: MetricFamilies, backend: Backend) {
+  constructor(families: MetricFamilies, backend: Backend, replicas = 1) {
     this.backend = backend;
+    this.#replicas = replicas;
     this.#families = families;
     const name = backend.name;
     this.requests = new RequestSeries(families, name, { zeroed: true });
@@ -43,6 +48,7 @@ export class BackendSeries {
     for (const state of BACKEND_STATES) this.#states.set(state, families.backendState.labels({ backend: name, state }));
     this.#inflight = families.inflight.labels({ backend: name });
     this.#inflightCap = families.inflightCap.labels({ backend: name });
+    this.#load = families.backendLoad.labels({ backend: name });
     this.#progress = families.loadProgress.labels({ backend: name });
     this.#readySeconds = families.readySeconds.labels({ backend: name });
     this.#probePass = families.healthChecks.labels({ backend: name, result: 'pass' });
@@ -106,10 +112,11 @@ export class BackendSeries {
     (ok ? this.#probePass : this.#probeFail).inc();
   }
 
-  /** In-flight count and cap, read when scraped (both change on the request path). */
+  /** In-flight count, load and cap, read when scraped (they change on the request path). */
   collectInflight(): void {
     this.#inflight.set(this.backend.inflight);
     this.#inflightCap.set(this.backend.cap);
+    this.#load.set(backendLoad(this.backend, this.#replicas));
   }
 
   remove(): void {
@@ -120,6 +127,7 @@ export class BackendSeries {
     for (const state of BACKEND_STATES) f.backendState.remove({ backend, state });
     f.inflight.remove({ backend });
     f.inflightCap.remove({ backend });
+    f.backendLoad.remove({ backend });
     f.loadProgress.remove({ backend });
     f.readySeconds.remove({ backend });
     f.healthChecks.remove({ backend, result: 'pass' });

@@ -56,6 +56,13 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       registers,
       collect: () => sources.inflight(),
     }),
+    backendLoad: new Gauge({
+      name: 'fleetgate_backend_load',
+      help: "The load routing and a fleet-wide cap compare: what the backend reported running and queued (every replica's requests) plus this replica's dispatches since, each counted routing.replicas times; fleetgate's in-flight count where it reports nothing.",
+      labelNames: ['backend'] as const,
+      registers,
+      collect: () => sources.inflight(),
+    }),
     inflightCap: new Gauge({
       name: 'fleetgate_backend_inflight_cap',
       help: 'Most requests fleetgate keeps on the backend before queueing (max_inflight_per_backend; follows the backend with auto); 0 = no cap.',

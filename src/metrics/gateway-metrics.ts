@@ -44,14 +44,20 @@ export class GatewayMetrics {
     matchedChars: 0,
   };
   #server: MetricsServer | null = null;
+  readonly #replicas: number;
 
-  /** `prefix`: the prefix-aware policy, whose decisions are counted; null with another policy. */
+  /**
+   * `prefix`: the prefix-aware policy, whose decisions are counted; null with another policy.
+   * `replicas`: `routing.replicas`, as routing counts a backend's load.
+   */
   constructor(
     fleet: FleetRegistry,
     events: ProxyEventBus,
     queue: QueueCounts,
     prefix: { readonly stats: PrefixStats } | null = null,
+    replicas = 1,
   ) {
+    this.#replicas = replicas;
     this.#fleet = fleet;
     this.#events = events;
     this.#queue = queue;
@@ -155,7 +161,7 @@ export class GatewayMetrics {
 
   readonly #onAdded = (backend: Backend): void => {
     this.#backends.get(backend.name)?.remove();
-    this.#backends.set(backend.name, new BackendSeries(this.#families, backend));
+    this.#backends.set(backend.name, new BackendSeries(this.#families, backend, this.#replicas));
   };
 
   readonly #onRemoved = (backend: Backend): void => {

@@ -384,6 +384,24 @@ describe('scrape-time gauges', () => {
     assert.equal(await value(metrics, 'fleetgate_backend_inflight_cap', { backend: 'gpu0' }), 5);
   });
 
+  test("a backend's load is what it reported plus this replica's dispatches since, times routing.replicas", async () => {
+    const registry = new FleetRegistry({ rise: 1, fall: 2, stallAfter: 600_000, defaultCap: 0 });
+    const metrics = new GatewayMetrics(
+      registry,
+      new ProxyEventBus(),
+      queueOn(registry, { maxWaiting: 0, policy: createPolicy('least-loaded') }),
+      null,
+      3,
+    );
+    const gpu = registry.add({ url: 'http://127.0.0.1:40000', name: 'gpu0', kind: 'sglang', log: null });
+    registry.take(gpu);
+    assert.equal(await value(metrics, 'fleetgate_backend_load', { backend: 'gpu0' }), 1, 'no report: in flight');
+    registry.reportLoad(gpu, { running: 5, queued: 2, tokenUsage: 0.2, maxRunning: 8 });
+    registry.take(gpu);
+    registry.take(gpu);
+    assert.equal(await value(metrics, 'fleetgate_backend_load', { backend: 'gpu0' }), 7 + 2 * 3);
+  });
+
   test('queue rejections are counted by reason and never go down', async () => {
     const { metrics, queue, add } = setup();
     add('gpu0');
@@ -461,6 +479,7 @@ describe('exposition', () => {
       fleetgate_backends: 'gauge',
       fleetgate_backend_inflight_requests: 'gauge',
       fleetgate_backend_inflight_cap: 'gauge',
+      fleetgate_backend_load: 'gauge',
       fleetgate_backend_load_progress_ratio: 'gauge',
       fleetgate_backend_ready_seconds: 'gauge',
       fleetgate_requests_total: 'counter',

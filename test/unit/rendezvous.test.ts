@@ -117,6 +117,19 @@ describe('the prefix key', () => {
     assert.notEqual(a[0], b[0]);
   });
 
+  test("only a conversation's first turn, without a session key, is an opening", () => {
+    const openingOf = (body: Buffer, headers = {}) =>
+      promptTraits('/v1/chat/completions', headers, JSON.parse(body.toString()), opts)?.opening;
+    assert.deepEqual(
+      turns(1).map((body) => openingOf(body)),
+      [true, false, false, false],
+    );
+    assert.equal(openingOf(turns(1)[0], { 'x-session-id': 's1' }), false, 'the client names a session: keep it');
+    const completion = (prompt: string) => promptTraits('/v1/completions', {}, { prompt }, opts)?.opening;
+    assert.equal(completion('A fact about rivers.'), true);
+    assert.equal(completion('x'.repeat(3000)), false, 'past the key span: maybe a transcript, keep it');
+  });
+
   test('a session header is the key when sent', () => {
     const [first] = turns(1);
     const [other] = turns(2);
