@@ -74,7 +74,12 @@ function parse(argv: string[]) {
     spec,
     replicas: 1,
   }));
-  if (replicas > 1) targets.push({ spec: { ...PREFIX_TARGETS[0], name: replicatedName(replicas) }, replicas });
+  // Each replica is told the count (`routing.replicas`), as docs/replicas.md says to.
+  if (replicas > 1)
+    targets.push({
+      spec: { ...PREFIX_TARGETS[0], name: replicatedName(replicas), routingReplicas: replicas },
+      replicas,
+    });
   const workloads = all
     .filter((p) => wanted.includes(p.id))
     .map((p) => (values['no-warmup'] ? { ...p, warmup: 0 } : p));
