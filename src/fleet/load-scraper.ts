@@ -20,6 +20,9 @@ export interface LoadScraperOptions {
 
 type Report = BackendLoad & { maxRunning: number | null };
 
+/** A scrape that got no answer (refused, reset, timed out): no report at all, unlike a backend without figures. */
+const FAILED = Symbol('scrape failed');
+
 export class LoadScraper {
   readonly #opts: LoadScraperOptions;
   readonly #clients = new Map<Backend, Client>();
@@ -27,6 +30,8 @@ export class LoadScraper {
   readonly #unsupported = new WeakSet<Backend>();
   /** Each backend's reported `max_running_requests` (null: not reported), read once per admission. */
   readonly #maxRunning = new WeakMap<Backend, number | null>();
+  /** Each backend's state changes so far: a scrape that straddles one read a process that is gone. */
+  readonly #epochs = new WeakMap<Backend, number>();
   /** Scrapes under way: the one made on admission and the interval's never overlap for a backend. */
   readonly #scraping = new WeakSet<Backend>();
   #timer: NodeJS.Timeout | null = null;
@@ -39,6 +44,7 @@ export class LoadScraper {
       this.#clients.delete(backend);
     });
     opts.registry.on('transition', ({ backend, to }) => {
+      this.#epochs.set(backend, (this.#epochs.get(backend) ?? 0) + 1);
       if (to === 'ready') {
         if (this.#timer !== null) void this.#scrape(backend);
         return;
@@ -91,7 +97,11 @@ export class LoadScraper {
       // fleetgate's count when the GET leaves, not when the answer arrives: a request sent while the
       // scrape is under way is not in what the backend reports, so it must count as sent since.
       const inflightAtScrape = backend.inflight;
+      const epoch = this.#epochs.get(backend);
       const report = await this.#read(backend);
+      // Its state changed meanwhile (a crash, a restart): the figures, or the failure, are of the
+      // process before, and would tell the cap controller (which just marked it unread) nothing true.
+      if (report === FAILED || this.#epochs.get(backend) !== epoch) return;
       this.#opts.registry.reportLoad(backend, report, inflightAtScrape);
       if (report !== null) this.#opts.onReport?.(backend, report);
     } finally {
@@ -99,8 +109,8 @@ export class LoadScraper {
     }
   }
 
-  /** The backend's load and `max_running_requests`; null when it reports none. */
-  async #read(backend: Backend): Promise<Report | null> {
+  /** The backend's load and `max_running_requests`; null when it reports none, FAILED when it did not answer. */
+  async #read(backend: Backend): Promise<Report | null | typeof FAILED> {
     if (this.#unsupported.has(backend)) return null;
     let client = this.#clients.get(backend);
     if (!client) {
@@ -125,8 +135,11 @@ export class LoadScraper {
       }
       return { ...load, maxRunning };
     } catch {
-      // The prober and the proxy judge health; a failed scrape only leaves the last figures stale.
-      return null;
+      // The prober and the proxy judge health; a failed scrape only leaves the last figures stale. It
+      // is not "reports none" (null), which lifts the cap of a backend not read yet: a backend that
+      // crashed during its scrape, or whose first scrape after a restart timed out, would come back
+      // uncapped and take the whole central queue at once (issue #28's fault bench).
+      return FAILED;
     }
   }
 }
