@@ -4,12 +4,13 @@
  * fleetgate's resources scraped every 5 s, and at the end the ledger's table and verdict. Used by
  * `npm run bench:soak` (run.ts) and the CI-sized soak test.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stopLaunched } from '../../test/helpers/launch.js';
+import { CLI, spawnLaunch, stopLaunched } from '../../test/helpers/launch.js';
 import { freePorts } from '../../test/helpers/net.js';
+import { waitFor } from '../../test/helpers/wait.js';
 import { type SendContext, sendHttp, sendSdk } from './clients.js';
 import { type DoneFault, FaultRunner, faultFileOf } from './fault-runner.js';
 import { countByKind, type FaultKind, planFaults, seededRandom } from './faults.js';
@@ -30,9 +31,6 @@ import {
   type ResourceSample,
   resourceFailures,
 } from './resources.js';
-
-const REPO = join(import.meta.dirname, '../..');
-const CLI = join(REPO, 'src/cli/index.ts');
 
 export interface SoakOptions {
   durationMs: number;
@@ -105,22 +103,8 @@ async function startFleet(dir: string, engines: number): Promise<Launched> {
   };
   const file = join(dir, 'fleetgate.yaml');
   writeFileSync(file, JSON.stringify(config));
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'launch', '--config', file], {
-    cwd: REPO,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const keep = (chunk: Buffer) => {
-    output = (output + chunk.toString()).slice(-20_000);
-  };
-  child.stdout?.on('data', keep);
-  child.stderr?.on('data', keep);
-  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const url = await until(
-    () => /"url":"(http:[^"]+)"/.exec(output)?.[1] ?? /listening on (http:\S+)/.exec(output)?.[1],
-    60_000,
-    () => `fleetgate's listen line in: ${output}`,
-  );
+  const { child, exit, listening } = spawnLaunch(file, 20_000);
+  const url = await listening(60_000);
   const stop = async () => {
     await stopLaunched(child, exit, await enginePids(url).catch(() => []), 20_000);
   };
@@ -131,20 +115,6 @@ async function enginePids(url: string): Promise<number[]> {
   const res = await fetch(`${url}/fleet/status`);
   const body = (await res.json()) as { backends: Array<{ supervision?: { pid?: number | null } | null }> };
   return body.backends.map((b) => b.supervision?.pid).filter((pid): pid is number => typeof pid === 'number');
-}
-
-async function until<T>(
-  check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs: number,
-  what: () => string,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await Promise.resolve(check()).catch(() => undefined);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`soak: timed out waiting for ${what()}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 const KINDS: RequestKind[] = ['chat', 'chat-stream', 'completion', 'completion-stream'];
@@ -161,13 +131,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   const open = new Set<Promise<void>>();
   let runner: FaultRunner | null = null;
   try {
-    await until(
+    await waitFor(
       async () => {
         const res = await fetch(`${fleet.url}/fleet/status`);
         return ((await res.json()) as { ready: number }).ready === opts.engines;
       },
-      120_000,
-      () => `all ${opts.engines} engines ready`,
+      { timeoutMs: 120_000, intervalMs: 100, what: `all ${opts.engines} engines ready` },
     );
     say(`fleet ready at ${fleet.url}; ${opts.engines} engines; running ${Math.round(opts.durationMs / 1000)} s`);
     const started = performance.now();

@@ -13,7 +13,7 @@ import { freePorts } from './net.js';
 import { waitFor } from './wait.js';
 
 export const REPO = join(import.meta.dirname, '../..');
-const CLI = join(REPO, 'src/cli/index.ts');
+export const CLI = join(REPO, 'src/cli/index.ts');
 
 /** `fleetgate sim` as one engine: its log on stdout, exiting on a fatal error like a real server. */
 export function simCommand(args: string): string {
@@ -66,27 +66,13 @@ export async function startLaunch(t: TestContext, opts: LaunchOptions): Promise<
   };
   const file = join(dir, 'fleetgate.yaml');
   writeFileSync(file, JSON.stringify(config));
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'launch', '--config', file], {
-    cwd: REPO,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout?.on('data', (chunk) => {
-    output += chunk;
-  });
-  child.stderr?.on('data', (chunk) => {
-    output += chunk;
-  });
-  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const { child, exit, output, listening } = spawnLaunch(file);
   const pids = new Set<number>();
   t.after(async () => {
     await stopLaunched(child, exit, pids, 15_000);
     rmSync(dir, { recursive: true, force: true });
   });
-  const url = await waitFor(() => /"url":"(http:[^"]+)"/.exec(output)?.[1], {
-    what: `the listen line in: ${output}`,
-    timeoutMs: 60_000,
-  });
+  const url = await listening(60_000);
   const status = async () => {
     const res = await fetch(`${url}/fleet/status`);
     const body = (await res.json()) as FleetStatus;
@@ -99,7 +85,35 @@ export async function startLaunch(t: TestContext, opts: LaunchOptions): Promise<
     return found;
   };
   const rewrite = (next: Record<string, unknown>) => writeFileSync(file, JSON.stringify(next));
-  return { child, url, dir, config, rewrite, output: () => output, exit, status, backend };
+  return { child, url, dir, config, rewrite, output, exit, status, backend };
+}
+
+export interface LaunchProcess {
+  child: ChildProcess;
+  exit: Promise<number | null>;
+  /** What it printed (the last `keepChars` characters). */
+  output(): string;
+  /** The URL of its listen line, once printed. */
+  listening(timeoutMs: number): Promise<string>;
+}
+
+/** `fleetgate launch --config FILE` as a child process (the launch tests and bench:soak). */
+export function spawnLaunch(file: string, keepChars = Number.POSITIVE_INFINITY): LaunchProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'launch', '--config', file], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output += chunk.toString();
+    if (output.length > keepChars) output = output.slice(-keepChars);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const listening = (timeoutMs: number) =>
+    waitFor(() => /"url":"(http:[^"]+)"/.exec(output)?.[1], { what: `the listen line in: ${output}`, timeoutMs });
+  return { child, exit, output: () => output, listening };
 }
 
 /** Whether a process exists and is not a zombie. */
