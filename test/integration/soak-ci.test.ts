@@ -2,15 +2,14 @@
  * The CI-sized soak (bench/soak/soak.ts): a fleet under `fleetgate launch`, a steady mixed load (plain
  * HTTP and the openai SDK) and a seeded fault per kind that strikes the proxy path, for about a
  * minute, with the same ledger and resource checks as `npm run bench:soak`: nothing lost, duplicated,
- * stuck or ended unclearly, every text whole. The second test makes a request vanish (a fake client
- * that receives a response and drops it) and shows that the ledger then fails the run.
+ * stuck or ended unclearly, every text whole. soak-vanish.test.ts shows that the ledger can fail.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ledgerFailures } from '../../bench/soak/ledger.js';
 import { runSoak } from '../../bench/soak/soak.js';
 
-test('CI soak: ~60 s of load and seeded faults; nothing lost, duplicated or stuck', { timeout: 300_000 }, async (t) => {
+test('CI soak: ~60 s of load and seeded faults; nothing lost, duplicated or stuck', async (t) => {
   const result = await runSoak({
     durationMs: 60_000,
     seed: 11,
@@ -32,24 +31,4 @@ test('CI soak: ~60 s of load and seeded faults; nothing lost, duplicated or stuc
     result.rows.filter((r) => r.outcome === 'complete').every((r) => r.backends.length === 1),
     'each answer names the engine it came from',
   );
-});
-
-test('the soak fails when a request vanishes (a fake client drops a response)', { timeout: 180_000 }, async (t) => {
-  const result = await runSoak({
-    durationMs: 15_000,
-    seed: 5,
-    engines: 2,
-    faults: 0,
-    rate: 4,
-    deadlineMs: 5_000,
-    windowMs: 5_000,
-    swallow: 1,
-  });
-  t.diagnostic(JSON.stringify(result.table));
-  assert.equal(result.table.lost, 1, 'the dropped response is counted lost at its deadline');
-  assert.ok(
-    result.failures.some((f) => /1 lost/.test(f)),
-    result.failures.join('; '),
-  );
-  assert.equal(result.table.completedWhole, result.table.sent - 1, 'every other request came back whole');
 });
