@@ -76,6 +76,24 @@ describe('vLLM start-up', () => {
     assert.deepEqual(phases(parser.push(api('Starting vLLM API server on http://0.0.0.0:8000'))), ['starting_http']);
   });
 
+  test('V0 (0.4-0.6) progress lines: weights loaded, KV blocks sized, capture announced', () => {
+    const parser = createVllmLogParser();
+    parser.push('INFO 06-21 19:23:14 api_server.py:177] vLLM API server version 0.5.0.post1');
+    const v0 = [
+      'INFO 11-05 04:09:49 model_runner.py:1025] Loading model weights took 10.0714 GB',
+      'INFO 06-21 19:23:40 distributed_gpu_executor.py:56] # GPU blocks: 20356, # CPU blocks: 6553',
+      'INFO 06-21 19:23:56 model_runner.py:889] Capturing the model for CUDA graphs. This may lead to unexpected consequences if the model is not static.',
+    ];
+    assert.deepEqual(phases(pushAll(parser, v0)), ['loading_weights', 'allocating_kv_cache', 'capturing_cuda_graphs']);
+    assert.deepEqual(
+      phases(
+        createVllmLogParser().push('INFO 10-01 12:00:00 executor_base.py:110] # cuda blocks: 5000, # CPU blocks: 2048'),
+      ),
+      ['allocating_kv_cache'],
+      'vLLM 0.6 names the device',
+    );
+  });
+
   test('record headers: dated, pre-bracket (`file.py:N]`) and 2026 undated', () => {
     assert.deepEqual(vllmMessage('INFO 09-01 10:22:14 gpu_worker.py:284] Available KV cache memory: 9.42 GiB'), {
       message: 'Available KV cache memory: 9.42 GiB',

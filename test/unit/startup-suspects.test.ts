@@ -164,6 +164,34 @@ describe('what the parsers take for a suspect', () => {
     );
   });
 
+  test('a traceback Python went on past is none: resource tracker, `Exception ignored in`', () => {
+    const tracker = [
+      'Traceback (most recent call last):',
+      '  File "/usr/lib/python3.10/multiprocessing/resource_tracker.py", line 209, in main',
+      '    cache[rtype].remove(name)',
+      "KeyError: '/psm_10b3d52e'",
+    ];
+    assert.deepEqual(suspects('vllm', tracker), []);
+    assert.deepEqual(suspects('sglang', tracker), []);
+    const ignored = [
+      'Exception ignored in: <function Communicator.__del__ at 0x7f>',
+      'Traceback (most recent call last):',
+      '  File "/v/comm.py", line 80, in __del__',
+      'RuntimeError: NCCL communicator already destroyed',
+    ];
+    assert.deepEqual(suspects('vllm', ignored), []);
+    // Without its head line the same traceback is an uncaught RuntimeError: fatal for vLLM.
+    const vllm = createLogParser('vllm', []);
+    assert.ok(
+      ignored
+        .slice(1)
+        .flatMap((line) => vllm.push(line))
+        .some((event) => event.type === 'fatal'),
+    );
+    const excused = createLogParser('vllm', []);
+    assert.ok(!ignored.flatMap((line) => excused.push(line)).some((event) => event.type === 'fatal'));
+  });
+
   test('after the ready line, or once a fatal line was reported, there are none', () => {
     assert.deepEqual(suspects('vllm', ['INFO:     Application startup complete.', 'ValueError: one bad request']), []);
     assert.deepEqual(

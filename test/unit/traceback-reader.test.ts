@@ -138,4 +138,32 @@ describe('TracebackReader', () => {
     );
     assert.match(read(fixtureLines('vllm-12865-v0-max-seq-len-valueerror.log'))[0].message, /max seq len \(131072\)/);
   });
+
+  test("handled: the resource tracker's own process (vllm#5740) and the unraisable hook; nothing else", () => {
+    const tracker = read(fixtureLines('vllm-5740-resource-tracker-keyerror.log'));
+    assert.deepEqual(
+      tracker.map((t) => `${t.type} ${t.handled}`),
+      Array(6).fill('KeyError true'),
+    );
+    const thrown = read([
+      'Exception ignored in: <function Communicator.__del__ at 0x7f>',
+      'Traceback (most recent call last):',
+      '  File "/v/comm.py", line 80, in __del__',
+      'RuntimeError: NCCL communicator already destroyed',
+      'Traceback (most recent call last):',
+      '  File "/v/api_server.py", line 9, in <module>',
+      '  File "/usr/lib/python3.10/multiprocessing/resource_tracker.py", line 74, in ensure_running',
+      'OSError: [Errno 24] Too many open files',
+      'Exception ignored in: <function X.__del__>',
+      'INFO 06-21 19:23:24 model_runner.py:1] a line between',
+      'Traceback (most recent call last):',
+      '  File "/v/b.py", line 2, in f',
+      'ValueError: the next traceback is not excused',
+    ]);
+    assert.deepEqual(
+      thrown.map((t) => `${t.type} ${t.handled}`),
+      ['RuntimeError true', 'OSError false', 'ValueError false'],
+      "the program's own call into resource_tracker.py is not the tracker process",
+    );
+  });
 });

@@ -207,6 +207,7 @@ export class SuspectTracker {
   }
 
   #fromException(thrown: TracebackException): LogEvent[] {
+    if (thrown.handled) return [];
     const laterLink = thrown.chained && thrown.tag === this.#tag;
     if (this.#fromTraceback && !laterLink) return [];
     return this.#set(thrown.text, true, thrown.tag);

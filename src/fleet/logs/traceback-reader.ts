@@ -6,7 +6,8 @@
  * was printed bare, logged by vLLM on every line, or written by one of several processes at once.
  * `TracebackReader` then follows tracebacks per process tag, chained (`The above exception was the
  * direct cause ...`, `During handling of the above exception ...`) or not, and yields each
- * exception line that ends one. Pure: no I/O, no clock.
+ * exception line that ends one, and whether Python itself went on past it (`handled`). Pure: no I/O,
+ * no clock.
  */
 import { isIndented, isTracebackHeader } from './log-line-format.js';
 
@@ -89,7 +90,18 @@ export interface TracebackException {
   tag: string;
   /** It ends a later link of a chain whose earlier link was yielded: the final cause replaces it. */
   chained: boolean;
+  /**
+   * Python printed it and went on: the unraisable hook (`Exception ignored in: ...`, a `__del__` or
+   * callback that raised), or the stdlib's resource tracker, a helper process that reports its own
+   * errors and keeps running (vLLM 0.5's `KeyError: '/psm_...'`, vllm#5468). Never a failure.
+   */
+  handled: boolean;
 }
+
+/** Python's unraisable hook: `Exception ignored in: <function ...>` (3.14: `Exception ignored while ...`). */
+const IGNORED_HEAD = /^Exception ignored (in|on|while)\b/;
+/** The resource tracker's process runs `main` of this stdlib module: its outermost frame is there. */
+const RESOURCE_TRACKER_FRAME = /multiprocessing[\\/]resource_tracker\.py", line \d+, in main\b/;
 
 /** `File "/x/y.py", line 12, in f` (or `File "uvloop/loop.pyx", line 1518, in ...`). */
 const FRAME = /^\s*File "[^"]*", line \d+/;
@@ -128,6 +140,10 @@ interface TagState {
   afterException: boolean;
   /** A chain header followed the yielded exception: the next exception line is a later link. */
   chained: boolean;
+  /** The line before was `Exception ignored in: ...`: the traceback it opens is an ignored one. */
+  ignoredNext: boolean;
+  /** This traceback is one Python went on past (`TracebackException.handled`). */
+  handled: boolean;
   lines: number;
 }
 
@@ -157,10 +173,16 @@ export class TracebackReader {
       state = this.#state(tag, state);
       // A later link only after an exception line and a chain header; else a traceback of its own.
       state.chained = state.afterException && state.chained;
+      state.handled = state.ignoredNext || (state.chained && state.handled);
+      state.ignoredNext = false;
       state.inTraceback = true;
       state.afterFrame = false;
       state.afterException = false;
       state.lines = 0;
+      return null;
+    }
+    if (state?.inTraceback !== true && message.startsWith('Exception ignored ') && IGNORED_HEAD.test(message)) {
+      this.#state(tag, state).ignoredNext = true;
       return null;
     }
     if (state === undefined) {
@@ -169,14 +191,18 @@ export class TracebackReader {
       state = this.#state(tag, state);
       state.inTraceback = true;
       state.afterFrame = !isIndented(message);
+      state.handled = RESOURCE_TRACKER_FRAME.test(message);
       state.lines = 0;
       return null;
     }
+    state.ignoredNext = false;
     if (!state.inTraceback) return this.#outside(state, message);
     if (++state.lines > TracebackReader.MAX_TRACEBACK_LINES) {
       this.#states.delete(tag);
       return null;
     }
+    // The outermost frame comes first (`most recent call last`): whose process this traceback is.
+    if (state.lines === 1 && RESOURCE_TRACKER_FRAME.test(message)) state.handled = true;
     if (message.trim().length === 0 || isIndented(message) || isTracebackHeader(message)) {
       // An indented frame's source line is indented too: only an unindented frame sets afterFrame.
       state.afterFrame = false;
@@ -196,17 +222,18 @@ export class TracebackReader {
       this.#states.delete(tag);
       return null;
     }
-    const chained = state.chained;
+    const { chained, handled } = state;
     state.inTraceback = false;
     state.afterException = true;
     state.chained = false;
-    return { ...exception, text: message, tag, chained };
+    return { ...exception, text: message, tag, chained, handled };
   }
 
   /** Outside a traceback: a frame opens one; after an exception line a chain header keeps it open. */
   #outside(state: TagState, message: string): TracebackException | null {
     if (FRAME.test(message)) {
       state.chained = state.afterException && state.chained;
+      state.handled = RESOURCE_TRACKER_FRAME.test(message) || (state.chained && state.handled);
       state.inTraceback = true;
       state.afterFrame = !isIndented(message);
       state.afterException = false;
@@ -230,7 +257,15 @@ export class TracebackReader {
       const oldest = this.#states.keys().next().value;
       if (oldest !== undefined) this.#states.delete(oldest);
     }
-    const state: TagState = { inTraceback: false, afterFrame: false, afterException: false, chained: false, lines: 0 };
+    const state: TagState = {
+      inTraceback: false,
+      afterFrame: false,
+      afterException: false,
+      chained: false,
+      ignoredNext: false,
+      handled: false,
+      lines: 0,
+    };
     this.#states.set(tag, state);
     return state;
   }

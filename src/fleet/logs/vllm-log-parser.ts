@@ -35,16 +35,17 @@ const BARS: readonly BarLabel[] = [
 
 const PHASE_LINES: ReadonlyArray<{ pattern: RegExp; phase: Phase }> = [
   {
-    pattern: /Starting to load model|Using model weights format|Loading weights took|Model loading took/,
+    pattern: /Starting to load model|Using model weights format|Loading (model )?weights took|Model loading took/,
     phase: 'loading_weights',
   },
   // The profile run that sizes the KV cache includes torch.compile, which can take minutes.
   {
     pattern:
-      /Dynamo bytecode transform time|Compiling a graph for|torch\.compile takes|Memory profiling takes|Available KV cache memory|GPU KV cache size|Maximum concurrency for/,
+      /Dynamo bytecode transform time|Compiling a graph for|torch\.compile takes|Memory profiling takes|Available KV cache memory|GPU KV cache size|Maximum concurrency for|# (GPU|cuda) blocks: \d/,
     phase: 'allocating_kv_cache',
   },
-  { pattern: /Graph capturing finished/, phase: 'capturing_cuda_graphs' },
+  // V0 (0.4-0.6) announces the capture, with no bar: `Capturing the model for CUDA graphs. This may ...`.
+  { pattern: /Graph capturing finished|Capturing the model for CUDA graphs/, phase: 'capturing_cuda_graphs' },
   {
     pattern:
       /init engine \(profile|Starting vLLM (API )?server|Available routes are|Started server process|Waiting for application startup/,
@@ -106,10 +107,11 @@ class VllmLogParser implements LogParser {
   #started = false;
   /**
    * An unlogged traceback: an exception nobody caught, which ends its process, unless uvicorn is
-   * reporting one request's failure (`Exception in ASGI application`).
+   * reporting one request's failure (`Exception in ASGI application`) or Python one it ignored
+   * (`Exception ignored in: ...`).
    */
-  #rawTraceback: 'none' | 'fatal' | 'request' = 'none';
-  #lastLineWasRequestError = false;
+  #rawTraceback: 'none' | 'fatal' | 'excused' = 'none';
+  #lastLineExcusesTraceback = false;
 
   constructor(fatalPatterns: readonly RegExp[]) {
     this.#fatalPatterns = fatalPatterns;
@@ -155,16 +157,17 @@ class VllmLogParser implements LogParser {
   #uncaughtException(message: string, isRecord: boolean): LogEvent[] | null {
     if (this.#rawTraceback === 'none') {
       if (!isRecord && message.startsWith('Traceback (most recent call last)')) {
-        this.#rawTraceback = this.#lastLineWasRequestError ? 'request' : 'fatal';
+        this.#rawTraceback = this.#lastLineExcusesTraceback ? 'excused' : 'fatal';
         return [];
       }
-      this.#lastLineWasRequestError = message.includes('Exception in ASGI application');
+      this.#lastLineExcusesTraceback =
+        message.includes('Exception in ASGI application') || message.startsWith('Exception ignored ');
       return null;
     }
     if (!isRecord && (isIndented(message) || isTracebackHeader(message))) return [];
     const context = this.#rawTraceback;
     this.#rawTraceback = 'none';
-    this.#lastLineWasRequestError = false;
+    this.#lastLineExcusesTraceback = false;
     if (context === 'fatal' && isExceptionLine(message) && message.startsWith('RuntimeError')) {
       return this.#crash.report(message);
     }
