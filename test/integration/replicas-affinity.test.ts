@@ -20,11 +20,11 @@ const SYSTEM = 'You are a travel guide who answers with three suggestions and a 
 const ROUTING = (factor: number, replicas: number) =>
   `routing:\n  policy: prefix-aware\n  load_interval: 50ms\n  replicas: ${replicas}\n  prefix:\n    balance_factor: ${factor}\nupstream:\n  warm_up: false\n`;
 
-/** 4 batch slots each: 48 prompts at once fill them, so the load bound, not only the hash, places them. */
+/** 8 batch slots each: more than the 4 conversations can ever hold at once, so a load report one interval old (finished turns still counted) cannot fill a home; 48 prompts at once still fill them. */
 async function readySims(t: Parameters<typeof createSims>[0]): Promise<SimServer[]> {
   const sims = await createSims(
     t,
-    Array.from({ length: 4 }, () => ({ engine: { maxRunningRequests: 4 } })),
+    Array.from({ length: 4 }, () => ({ engine: { maxRunningRequests: 8 } })),
   );
   for (const sim of sims) sim.start();
   await Promise.all(sims.map((sim) => sim.whenReady()));
@@ -72,13 +72,32 @@ async function alternatingConversations(urls: string[]): Promise<boolean[]> {
   return Promise.all([0, 1, 2, 3].map(conversation));
 }
 
+/** What each replica decided and retried, for a failure's message. */
+async function routingCounters(urls: string[]): Promise<string> {
+  const wanted = /^fleetgate_(prefix_decisions|retries|upstream_errors|stream_resumes)_total\{/;
+  const texts = await Promise.all(urls.map(async (url) => (await fetch(`${url}/metrics`)).text()));
+  return texts
+    .map(
+      (text, i) =>
+        `replica ${i}: ${text
+          .split('\n')
+          .filter((line) => wanted.test(line))
+          .join('; ')}`,
+    )
+    .join(' | ');
+}
+
 for (const count of [2, 3]) {
   test(`${count} replicas: conversations alternating between them stay on one backend; unique prompts spread`, async (t) => {
     const sims = await readySims(t);
     const replicas = await startReplicas(t, count, sims, ROUTING(1.25, count));
     const urls = replicas.map((r) => r.url);
     const stayed = await alternatingConversations(urls);
-    assert.deepEqual(stayed, [true, true, true, true], 'every conversation kept its backend (and its cache)');
+    assert.deepEqual(
+      stayed,
+      [true, true, true, true],
+      `every conversation kept its backend (and its cache); ${await routingCounters(urls)}`,
+    );
 
     // 48 unique prompts at once, spread over the replicas: hashing alone would leave some backend
     // over the mean by chance; the load bound keeps it within 1.3x. Each replica counts its own
@@ -92,6 +111,7 @@ for (const count of [2, 3]) {
     );
     const spread = sims.map((sim, i) => sim.counters.completed - before[i]);
     const mean = 48 / sims.length;
+    t.diagnostic(`per backend ${spread.join('/')}`);
     assert.ok(Math.max(...spread) <= 1.3 * mean, `per backend ${spread.join('/')}`);
   });
 }
