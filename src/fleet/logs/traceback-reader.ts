@@ -166,19 +166,10 @@ export class TracebackReader {
     return thrown;
   }
 
-  #push(line: LogLine, existing: TagState | undefined): TracebackException | null {
+  #push(line: LogLine, state: TagState | undefined): TracebackException | null {
     const { message, tag } = line;
-    let state = existing;
     if (message.includes('Traceback (most recent call last)')) {
-      state = this.#state(tag, state);
-      // A later link only after an exception line and a chain header; else a traceback of its own.
-      state.chained = state.afterException && state.chained;
-      state.handled = state.ignoredNext || (state.chained && state.handled);
-      state.ignoredNext = false;
-      state.inTraceback = true;
-      state.afterFrame = false;
-      state.afterException = false;
-      state.lines = 0;
+      this.#open(this.#state(tag, state), { afterFrame: false, handled: false });
       return null;
     }
     if (state?.inTraceback !== true && message.startsWith('Exception ignored ') && IGNORED_HEAD.test(message)) {
@@ -188,11 +179,7 @@ export class TracebackReader {
     if (state === undefined) {
       // A log cut inside a traceback, or one whose opener shared a line with a head: a frame opens it.
       if (!message.includes('File "') || !FRAME.test(message)) return null;
-      state = this.#state(tag, state);
-      state.inTraceback = true;
-      state.afterFrame = !isIndented(message);
-      state.handled = RESOURCE_TRACKER_FRAME.test(message);
-      state.lines = 0;
+      this.#openAtFrame(this.#state(tag, state), message);
       return null;
     }
     state.ignoredNext = false;
@@ -232,12 +219,7 @@ export class TracebackReader {
   /** Outside a traceback: a frame opens one; after an exception line a chain header keeps it open. */
   #outside(state: TagState, message: string): TracebackException | null {
     if (FRAME.test(message)) {
-      state.chained = state.afterException && state.chained;
-      state.handled = RESOURCE_TRACKER_FRAME.test(message) || (state.chained && state.handled);
-      state.inTraceback = true;
-      state.afterFrame = !isIndented(message);
-      state.afterException = false;
-      state.lines = 0;
+      this.#openAtFrame(state, message);
       return null;
     }
     if (!state.afterException) return null;
@@ -249,6 +231,22 @@ export class TracebackReader {
     state.afterException = false;
     state.chained = false;
     return null;
+  }
+
+  /** A traceback opens, by its opener line or (a cut log, a pasted one) by a frame. */
+  #open(state: TagState, first: { afterFrame: boolean; handled: boolean }): void {
+    // A later link only after an exception line and a chain header; else a traceback of its own.
+    state.chained = state.afterException && state.chained;
+    state.handled = first.handled || state.ignoredNext || (state.chained && state.handled);
+    state.ignoredNext = false;
+    state.inTraceback = true;
+    state.afterFrame = first.afterFrame;
+    state.afterException = false;
+    state.lines = 0;
+  }
+
+  #openAtFrame(state: TagState, frame: string): void {
+    this.#open(state, { afterFrame: !isIndented(frame), handled: RESOURCE_TRACKER_FRAME.test(frame) });
   }
 
   #state(tag: string, existing: TagState | undefined): TagState {
