@@ -135,7 +135,8 @@ export function mixedChecks(summaries: Summary[], rows: readonly MixedRow[]) {
   return checks;
 }
 
-const fmt = (ms: number) => (ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${ms.toFixed(0)} ms`);
+const fmt = (ms: number) =>
+  Number.isNaN(ms) ? '-' : ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${ms.toFixed(0)} ms`;
 
 /** The rows (pooled TTFT, median makespan), each run's figures, and the targets. */
 export function mixedTables(summaries: Summary[], checks: ReturnType<typeof mixedChecks>): string[] {

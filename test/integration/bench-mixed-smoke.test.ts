@@ -18,6 +18,11 @@ test("bench:mixed --quick warms each proxy, then reports each interactive reques
   const out = join(dir, 'mixed.json');
   const { code, stdout, stderr } = await runBench('bench/mixed/run.ts', [
     '--quick',
+    // The quick job can end within 2 s on a fast run: a request every 250 ms leaves some after 1 s.
+    '--interval-ms',
+    '250',
+    '--idle-requests',
+    '8',
     '--targets',
     'idle,fleetgate-classes',
     '--out',
