@@ -13,7 +13,10 @@ import { waitFor } from '../helpers/wait.js';
 test('not_enough_memory: restarted with --mem-fraction-static lowered by the remedy, then ready', async (t) => {
   const fleetgate = await startLaunch(t, {
     launch: {
-      command: simCommand('--fail 0:not_enough_memory --mem-fraction-static 0.88 --fail-if-mem-fraction-above 0.85'),
+      // The start delay keeps the failing process alive long enough to read its argv.
+      command: simCommand(
+        '--start-delay 1s --fail 0:not_enough_memory --mem-fraction-static 0.88 --fail-if-mem-fraction-above 0.85',
+      ),
       restart_backoff: '1s',
       remedies: [
         { when: 'Not enough memory|CUDA out of memory', set: { '--mem-fraction-static': { step: -0.05, min: 0.6 } } },
