@@ -20,7 +20,7 @@ const SYSTEM = 'You are a travel guide who answers with three suggestions and a 
 const ROUTING = (factor: number, replicas: number) =>
   `routing:\n  policy: prefix-aware\n  load_interval: 50ms\n  replicas: ${replicas}\n  prefix:\n    balance_factor: ${factor}\nupstream:\n  warm_up: false\n`;
 
-/** 8 batch slots each: more than the 4 conversations can ever hold at once, so a load report one interval old (finished turns still counted) cannot fill a home; 48 prompts at once still fill them. */
+/** 8 batch slots each: more than the 4 conversations can ever hold at once, so a load report one interval old (finished turns still counted) cannot fill a home; 64 prompts at once still fill them twice over. */
 async function readySims(t: Parameters<typeof createSims>[0]): Promise<SimServer[]> {
   const sims = await createSims(
     t,
@@ -45,6 +45,8 @@ async function chat(url: string, messages: object[], maxTokens = 3): Promise<Usa
   assert.equal(res.status, 200, await res.clone().text());
   return ((await res.json()) as { usage: Usage }).usage;
 }
+
+const UNIQUE = 64;
 
 /** The simulator's cache page: a turn found its conversation cached when all but the last page of the previous turn's prompt was. */
 const PAGE = 16;
@@ -99,18 +101,20 @@ for (const count of [2, 3]) {
       `every conversation kept its backend (and its cache); ${await routingCounters(urls)}`,
     );
 
-    // 48 unique prompts at once, spread over the replicas: hashing alone would leave some backend
-    // over the mean by chance; the load bound keeps it within 1.3x. Each replica counts its own
-    // dispatches since the last report N times, so N replicas do not all fill the same idle slots
-    // before the next report (with 3 replicas counting once: 7/12/12/17).
+    // 64 unique prompts at once (twice the fleet's 32 slots), spread over the replicas: hashing alone
+    // would leave some backend over the mean by chance; the load bound keeps it within 1.3x. Each
+    // replica counts its own dispatches since the last report N times, so N replicas do not all fill
+    // the same idle slots before the next report (48 prompts, 3 replicas counting once: 7/12/12/17).
+    // Past the first 32, a freed slot goes to the next waiter (work-conserving): with 48, a backend
+    // that finished its batch first once took 8 of the 16 waiting (16/12/10/10).
     const before = sims.map((sim) => sim.counters.completed);
     await Promise.all(
-      Array.from({ length: 48 }, (_, i) =>
+      Array.from({ length: UNIQUE }, (_, i) =>
         chat(urls[i % urls.length], [{ role: 'user', content: `Unique prompt ${i}: a fact about rivers.` }], 20),
       ),
     );
     const spread = sims.map((sim, i) => sim.counters.completed - before[i]);
-    const mean = 48 / sims.length;
+    const mean = UNIQUE / sims.length;
     t.diagnostic(`per backend ${spread.join('/')}`);
     assert.ok(Math.max(...spread) <= 1.3 * mean, `per backend ${spread.join('/')}`);
   });
