@@ -59,6 +59,14 @@ function verdictWord(verdict: Verdict): string {
 }
 
 /** The Markdown table: each fixture, what happened, what the grep and fleetgate say, who is right. */
+/** Whether the grep and fleetgate each called the log right (failed or not, as it really was). */
+function rightness(row: FixtureVerdicts): { grepOk: boolean; fleetgateOk: boolean } {
+  return {
+    grepOk: row.grepLines.length > 0 === row.failed,
+    fleetgateOk: (row.fleetgate.state === 'failed') === row.failed,
+  };
+}
+
 export function verdictTable(rows: readonly FixtureVerdicts[] = fixtureVerdicts()): string {
   const lines = [
     '| fixture | engine | really | grep | fleetgate | grep right | fleetgate right |',
@@ -67,17 +75,39 @@ export function verdictTable(rows: readonly FixtureVerdicts[] = fixtureVerdicts(
   let grepRight = 0;
   let fleetgateRight = 0;
   for (const row of rows) {
-    const grepSaysFailed = row.grepLines.length > 0;
-    const fleetgateSaysFailed = row.fleetgate.state === 'failed';
-    const grepOk = grepSaysFailed === row.failed;
-    const fleetgateOk = fleetgateSaysFailed === row.failed;
+    const { grepOk, fleetgateOk } = rightness(row);
     if (grepOk) grepRight++;
     if (fleetgateOk) fleetgateRight++;
-    const grep = grepSaysFailed ? `match (line ${row.grepLines.slice(0, 3).join(', ')})` : 'no match';
+    const grep = row.grepLines.length > 0 ? `match (line ${row.grepLines.slice(0, 3).join(', ')})` : 'no match';
     lines.push(
       `| [${row.fixture.file}](${row.fixture.source}) | ${row.fixture.engine} | ${row.failed ? 'failed' : 'not failed'} | ${grep} | ${verdictWord(row.fleetgate)} | ${grepOk ? 'yes' : '**no**'} | ${fleetgateOk ? 'yes' : '**no**'} |`,
     );
   }
   lines.push(`| **${rows.length} fixtures** | | | | | **${grepRight}** | **${fleetgateRight}** |`);
+  return lines.join('\n');
+}
+
+/** README's summary of the same: counts per engine, failed starts and healthy ones. */
+export function verdictSummary(rows: readonly FixtureVerdicts[] = fixtureVerdicts()): string {
+  const lines = ['| logs | count | grep right | fleetgate right |', '|---|---|---|---|'];
+  const count = (group: readonly FixtureVerdicts[]) => [
+    group.length,
+    group.filter((row) => rightness(row).grepOk).length,
+    group.filter((row) => rightness(row).fleetgateOk).length,
+  ];
+  for (const [engine, label] of [
+    ['sglang', 'SGLang'],
+    ['vllm', 'vLLM'],
+  ]) {
+    for (const failed of [true, false]) {
+      const group = rows.filter((row) => row.fixture.engine === engine && row.failed === failed);
+      lines.push(`| ${label}, ${failed ? 'failed to start' : 'healthy'} | ${count(group).join(' | ')} |`);
+    }
+  }
+  lines.push(
+    `| **all** | ${count(rows)
+      .map((n) => `**${n}**`)
+      .join(' | ')} |`,
+  );
   return lines.join('\n');
 }

@@ -2,13 +2,14 @@
  * The runbook's `grep -E "Not enough memory|RuntimeError|ValueError"` as a floor, over every real log
  * excerpt (test/fixtures/logs): where the grep matches a line before the server was ever ready,
  * fleetgate's verdict is `failed`; where it matches in the log of a healthy server, fleetgate does
- * not fail it (there the grep errs, fleetgate must not). docs/log-verdicts.md shows the table.
+ * not fail it (there the grep errs, fleetgate must not). docs/log-verdicts.md shows the table, README
+ * its summary.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { fixtureVerdicts, verdictTable } from '../helpers/log-verdict-table.js';
+import { fixtureVerdicts, verdictSummary, verdictTable } from '../helpers/log-verdict-table.js';
 
 const rows = fixtureVerdicts();
 
@@ -41,5 +42,12 @@ describe('the runbook grep is a floor', () => {
     const doc = readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'log-verdicts.md'), 'utf8');
     const table = verdictTable(rows);
     assert.ok(doc.includes(table), `docs/log-verdicts.md should contain:\n${table}`);
+  });
+
+  test("README's summary counts the fixtures as they are", () => {
+    const readme = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
+    const summary = verdictSummary(rows);
+    assert.ok(readme.includes(summary), `README.md should contain:\n${summary}`);
+    assert.ok(readme.includes(`On the ${rows.length} real logs`));
   });
 });
