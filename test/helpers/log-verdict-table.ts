@@ -58,7 +58,6 @@ function verdictWord(verdict: Verdict): string {
   return verdict.phase === null ? 'starting' : `starting (${verdict.phase})`;
 }
 
-/** The Markdown table: each fixture, what happened, what the grep and fleetgate say, who is right. */
 /** Whether the grep and fleetgate each called the log right (failed or not, as it really was). */
 function rightness(row: FixtureVerdicts): { grepOk: boolean; fleetgateOk: boolean } {
   return {
@@ -67,6 +66,7 @@ function rightness(row: FixtureVerdicts): { grepOk: boolean; fleetgateOk: boolea
   };
 }
 
+/** The Markdown table: each fixture, what happened, what the grep and fleetgate say, who is right. */
 export function verdictTable(rows: readonly FixtureVerdicts[] = fixtureVerdicts()): string {
   const lines = [
     '| fixture | engine | really | grep | fleetgate | grep right | fleetgate right |',
