@@ -12,6 +12,7 @@
  *   proxy                     the traffic path
  *   metrics                   Prometheus series and the serving view
  *   admin                     fleetgate's own endpoints and the admin API
+ *   warm-up                   the start-up warm-up: a private copy of the traffic path before an in-process engine
  *   app.ts                    the composition root: builds, starts and stops all of the above
  *   cli, logging.ts           the command line
  */
@@ -26,6 +27,7 @@ const layers = {
   proxy: ['config', 'http', 'fleet', 'routing'],
   metrics: ['config', 'fleet', 'routing', 'proxy', 'batch'],
   admin: ['config', 'http', 'batch', 'fleet', 'launch', 'routing', 'proxy', 'metrics'],
+  'warm-up': ['config'],
 };
 
 const layerRules = Object.entries(layers).map(([folder, allowed]) => ({

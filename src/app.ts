@@ -30,7 +30,6 @@ import { ProxyEventBus } from './proxy/proxy-events.js';
 import { createContextReader } from './proxy/request-context-from.js';
 import { createTraitsReader } from './proxy/request-traits-from.js';
 import { registerTrafficRoutes } from './proxy/traffic-routes.js';
-import { warmUp } from './proxy/warm-up.js';
 import { FleetDispatcher } from './routing/dispatch/fleet-dispatcher.js';
 import { UpstreamPools } from './routing/dispatch/upstream-pools.js';
 import { createCapController, createRouting } from './routing/fleet-routing.js';
@@ -39,6 +38,7 @@ import type { CapController } from './routing/load/cap-controller.js';
 import type { ModelRouter } from './routing/model-route.js';
 import type { ModelQueues } from './routing/queue/model-queues.js';
 import { promptTraits } from './routing/request-traits.js';
+import { warmUp } from './warm-up/warm-up.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -116,6 +116,8 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     drains: fleet.drains,
   });
   let closing = false;
+  const stopWarmUp = new AbortController();
+  let warming: Promise<void> = Promise.resolve();
   let phase: ServingPhase = config.upstream.warm_up ? 'warming' : 'serving';
   const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix, config.routing.replicas);
   registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
@@ -182,7 +184,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     listen: async () => {
       fleet.start();
       const address = await app.listen({ host: config.listen.host, port: config.listen.port });
-      warmUpWhenReady(address);
+      if (phase === 'warming') warming = warmUpThenServe();
       if (config.metrics_listen) await metrics.listen(config.metrics_listen);
       // Once listening: a fleetgate that cannot take its port leaves no engines behind.
       launcher?.start();
@@ -202,6 +204,8 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
 
   async function close(graceMs: number): Promise<void> {
     closing = true;
+    stopWarmUp.abort();
+    await warming;
     // Jobs first: their requests to this very listener would otherwise hold the drain.
     await batch?.stop();
     const server = app.server;
@@ -213,39 +217,19 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
   }
 
-  /** Once `min_ready` backends are first ready: the warm-up, then `/readyz` may say ready. */
-  function warmUpWhenReady(address: string): void {
-    if (phase !== 'warming') return;
-    const run = () => {
-      registry.off('transition', onTransition);
-      void warmUp({
-        selfUrl: loopbackOf(address),
-        ready: () => registry.ready,
-        preconnect: (backend, connections) => pools.preconnect(backend, connections),
-        apiKey: config.auth.api_keys[0] ?? null,
-        // With a rate limit, at most half of one window's budget.
-        maxRequests: config.rate_limit.enabled ? Math.floor(config.rate_limit.max / 2) : Number.POSITIVE_INFINITY,
-      }).then((result) => {
-        if (result.error !== null) logger.warn({ warmUp: result }, 'start-up warm-up incomplete; serving cold');
-        else logger.info({ warmUp: result }, 'start-up warm-up done');
-        metrics.warmedUp(result.ms / 1000);
-        if (phase === 'warming') phase = 'serving';
-      });
-    };
-    const onTransition = () => {
-      if (registry.ready.length >= Math.max(1, config.min_ready)) run();
-    };
-    registry.on('transition', onTransition);
-    onTransition();
+  /** The start-up warm-up on a private copy of the traffic path; then `/readyz` may say ready. */
+  async function warmUpThenServe(): Promise<void> {
+    const quiet = logger.child({}, { level: 'silent' });
+    const result = await warmUp(
+      config,
+      (copy) => createGateway(copy, { logger: quiet, now: opts.now }),
+      stopWarmUp.signal,
+    );
+    if (result.error !== null) logger.warn({ warmUp: result }, 'start-up warm-up incomplete; serving cold');
+    else logger.info({ warmUp: result }, 'start-up warm-up done');
+    metrics.warmedUp(result.ms / 1000);
+    if (phase === 'warming') phase = 'serving';
   }
-}
-
-/** The listener's URL as this host reaches it: a wildcard address through loopback. */
-function loopbackOf(address: string): string {
-  const url = new URL(address);
-  if (url.hostname === '0.0.0.0') url.hostname = '127.0.0.1';
-  else if (url.hostname === '[::]') url.hostname = '[::1]';
-  return url.origin;
 }
 
 /** Resolves once no request is in flight to a backend or waiting in the queues, or after `timeoutMs`. */

@@ -43,28 +43,6 @@ export class UpstreamPools {
     return counts;
   }
 
-  /**
-   * Opens `connections` keep-alive connections to the backend (the start-up warm-up): as many
-   * `GET /v1/models` at once, which SGLang and vLLM answer from their HTTP process alone (no GPU
-   * work, unlike SGLang's `/health`). They stay open for the pool's keep-alive timeout.
-   */
-  async preconnect(backend: Backend, connections: number): Promise<void> {
-    const pool = this.#pools.get(backend.url);
-    if (!pool) return;
-    const headers: Record<string, string> = {};
-    if (this.#upstream.api_key !== null) headers.authorization = `Bearer ${this.#upstream.api_key}`;
-    await Promise.all(
-      Array.from({ length: connections }, async () => {
-        try {
-          const res = await pool.request({ method: 'GET', path: '/v1/models', headers });
-          await res.body.dump();
-        } catch {
-          // A backend that refuses it is judged by the prober; the warm-up only loses a connection.
-        }
-      }),
-    );
-  }
-
   async close(): Promise<void> {
     await Promise.all([...this.#pools.values()].map((pool) => pool.close()));
     this.#pools.clear();
