@@ -1,7 +1,8 @@
 /**
  * As shipped, with the start-up warm-up on (its default): fleetgate sends engines only the probes and
  * the load scrape docs/operations.md lists. Each test reproduces a symptom of a warm-up that sent its
- * one-token requests through the real fleet: a skewed round-robin split, a backend ejected by
+ * one-token requests through the real fleet (a skewed round-robin split: core-contract.test.ts), a
+ * backend ejected by
  * fleetgate's own traffic, a client queued behind the warm-up, a drained or hanging backend that
  * still received requests.
  */
@@ -60,20 +61,6 @@ test('idle for 30 s as shipped (warm-up on): engines get only the documented pro
     assert.ok(byPath['/health'] <= seconds / 10 + 3, `${sim.name} /health ${byPath['/health']}`);
     assert.ok((byPath['/server_info'] ?? 0) <= 1, `${sim.name} /server_info ${byPath['/server_info']}`);
   }
-});
-
-test('round-robin as shipped: 30 sequential requests arrive 10/10/10, none of them fleetgate own', async (t) => {
-  const sims = await createSims(t, [{}, {}, {}]);
-  for (const sim of sims) sim.start();
-  await Promise.all(sims.map((sim) => sim.whenReady()));
-  const backends = sims.map((sim) => ({ url: sim.url, name: sim.name }));
-  const { url } = await startShipped(t, 'shipped', backends, { routing: { policy: 'round-robin' } });
-  await untilReadyz(url);
-  for (let i = 0; i < 30; i++) assert.equal((await chat(url, 2)).status, 200);
-  assert.deepEqual(
-    sims.map((sim) => sim.counters.requests),
-    [10, 10, 10],
-  );
 });
 
 test('a backend answering 500 during start-up is not ejected by fleetgate own traffic', async (t) => {
