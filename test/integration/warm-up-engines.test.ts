@@ -1,10 +1,9 @@
 /**
  * As shipped, with the start-up warm-up on (its default): fleetgate sends engines only the probes and
  * the load scrape docs/operations.md lists. Each test reproduces a symptom of a warm-up that sent its
- * one-token requests through the real fleet (a skewed round-robin split: core-contract.test.ts), a
- * backend ejected by
- * fleetgate's own traffic, a client queued behind the warm-up, a drained or hanging backend that
- * still received requests.
+ * one-token requests through the real fleet: a backend ejected by fleetgate's own traffic, a client
+ * queued behind the warm-up, a drained or hanging backend that still received requests (the skewed
+ * round-robin split is core-contract.test.ts's first test).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
