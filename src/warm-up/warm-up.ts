@@ -34,16 +34,17 @@ export interface WarmUpResult {
   error: string | null;
 }
 
-async function status(pool: Pool, signal: AbortSignal, path: string, apiKey: string | null, body?: string) {
+async function status(pool: Pool, path: string, apiKey: string | null, body?: string) {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (apiKey !== null) headers.authorization = `Bearer ${apiKey}`;
-  const res = await pool.request({ method: body === undefined ? 'GET' : 'POST', path, headers, body, signal });
+  const res = await pool.request({ method: body === undefined ? 'GET' : 'POST', path, headers, body });
   await res.body.dump();
   return res.statusCode;
 }
 
 async function untilReady(pool: Pool, signal: AbortSignal): Promise<void> {
-  while ((await status(pool, signal, '/readyz', null)) !== 200) {
+  while ((await status(pool, '/readyz', null)) !== 200) {
+    signal.throwIfAborted();
     await new Promise((resolve) => setTimeout(resolve, READY_POLL_MS));
   }
 }
@@ -73,10 +74,12 @@ export async function warmUp(
     gateway = await build(warmUpConfig(config, engine.url, REQUESTS * WAVES));
     const self = new Pool(await gateway.listen(), { connections: REQUESTS });
     pool = self;
+    // One listener for all requests: ending the pool fails every request it holds.
+    signal.addEventListener('abort', () => void self.destroy(), { once: true });
     await untilReady(self, signal);
     for (let wave = 0; wave < WAVES; wave++) {
       const answers = await Promise.all(
-        Array.from({ length: REQUESTS }, (_, i) => status(self, signal, '/v1/chat/completions', apiKey, streamBody(i))),
+        Array.from({ length: REQUESTS }, (_, i) => status(self, '/v1/chat/completions', apiKey, streamBody(i))),
       );
       served += answers.filter((code) => code === 200).length;
     }
