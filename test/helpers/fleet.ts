@@ -17,8 +17,9 @@ export interface RunningGateway {
 
 /**
  * Starts fleetgate with `raw` merged over a loopback listen address; closes it after the test. The
- * start-up warm-up is off unless `raw` turns it on: its one-token requests would count in the
- * backends' and fleetgate's figures a test asserts.
+ * start-up warm-up is off unless `raw` turns it on, only to save its half second of CPU per start:
+ * it sends nothing to a backend (warm-up-engines.test.ts), and the core contract runs with it on,
+ * from the shipped config (core-contract.test.ts, helpers/shipped.ts).
  */
 export async function startGateway(t: After, raw: Record<string, unknown>): Promise<RunningGateway> {
   const upstream = { warm_up: false, ...(raw.upstream as Record<string, unknown> | undefined) };
