@@ -83,15 +83,15 @@ export interface Gateway {
   drain(): Promise<void>;
 }
 
+/**
+ * Builds fleetgate, lowest layer first: the fleet, routing, the traffic path's dispatcher, metrics,
+ * then one fastify app with, in order, fleetgate's own endpoints, the Batch API and the traffic
+ * path. `listen`, `drain` and `close` (in `lifecycle`) start and stop the parts in one place.
+ */
 export async function createGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
   const { logger } = opts;
-  const fleet = new Fleet(config, {
-    now: opts.now,
-    logPollMs: opts.logPollMs,
-    resolver: opts.resolver,
-    logger,
-    hasOwnQueue: queuesOwnRequests,
-  });
+  const { now, logPollMs, resolver } = opts;
+  const fleet = new Fleet(config, { now, logPollMs, resolver, logger, hasOwnQueue: queuesOwnRequests });
   const registry = fleet.registry;
   logTransitions(logger, registry);
   const launcher =
@@ -103,9 +103,65 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const events = new ProxyEventBus();
   if (config.log.access) attachAccessLog(logger, events);
   const pools = new UpstreamPools(registry, config.upstream);
-  const dispatcher = new FleetDispatcher({
-    registry,
-    queue: routing.queue.any,
+  const dispatcher = createDispatcher(config, fleet, routing.queue, pools, events);
+  const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix, config.routing.replicas);
+  registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
+  const state = new ServingState(config.upstream.warm_up);
+
+  const app = createApp(config, logger);
+  app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
+  registerModelsRoute(app, registry, () => config);
+  const reloadConfig = opts.reloadConfig;
+  const control: ControlPlane = {
+    fleet,
+    config,
+    supervisorOf: (name) => launcher?.get(name),
+    reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
+  };
+  await registerOwnEndpoints(app, control, routing.queue, events, () => state.phase);
+  const batch = createBatchService(app, config, (id, err) => logger.error({ err, batch: id }, 'batch job failed'));
+  if (batch) metrics.observeBatches(batch.jobs);
+  registerTraffic(app, config, fleet, routing, dispatcher, events, () => state.closing);
+
+  const warmUpCopy = (copy: Config) =>
+    createGateway(copy, { logger: logger.child({}, { level: 'silent' }), now: opts.now });
+  const parts = { app, fleet, routing, dispatcher, metrics, launcher, batch, logger, state, warmUpCopy };
+  return {
+    app,
+    fleet,
+    queue: routing.queue,
+    models: routing.models,
+    caps,
+    events,
+    metrics,
+    launcher,
+    batch,
+    config,
+    reload: control.reload,
+    ...lifecycle(config, parts),
+  };
+}
+
+/** What `/readyz` reports of the process itself, and whether the traffic path still takes requests. */
+class ServingState {
+  phase: ServingPhase;
+  closing = false;
+
+  constructor(warmUp: boolean) {
+    this.phase = warmUp ? 'warming' : 'serving';
+  }
+}
+
+function createDispatcher(
+  config: Config,
+  fleet: Fleet,
+  queue: ModelQueues,
+  pools: UpstreamPools,
+  events: ProxyEventBus,
+): FleetDispatcher {
+  return new FleetDispatcher({
+    registry: fleet.registry,
+    queue: queue.any,
     pools,
     retries: config.routing.retries,
     observer: {
@@ -115,13 +171,10 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     watchdog: fleet.watchdog,
     drains: fleet.drains,
   });
-  let closing = false;
-  const stopWarmUp = new AbortController();
-  let warming: Promise<void> = Promise.resolve();
-  let phase: ServingPhase = config.upstream.warm_up ? 'warming' : 'serving';
-  const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix, config.routing.replicas);
-  registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
+}
 
+/** One fastify app on fleetgate's HTTP server, with the server-level refusals and error answers. */
+function createApp(config: Config, logger: Logger): FastifyInstance {
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     // fleetgate writes its own access log (one line per proxied request, with backend and retries).
@@ -136,21 +189,33 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   refuseConnect(app.server);
   refuseAbsoluteForm(app);
   registerOwnErrorHandler(app, config.limits.body_size);
-  app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
-  registerModelsRoute(app, registry, () => config);
-  const reloadConfig = opts.reloadConfig;
-  const control: ControlPlane = {
-    fleet,
-    config,
-    supervisorOf: (name) => launcher?.get(name),
-    reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
-  };
-  const stats = new ServingStats({ registry, events, waiting: () => routing.queue.waiting });
+  return app;
+}
+
+/** Probes, `/fleet` status, events and page, and the admin API, with the serving view they show. */
+async function registerOwnEndpoints(
+  app: FastifyInstance,
+  control: ControlPlane,
+  queue: ModelQueues,
+  events: ProxyEventBus,
+  phase: () => ServingPhase,
+): Promise<void> {
+  const stats = new ServingStats({ registry: control.fleet.registry, events, waiting: () => queue.waiting });
   app.addHook('onReady', async () => stats.start());
   app.addHook('onClose', async () => stats.stop());
-  await registerAdminRoutes(app, control, { stats, queue: routing.queue }, () => phase);
-  const batch = createBatchService(app, config, (id, err) => logger.error({ err, batch: id }, 'batch job failed'));
-  if (batch) metrics.observeBatches(batch.jobs);
+  await registerAdminRoutes(app, control, { stats, queue }, phase);
+}
+
+/** The traffic path on every path not registered before it. */
+function registerTraffic(
+  app: FastifyInstance,
+  config: Config,
+  fleet: Fleet,
+  routing: ReturnType<typeof createRouting>,
+  dispatcher: FleetDispatcher,
+  events: ProxyEventBus,
+  closing: () => boolean,
+): void {
   const prefix = config.routing.prefix;
   const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
   registerTrafficRoutes(app, {
@@ -164,49 +229,47 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       watchStreams: () => fleet.watchdog.enabled,
     }),
     events,
-    closing: () => closing,
+    closing,
     retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
     stampPriority: createPriorityStamp(config.queue.classes),
   });
+}
 
-  return {
-    app,
-    fleet,
-    queue: routing.queue,
-    models: routing.models,
-    caps,
-    events,
-    metrics,
-    launcher,
-    batch,
-    config,
-    reload: control.reload,
-    listen: async () => {
-      fleet.start();
-      const address = await app.listen({ host: config.listen.host, port: config.listen.port });
-      if (phase === 'warming') warming = warmUpThenServe();
-      if (config.metrics_listen) await metrics.listen(config.metrics_listen);
-      // Once listening: a fleetgate that cannot take its port leaves no engines behind.
-      launcher?.start();
-      batch?.start((app.server.address() as { port: number }).port);
-      return address;
-    },
-    close: () => close(config.shutdown.grace),
-    drain: async () => {
-      const deadline = performance.now() + config.shutdown.grace;
-      phase = 'draining';
-      metrics.draining();
-      await batch?.stop();
-      await untilIdle(registry, routing.queue, config.shutdown.grace);
-      await close(Math.max(0, deadline - performance.now()));
-    },
-  };
+interface Parts {
+  app: FastifyInstance;
+  fleet: Fleet;
+  routing: ReturnType<typeof createRouting>;
+  dispatcher: FleetDispatcher;
+  metrics: GatewayMetrics;
+  launcher: Launcher | null;
+  batch: BatchService | null;
+  logger: Logger;
+  state: ServingState;
+  warmUpCopy: (config: Config) => Promise<Gateway>;
+}
+
+/**
+ * The order of start and stop. Start: probes, the listener, the warm-up, the metrics listener, the
+ * engines (only once the port is taken), the batch jobs. Stop: the warm-up, the batch jobs (their
+ * requests to this listener would hold the drain), the queues, the listener, then the rest at once.
+ */
+function lifecycle(config: Config, parts: Parts): Pick<Gateway, 'listen' | 'close' | 'drain'> {
+  const { app, fleet, routing, dispatcher, metrics, launcher, batch, logger, state } = parts;
+  const stopWarmUp = new AbortController();
+  let warming: Promise<void> = Promise.resolve();
+
+  async function warmUpThenServe(): Promise<void> {
+    const result = await warmUp(config, parts.warmUpCopy, stopWarmUp.signal);
+    if (result.error !== null) logger.warn({ warmUp: result }, 'start-up warm-up incomplete; serving cold');
+    else logger.info({ warmUp: result }, 'start-up warm-up done');
+    metrics.warmedUp(result.ms / 1000);
+    if (state.phase === 'warming') state.phase = 'serving';
+  }
 
   async function close(graceMs: number): Promise<void> {
-    closing = true;
+    state.closing = true;
     stopWarmUp.abort();
     await warming;
-    // Jobs first: their requests to this very listener would otherwise hold the drain.
     await batch?.stop();
     const server = app.server;
     const force = setTimeout(() => server.closeAllConnections(), graceMs);
@@ -217,19 +280,26 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
   }
 
-  /** The start-up warm-up on a private copy of the traffic path; then `/readyz` may say ready. */
-  async function warmUpThenServe(): Promise<void> {
-    const quiet = logger.child({}, { level: 'silent' });
-    const result = await warmUp(
-      config,
-      (copy) => createGateway(copy, { logger: quiet, now: opts.now }),
-      stopWarmUp.signal,
-    );
-    if (result.error !== null) logger.warn({ warmUp: result }, 'start-up warm-up incomplete; serving cold');
-    else logger.info({ warmUp: result }, 'start-up warm-up done');
-    metrics.warmedUp(result.ms / 1000);
-    if (phase === 'warming') phase = 'serving';
-  }
+  return {
+    listen: async () => {
+      fleet.start();
+      const address = await app.listen({ host: config.listen.host, port: config.listen.port });
+      if (state.phase === 'warming') warming = warmUpThenServe();
+      if (config.metrics_listen) await metrics.listen(config.metrics_listen);
+      launcher?.start();
+      batch?.start((app.server.address() as { port: number }).port);
+      return address;
+    },
+    close: () => close(config.shutdown.grace),
+    drain: async () => {
+      const deadline = performance.now() + config.shutdown.grace;
+      state.phase = 'draining';
+      metrics.draining();
+      await batch?.stop();
+      await untilIdle(fleet.registry, routing.queue, config.shutdown.grace);
+      await close(Math.max(0, deadline - performance.now()));
+    },
+  };
 }
 
 /** Resolves once no request is in flight to a backend or waiting in the queues, or after `timeoutMs`. */
