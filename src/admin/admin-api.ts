@@ -50,27 +50,61 @@ type Named = FastifyRequest<{ Params: { name: string } }>;
 type Drained = FastifyRequest<{ Params: { name: string }; Querystring: unknown; Body: unknown }>;
 
 export async function registerAdminApi(app: FastifyInstance, control: ControlPlane): Promise<void> {
-  const { fleet } = control;
-  const registry = fleet.registry;
-  const onRequest = requireAdmin(() => control.config.admin.token);
+  const admin = new AdminCalls(control);
+  registerAddBackend(app, admin);
+  registerRemoveBackend(app, admin);
+  registerDrain(app, admin);
+  registerResumeAndRestart(app, admin);
+  registerReload(app, admin);
+  // `/fleet/...` is fleetgate's own namespace: an unknown path or method there is never proxied.
+  app.all('/fleet/*', async (request, reply) =>
+    sendError(reply, 404, `${request.method} ${request.url.split('?')[0]} is not a fleetgate endpoint`),
+  );
+}
 
-  const audit = (request: FastifyRequest, action: string, details: Record<string, unknown>) => {
+/** What every admin call shares: the rights check, the audit line, the backend it names. */
+class AdminCalls {
+  readonly control: ControlPlane;
+  readonly onRequest: ReturnType<typeof requireAdmin>;
+
+  constructor(control: ControlPlane) {
+    this.control = control;
+    this.onRequest = requireAdmin(() => control.config.admin.token);
+  }
+
+  get fleet() {
+    return this.control.fleet;
+  }
+
+  audit(request: FastifyRequest, action: string, details: Record<string, unknown>): void {
     request.log.info({ admin: { from: peerAddress(request), action, ...details } }, `admin: ${action}`);
-  };
+  }
 
-  const find = (request: Named, reply: FastifyReply): Backend | null => {
-    const backend = registry.get(request.params.name);
+  /** The backend the path names; else a 404 is sent and null returned. */
+  find(request: Named, reply: FastifyReply): Backend | null {
+    const backend = this.fleet.registry.get(request.params.name);
     if (backend === undefined) {
       void sendError(reply, 404, `no backend named "${request.params.name}"`);
       return null;
     }
     return backend;
-  };
+  }
 
+  /** The call's own deadline for a backend now draining; the answer's `drain_deadline`. */
+  applyDeadline(backend: Backend, ms: number | null): string | null {
+    if (this.fleet.registry.get(backend.name) !== backend) return null;
+    if (ms !== null) this.fleet.drains.set(backend, ms);
+    const set = this.fleet.drains.deadlineOf(backend);
+    return set === null || set === 0 ? null : formatDuration(set);
+  }
+}
+
+function registerAddBackend(app: FastifyInstance, admin: AdminCalls): void {
+  const { fleet, onRequest } = admin;
   app.post('/fleet/backends', { schema: addBackendSchema, onRequest }, async (request, reply) => {
     let config: ReturnType<typeof validateBackend>;
     try {
-      config = validateBackend(request.body, control.config.kind, 'body');
+      config = validateBackend(request.body, admin.control.config.kind, 'body');
     } catch (error) {
       if (error instanceof ConfigError) return sendError(reply, 400, error.message);
       throw error;
@@ -78,25 +112,16 @@ export async function registerAdminApi(app: FastifyInstance, control: ControlPla
     const conflict = fleet.configured.conflict(config);
     if (conflict !== null) return sendError(reply, 409, conflict);
     const backend = fleet.add(config);
-    audit(request, `add backend ${config.name}`, {
-      backend: config.name,
-      url: config.url,
-      kind: config.kind,
-      log: config.log,
-    });
+    const { name, url, kind, log } = config;
+    admin.audit(request, `add backend ${name}`, { backend: name, url, kind, log });
     return reply.code(201).send(backendStatus(backend));
   });
+}
 
-  /** The call's own deadline for a backend now draining; the answer's `drain_deadline`. */
-  const applyDeadline = (backend: Backend, ms: number | null) => {
-    if (registry.get(backend.name) !== backend) return null;
-    if (ms !== null) fleet.drains.set(backend, ms);
-    const set = fleet.drains.deadlineOf(backend);
-    return set === null || set === 0 ? null : formatDuration(set);
-  };
-
+function registerRemoveBackend(app: FastifyInstance, admin: AdminCalls): void {
+  const { fleet, onRequest } = admin;
   app.delete('/fleet/backends/:name', { schema: nameParams, onRequest }, async (request: Drained, reply) => {
-    const backend = find(request, reply);
+    const backend = admin.find(request, reply);
     if (backend === null) return reply;
     if (!backend.removing && !fleet.configured.owns(backend.name)) {
       const message = `backend "${backend.name}" was discovered by DNS: remove its record, or drain it`;
@@ -105,61 +130,68 @@ export async function registerAdminApi(app: FastifyInstance, control: ControlPla
     const deadline = deadlineParam(request.query, request.body);
     if (!deadline.ok) return sendError(reply, 400, deadline.message);
     fleet.configured.remove(backend.name);
-    const drainDeadline = applyDeadline(backend, deadline.ms);
-    audit(request, `remove backend ${backend.name}`, {
+    const drainDeadline = admin.applyDeadline(backend, deadline.ms);
+    admin.audit(request, `remove backend ${backend.name}`, {
       backend: backend.name,
       inflight: backend.inflight,
       drain_deadline: drainDeadline,
     });
     return reply.code(202).send({
       ...backendStatus(backend),
-      removed: registry.get(backend.name) !== backend,
+      removed: fleet.registry.get(backend.name) !== backend,
       drain_deadline: drainDeadline,
     });
   });
+}
 
-  app.post('/fleet/backends/:name/drain', { schema: nameParams, onRequest }, async (request: Drained, reply) => {
-    const backend = find(request, reply);
-    if (backend === null) return reply;
-    const deadline = deadlineParam(request.query, request.body);
-    if (!deadline.ok) return sendError(reply, 400, deadline.message);
-    registry.apply(backend, { type: 'drain' });
-    const drainDeadline = applyDeadline(backend, deadline.ms);
-    audit(request, `drain backend ${backend.name}`, {
-      backend: backend.name,
-      inflight: backend.inflight,
-      drain_deadline: drainDeadline,
-    });
-    return { ...backendStatus(backend), drain_deadline: drainDeadline };
-  });
+function registerDrain(app: FastifyInstance, admin: AdminCalls): void {
+  app.post(
+    '/fleet/backends/:name/drain',
+    { schema: nameParams, onRequest: admin.onRequest },
+    async (request: Drained, reply) => {
+      const backend = admin.find(request, reply);
+      if (backend === null) return reply;
+      const deadline = deadlineParam(request.query, request.body);
+      if (!deadline.ok) return sendError(reply, 400, deadline.message);
+      admin.fleet.registry.apply(backend, { type: 'drain' });
+      const drainDeadline = admin.applyDeadline(backend, deadline.ms);
+      admin.audit(request, `drain backend ${backend.name}`, {
+        backend: backend.name,
+        inflight: backend.inflight,
+        drain_deadline: drainDeadline,
+      });
+      return { ...backendStatus(backend), drain_deadline: drainDeadline };
+    },
+  );
+}
 
+function registerResumeAndRestart(app: FastifyInstance, admin: AdminCalls): void {
+  const { onRequest } = admin;
   app.post('/fleet/backends/:name/resume', { schema: nameParams, onRequest }, async (request: Named, reply) => {
-    const backend = find(request, reply);
+    const backend = admin.find(request, reply);
     if (backend === null) return reply;
     if (backend.removing) return sendError(reply, 409, `backend "${backend.name}" is being removed`);
-    registry.apply(backend, { type: 'resume' });
-    audit(request, `resume backend ${backend.name}`, { backend: backend.name });
+    admin.fleet.registry.apply(backend, { type: 'resume' });
+    admin.audit(request, `resume backend ${backend.name}`, { backend: backend.name });
     return backendStatus(backend);
   });
 
   app.post('/fleet/backends/:name/restart', { schema: nameParams, onRequest }, async (request: Named, reply) => {
-    const backend = find(request, reply);
+    const backend = admin.find(request, reply);
     if (backend === null) return reply;
-    const supervisor = control.supervisorOf(backend.name);
+    const supervisor = admin.control.supervisorOf(backend.name);
     if (supervisor === undefined) {
       const message = `backend "${backend.name}" was not started by fleetgate launch: restart it where it runs`;
       return sendError(reply, 409, message);
     }
     supervisor.restart();
-    audit(request, `restart backend ${backend.name}`, { backend: backend.name, inflight: backend.inflight });
+    admin.audit(request, `restart backend ${backend.name}`, { backend: backend.name, inflight: backend.inflight });
     return backendStatus(backend);
   });
+}
 
-  // `/fleet/...` is fleetgate's own namespace: an unknown path or method there is never proxied.
-  app.all('/fleet/*', async (request, reply) =>
-    sendError(reply, 404, `${request.method} ${request.url.split('?')[0]} is not a fleetgate endpoint`),
-  );
-
+function registerReload(app: FastifyInstance, admin: AdminCalls): void {
+  const { control, onRequest } = admin;
   app.post('/fleet/reload', { onRequest }, async (request, reply) => {
     if (control.reload === null) {
       return sendError(reply, 501, 'reload is not available: fleetgate was not started from a config');
@@ -172,7 +204,7 @@ export async function registerAdminApi(app: FastifyInstance, control: ControlPla
       );
       return sendError(reply, outcome.status, outcome.message);
     }
-    audit(request, 'reload', { ...outcome.result });
+    admin.audit(request, 'reload', { ...outcome.result });
     return outcome.result;
   });
 }

@@ -141,39 +141,43 @@ export function parseFailure(text: string, servers: number): [number, SimFailure
   }
 }
 
+const SIM_FLAGS = {
+  ports: { type: 'string' },
+  port: { type: 'string', multiple: true },
+  host: { type: 'string' },
+  'log-dir': { type: 'string' },
+  model: { type: 'string' },
+  kind: { type: 'string' },
+  version: { type: 'string' },
+  speed: { type: 'string' },
+  stagger: { type: 'string' },
+  fail: { type: 'string', multiple: true },
+  'restart-after': { type: 'string' },
+  'token-ms': { type: 'string' },
+  'max-running': { type: 'string' },
+  'max-total-tokens': { type: 'string' },
+  'batch-penalty': { type: 'string' },
+  'max-tokens': { type: 'string' },
+  'api-key': { type: 'string' },
+  'no-metrics': { type: 'boolean' },
+  'enable-priority-scheduling': { type: 'boolean' },
+  'priority-scheduling-preemption-threshold': { type: 'string' },
+  quiet: { type: 'boolean' },
+  name: { type: 'string' },
+  'log-stdout': { type: 'boolean' },
+  'exit-on-failure': { type: 'boolean' },
+  'mem-fraction-static': { type: 'string' },
+  'fail-if-mem-fraction-above': { type: 'string' },
+  'fail-only-on': { type: 'string' },
+  'fault-file': { type: 'string' },
+  'slow-on': { type: 'string' },
+  'start-delay': { type: 'string' },
+} as const;
+
+type SimFlags = ReturnType<typeof readFlags<typeof SIM_FLAGS>>['values'];
+
 export function parseSimArgs(argv: string[]) {
-  const { values } = readFlags(argv, {
-    ports: { type: 'string' },
-    port: { type: 'string', multiple: true },
-    host: { type: 'string' },
-    'log-dir': { type: 'string' },
-    model: { type: 'string' },
-    kind: { type: 'string' },
-    version: { type: 'string' },
-    speed: { type: 'string' },
-    stagger: { type: 'string' },
-    fail: { type: 'string', multiple: true },
-    'restart-after': { type: 'string' },
-    'token-ms': { type: 'string' },
-    'max-running': { type: 'string' },
-    'max-total-tokens': { type: 'string' },
-    'batch-penalty': { type: 'string' },
-    'max-tokens': { type: 'string' },
-    'api-key': { type: 'string' },
-    'no-metrics': { type: 'boolean' },
-    'enable-priority-scheduling': { type: 'boolean' },
-    'priority-scheduling-preemption-threshold': { type: 'string' },
-    quiet: { type: 'boolean' },
-    name: { type: 'string' },
-    'log-stdout': { type: 'boolean' },
-    'exit-on-failure': { type: 'boolean' },
-    'mem-fraction-static': { type: 'string' },
-    'fail-if-mem-fraction-above': { type: 'string' },
-    'fail-only-on': { type: 'string' },
-    'fault-file': { type: 'string' },
-    'slow-on': { type: 'string' },
-    'start-delay': { type: 'string' },
-  });
+  const { values } = readFlags(argv, SIM_FLAGS);
   if (values.help) return null;
   const ports = [
     ...(values.ports ? parsePorts(values.ports) : []),
@@ -187,7 +191,6 @@ export function parseSimArgs(argv: string[]) {
   if (version !== 'new' && version !== 'old') throw new UsageError(`--version: '${version}' must be new or old`);
   const speed = (values.speed ?? 'demo') as SimSpeed;
   if (!SIM_SPEEDS.includes(speed)) throw new UsageError(`--speed: '${speed}' must be one of ${SIM_SPEEDS.join(', ')}`);
-  const failures = new Map((values.fail ?? []).map((f) => parseFailure(f, ports.length)));
   const single = (flag: string) => {
     if (ports.length !== 1) throw new UsageError(`${flag} needs exactly one port`);
   };
@@ -195,21 +198,57 @@ export function parseSimArgs(argv: string[]) {
   if (values['log-stdout']) single('--log-stdout');
   if (values['log-stdout'] && values['log-dir'] !== undefined)
     throw new UsageError('--log-stdout and --log-dir exclude each other');
+  const faultFile = values['fault-file'] ?? null;
+  const startDelay =
+    values['start-delay'] === undefined ? 0 : parseDurationFlag(values['start-delay'], '--start-delay');
+  const fleet = fleetOptions({
+    ports,
+    host: values.host,
+    model: values.model,
+    kind,
+    version,
+    speed,
+    logDir: values['log-dir'] ?? null,
+    staggerMs: values.stagger === undefined ? 0 : parseDurationFlag(values.stagger, '--stagger'),
+    failures: failuresOf(values, ports.length),
+    engine: engineOf(values),
+    restartAfterMs:
+      values['restart-after'] === undefined ? null : parseDurationFlag(values['restart-after'], '--restart-after'),
+    enableMetrics: !values['no-metrics'],
+    apiKey: values['api-key'] ?? null,
+  });
+  const options = fleet.map((o) => ({
+    ...o,
+    name: values.name ?? o.name,
+    timing: { ...o.timing, startDelayMs: (o.timing?.startDelayMs ?? 0) + startDelay },
+    logFile: values['log-stdout'] ? STDOUT_LOG : o.logFile,
+  }));
+  // Under --log-stdout, stdout is the server's log: our own lines would only clutter it.
+  const quiet = values.quiet === true || values['log-stdout'] === true;
+  return { options, quiet, exitOnFailure: values['exit-on-failure'] === true, faultFile };
+}
+
+/** The scripted start-up failures by server index: `--fail`, unless the memory or name conditions lift them. */
+function failuresOf(values: SimFlags, count: number): Map<number, SimFailure> {
+  const failures = new Map((values.fail ?? []).map((f) => parseFailure(f, count)));
   const fraction = number(values['mem-fraction-static'], '--mem-fraction-static', 0);
   const failAbove = number(values['fail-if-mem-fraction-above'], '--fail-if-mem-fraction-above', 0);
   if (failAbove !== undefined && fraction === undefined)
     throw new UsageError('--fail-if-mem-fraction-above needs --mem-fraction-static');
   if (failAbove !== undefined && (fraction as number) <= failAbove) failures.clear();
   const failOn = values['fail-only-on'];
-  if (failOn !== undefined && (ports.length !== 1 || values.name === undefined))
+  if (failOn !== undefined && (count !== 1 || values.name === undefined))
     throw new UsageError('--fail-only-on needs one port and --name');
   if (failOn !== undefined && failOn !== values.name) failures.clear();
   const faultFile = values['fault-file'] ?? null;
-  if (faultFile !== null && ports.length !== 1) throw new UsageError('--fault-file needs one port');
+  if (faultFile !== null && count !== 1) throw new UsageError('--fault-file needs one port');
   const startFault = faultFile === null ? null : startupFault(faultFile);
   if (startFault !== null) failures.set(0, startFault);
-  const startDelay =
-    values['start-delay'] === undefined ? 0 : parseDurationFlag(values['start-delay'], '--start-delay');
+  return failures;
+}
+
+/** The engine's options from their flags; `--slow-on NAME:FACTOR` applies to the server so named. */
+function engineOf(values: SimFlags): Partial<SimEngineOptions> {
   const engine: Partial<SimEngineOptions> = {};
   const set = (key: Exclude<keyof SimEngineOptions, 'priorityScheduling'>, flag: string, min: number) => {
     const value = number(values[flag as keyof typeof values] as string | undefined, `--${flag}`, min);
@@ -229,31 +268,7 @@ export function parseSimArgs(argv: string[]) {
     if (!name || slowdown === undefined) throw new UsageError('--slow-on needs NAME:FACTOR, e.g. gpu5:3');
     if (name === values.name) engine.slowdown = slowdown;
   }
-  const fleet = fleetOptions({
-    ports,
-    host: values.host,
-    model: values.model,
-    kind,
-    version,
-    speed,
-    logDir: values['log-dir'] ?? null,
-    staggerMs: values.stagger === undefined ? 0 : parseDurationFlag(values.stagger, '--stagger'),
-    failures,
-    engine,
-    restartAfterMs:
-      values['restart-after'] === undefined ? null : parseDurationFlag(values['restart-after'], '--restart-after'),
-    enableMetrics: !values['no-metrics'],
-    apiKey: values['api-key'] ?? null,
-  });
-  const options = fleet.map((o) => ({
-    ...o,
-    name: values.name ?? o.name,
-    timing: { ...o.timing, startDelayMs: (o.timing?.startDelayMs ?? 0) + startDelay },
-    logFile: values['log-stdout'] ? STDOUT_LOG : o.logFile,
-  }));
-  // Under --log-stdout, stdout is the server's log: our own lines would only clutter it.
-  const quiet = values.quiet === true || values['log-stdout'] === true;
-  return { options, quiet, exitOnFailure: values['exit-on-failure'] === true, faultFile };
+  return engine;
 }
 
 export async function run(argv: string[]): Promise<number> {
