@@ -161,7 +161,9 @@ export class BackendSeries {
 
   #transitionCounter(from: BackendState, to: BackendState): Counter.Internal {
     const backend = this.backend.name;
-    return boundOnce(this.#transitions, `${from}>${to}`, () => this.#families.transitions.labels({ backend, from, to }));
+    return boundOnce(this.#transitions, `${from}>${to}`, () =>
+      this.#families.transitions.labels({ backend, from, to }),
+    );
   }
 
   #resumeCounter(reason: string): Counter.Internal {
