@@ -303,8 +303,9 @@ export class StreamJournal {
   }
 
   /**
-   * The first attempt's common event, read without JSON.parse (about 10x cheaper, and it is every
-   * token of every stream): one choice (index 0) whose delta holds only text, nothing of what a
+   * The first attempt's common event, read without JSON.parse (it is every token of every stream;
+   * what the journal costs per chunk: docs/benchmarks.md, "Stream resume and the single body parse
+   * against the floor"): one choice (index 0) whose delta holds only text, nothing of what a
    * continuation must know about (finish, usage, tool calls, reasoning, logprobs, an error). Inside
    * a JSON string a quote is escaped, so none of these byte patterns can come from generated text.
    * False: not such an event, left to the full parse.
@@ -409,6 +410,6 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 /**
  * What the fast path leaves to the full parse: an error, tool calls, reasoning, logprobs, a finish,
- * usage, or a multi-line event. One regex pass: about 5x cheaper than nine `includes`.
+ * usage, or a multi-line event, in one regex pass rather than one `includes` each.
  */
 const UNUSUAL = /"(?:error"|tool_calls":\[|reasoning_content":"|logprobs":[{[]|finish_reason":"|usage":\{)|\n/;
