@@ -17,15 +17,9 @@ import type { Dispatcher } from 'undici';
 import type { UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { attachContext, RequestContext } from '../routing/request-context.js';
-import {
-  bodyRefusal,
-  continuationBody,
-  type ResumeApi,
-  type ResumeRefusal,
-  remainingBudget,
-  StreamJournal,
-} from './continuation.js';
+import { bodyRefusal, continuationBody, type ResumeApi, type ResumeRefusal, remainingBudget } from './continuation.js';
 import type { ProxyEventBus } from './proxy-events.js';
+import { StreamJournal } from './stream-journal.js';
 
 /**
  * The `reason`s of `fleetgate_stream_resumes_total` exported at 0 for every backend from its start

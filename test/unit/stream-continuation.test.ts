@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bodyRefusal, continuationBody, remainingBudget, StreamJournal } from '../../src/proxy/continuation.js';
+import { bodyRefusal, continuationBody, remainingBudget } from '../../src/proxy/continuation.js';
+import { StreamJournal } from '../../src/proxy/stream-journal.js';
 import { continuedFrom, outputText, outputTextFrom } from '../../src/sim/text-gen.js';
 import { readStream } from '../helpers/stream-check.js';
 
@@ -126,4 +127,19 @@ test('sim continuedFrom: an answer given back is found whole, whatever precedes 
     assert.deepEqual(continuedFrom(`Question?${outputText(k)}`), { before: 'Question?', tokens: k });
   }
   assert.equal(continuedFrom('nothing of the answer').tokens, 0);
+});
+
+test("journal: its state is read-only from outside, and a continuation's error event resets with the attempt", () => {
+  const journal = new StreamJournal('chat');
+  journal.feed(Buffer.from(chunks('a', 0, 1, { role: true })));
+  journal.feed(Buffer.from('data: {"error":{"message":"boom"}}\n\n'));
+  for (const key of ['done', 'finished', 'errorEvent', 'text', 'tokens', 'refusal']) {
+    assert.equal(Reflect.set(journal, key, null), false, `${key} cannot be written`);
+  }
+  assert.ok(journal.errorEvent !== null);
+  journal.beginAttempt(': resumed\n\n');
+  assert.equal(journal.errorEvent, null);
+  assert.equal(journal.finished, false);
+  journal.feed(Buffer.from(chunks('b', 1, 1, { finish: true })));
+  assert.equal(journal.finished, true);
 });
