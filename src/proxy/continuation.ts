@@ -4,6 +4,8 @@
  * the I/O is stream-resume.ts's.
  */
 
+import { generationApiOf, messageText } from '../routing/openai-request.js';
+
 export type ResumeApi = 'chat' | 'completion';
 
 /** Every `reason` of `fleetgate_stream_resume_failures_total`, so each series exists from the start. */
@@ -49,12 +51,10 @@ export type ResumeRefusal =
 /** A request body, parsed. */
 export type Body = Record<string, unknown>;
 
+/** The API of a request that may be resumed (OpenAI chat or completions); null for any other path. */
 export function apiOf(path: string): ResumeApi | null {
-  const q = path.indexOf('?');
-  const bare = q < 0 ? path : path.slice(0, q);
-  if (bare === '/v1/chat/completions') return 'chat';
-  if (bare === '/v1/completions') return 'completion';
-  return null;
+  const api = generationApiOf(path);
+  return api === 'generate' ? null : api;
 }
 
 const CONSTRAINED = ['json_schema', 'regex', 'ebnf', 'structural_tag'];
@@ -77,10 +77,24 @@ export function bodyRefusal(api: ResumeApi, body: unknown): ResumeRefusal | null
   if (typeof body.suffix === 'string' && body.suffix !== '') return 'suffix';
   if (body.logprobs === true || typeof body.logprobs === 'number') return 'logprobs';
   if (typeof body.top_logprobs === 'number' && body.top_logprobs > 0) return 'logprobs';
-  if (api === 'chat') return Array.isArray(body.messages) && body.messages.length > 0 ? null : 'unbuildable';
+  if (api === 'chat') {
+    if (!Array.isArray(body.messages) || body.messages.length === 0) return 'unbuildable';
+    return prefillHasNonText(body) ? 'unbuildable' : null;
+  }
   const prompt = body.prompt;
   if (typeof prompt === 'string') return null;
   return Array.isArray(prompt) && prompt.length === 1 && typeof prompt[0] === 'string' ? null : 'unbuildable';
+}
+
+/**
+ * The client prefilled the answer (`continue_final_message`) with a content part that is not text (an
+ * image, a refusal): the continuation's text cannot be appended to it.
+ */
+function prefillHasNonText(body: Body): boolean {
+  if (body.continue_final_message !== true) return false;
+  const last = (body.messages as unknown[])[(body.messages as unknown[]).length - 1];
+  if (!isObject(last) || last.role !== 'assistant' || !Array.isArray(last.content)) return false;
+  return last.content.some((part) => !isObject(part) || typeof part.text !== 'string');
 }
 
 const BUDGET_KEYS = ['max_tokens', 'max_completion_tokens'] as const;
@@ -93,14 +107,6 @@ export function remainingBudget(body: Body, generated: number): number | null {
     if (typeof value === 'number') least = Math.min(least ?? value, value - generated);
   }
   return least;
-}
-
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content)) {
-    return content.map((part) => (isObject(part) && typeof part.text === 'string' ? part.text : '')).join('');
-  }
-  return '';
 }
 
 /**
@@ -125,7 +131,7 @@ export function continuationBody(api: ResumeApi, original: Body, text: string, g
   const last = messages[messages.length - 1];
   if (original.continue_final_message === true && isObject(last) && last.role === 'assistant') {
     // The client itself prefilled the answer: the text continues that message.
-    messages[messages.length - 1] = { ...last, content: textOf(last.content) + text };
+    messages[messages.length - 1] = { ...last, content: messageText(last.content) + text };
   } else {
     messages.push({ role: 'assistant', content: text });
   }

@@ -54,6 +54,30 @@ test('continuationBody: chat continues a final assistant message, completions ex
   };
   const again = continuationBody('chat', prefilled, ' Paris', 1);
   assert.deepEqual((again.messages as unknown[]).at(-1), { role: 'assistant', content: 'Sure: Paris' });
+  // A prefill in text parts is continued as one text; one with a part that is not text is never resumed.
+  const parts = [
+    { type: 'text', text: 'Sure' },
+    { type: 'text', text: ':' },
+  ];
+  const inParts = { ...prefilled, messages: [...chat.messages, { role: 'assistant', content: parts }] };
+  assert.equal(bodyRefusal('chat', inParts), null);
+  assert.deepEqual((continuationBody('chat', inParts, ' Paris', 1).messages as unknown[]).at(-1), {
+    role: 'assistant',
+    content: 'Sure: Paris',
+  });
+  const withImage = {
+    ...prefilled,
+    messages: [
+      ...chat.messages,
+      { role: 'assistant', content: [...parts, { type: 'image_url', image_url: { url: 'x' } }] },
+    ],
+  };
+  assert.equal(bodyRefusal('chat', withImage), 'unbuildable');
+  assert.equal(
+    bodyRefusal('chat', { ...withImage, continue_final_message: false }),
+    null,
+    'not a prefill: a new message follows',
+  );
   const completion = continuationBody('completion', { prompt: 'Q:', max_tokens: 10 }, ' Paris', 1);
   assert.equal(completion.prompt, 'Q: Paris');
   assert.equal(completion.max_tokens, 9);
