@@ -15,7 +15,7 @@
  * `auth.api_keys` set, each needs one of them (or `admin.token`), as the traffic path does.
  */
 import { createReadStream } from 'node:fs';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Config } from '../config/types.js';
 import { apiKeyGuard } from '../http/api-key-guard.js';
 import { sendError } from '../http/openai-error.js';
