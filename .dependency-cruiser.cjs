@@ -43,7 +43,8 @@ const layerRules = Object.entries(layers).map(([folder, allowed]) => ({
 
 /**
  * Inside routing/, four jobs in four folders, each importing only those below it (and the request's
- * own description at routing/ top: request-traits.ts, request-context.ts). fleet-routing.ts, at
+ * own description at routing/ top: request-traits.ts, request-context.ts; and text-hash.ts, the hashes
+ * both the request's traits and the policies compute). fleet-routing.ts, at
  * the top, builds them all and nothing in them imports it.
  *
  *   policies   pick a backend among candidates: read the request's traits, nothing of the queue
@@ -52,7 +53,7 @@ const layerRules = Object.entries(layers).map(([folder, allowed]) => ({
  *   dispatch   the fleet as an undici Dispatcher: attempts, pools, the refusal and failure tables
  */
 const routingParts = {
-  policies: ['request-traits.ts'],
+  policies: ['request-traits.ts', 'text-hash.ts'],
   load: ['policies/'],
   queue: ['load/', 'policies/', 'request-traits.ts'],
   dispatch: ['queue/', 'request-context.ts'],

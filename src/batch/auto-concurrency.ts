@@ -9,7 +9,7 @@
  * Why the most, not the room now: an adaptive cap closes while the backend's KV cache is full and
  * opens again by a quarter at each load report (every 250 ms by default), four times between two
  * reads of the status here. A limit that followed the cap down would leave the slots it reopens
- * idle until the next read (bench:batch: 0.965x the best fixed concurrency's throughput that way, 0.995x with this rule);
+ * idle until the next read (docs/benchmarks.md, "bench:batch", compares the two rules);
  * the requests above the cap wait in fleetgate's queue, where they cost the engines nothing and
  * interactive requests overtake them. A backend not ready is not counted. More would only
  * lengthen fleetgate's queue (and the time to notice a cancel); fewer leaves slots idle. With no

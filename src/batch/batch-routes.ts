@@ -15,9 +15,9 @@
  * `auth.api_keys` set, each needs one of them (or `admin.token`), as the traffic path does.
  */
 import { createReadStream } from 'node:fs';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Config } from '../config/types.js';
-import { hasValidKey, keyDigest } from '../http/bearer-keys.js';
+import { apiKeyGuard } from '../http/api-key-guard.js';
 import { sendError } from '../http/openai-error.js';
 import { type BatchJobs, BatchRequestError, type CreateParams } from './batch-jobs.js';
 import type { BatchStore, FileObject } from './batch-store.js';
@@ -35,22 +35,6 @@ type IdRoute = { Params: { id: string } };
 const MULTIPART_OVERHEAD = 64 * 1024;
 const MAX_PAGE = 100;
 
-function keyGuard(config: () => Config) {
-  let source: readonly string[] | null = null;
-  let digests: Buffer[] = [];
-  return async (request: FastifyRequest, reply: FastifyReply) => {
-    const { auth, admin } = config();
-    if (auth.api_keys.length === 0) return;
-    if (auth.api_keys !== source) {
-      source = auth.api_keys;
-      digests = auth.api_keys.map(keyDigest);
-    }
-    const allowed = admin.token === null ? digests : [...digests, keyDigest(admin.token)];
-    if (hasValidKey(request.headers.authorization, allowed)) return;
-    return sendError(reply, 401, 'missing or invalid API key (Authorization: Bearer <key>)');
-  };
-}
-
 async function readUpload(body: Buffer, contentType: string): Promise<{ purpose: string | null; file: File | null }> {
   const form = await new Response(new Uint8Array(body), { headers: { 'content-type': contentType } }).formData();
   const purpose = form.get('purpose');
@@ -61,7 +45,7 @@ async function readUpload(body: Buffer, contentType: string): Promise<{ purpose:
 export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOptions): void {
   const { jobs, store } = opts;
   const maxFileSize = opts.config().batch.max_file_size;
-  const onRequest = keyGuard(opts.config);
+  const onRequest = apiKeyGuard(opts.config, { adminToken: true });
 
   const fileOr404 = (id: string, reply: FastifyReply): FileObject | null => {
     const file = store.file(id);

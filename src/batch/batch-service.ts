@@ -7,6 +7,7 @@
 import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
+import { loopbackOrigin } from '../http/loopback.js';
 import { BatchJobs } from './batch-jobs.js';
 import { registerBatchRoutes } from './batch-routes.js';
 import { BatchSender } from './batch-sender.js';
@@ -18,13 +19,6 @@ export interface BatchService {
   /** Begins (and resumes) jobs, sending to fleetgate's own port. */
   start(port: number): void;
   stop(): Promise<void>;
-}
-
-/** The loopback address of a listener bound to `host`. */
-function loopbackOf(host: string): string {
-  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
-  if (host === '::') return '[::1]';
-  return host.includes(':') ? `[${host}]` : host;
 }
 
 /** The lowest priority class, `batch` when there is one: interactive requests overtake the jobs. */
@@ -47,7 +41,7 @@ export function createBatchService(
   return {
     jobs,
     start(port) {
-      const base = new URL(`http://${loopbackOf(config.listen.host)}:${port}/`);
+      const base = new URL(`${loopbackOrigin(config.listen.host, port)}/`);
       sender = new BatchSender({
         base,
         priorityClass: batchClass(config),

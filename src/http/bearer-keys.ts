@@ -33,18 +33,27 @@ export function hasValidKey(authorization: string | undefined, digests: readonly
 
 /**
  * The `auth.api_keys` check for a request's `Authorization` header: true when no keys are configured
- * or the header carries one of them. `keys` is read per call (a reload applies at once); its digests
- * are recomputed only when the list itself changes.
+ * or the header carries one of them, or, with keys configured, `alsoAccepted` (the admin token where
+ * a route takes it too). Both are read per call (a reload applies at once); digests are recomputed
+ * only when a value itself changes.
  */
-export function apiKeyCheck(keys: () => readonly string[]): (authorization: string | undefined) => boolean {
+export function apiKeyCheck(
+  keys: () => readonly string[],
+  alsoAccepted: () => string | null = () => null,
+): (authorization: string | undefined) => boolean {
   let source: readonly string[] | null = null;
   let digests: Buffer[] = [];
+  let extraSource: string | null = null;
+  let withExtra: Buffer[] = [];
   return (authorization) => {
     const current = keys();
-    if (current !== source) {
+    const extra = alsoAccepted();
+    if (current !== source || extra !== extraSource) {
       source = current;
+      extraSource = extra;
       digests = current.map(keyDigest);
+      withExtra = extra === null ? digests : [...digests, keyDigest(extra)];
     }
-    return digests.length === 0 || hasValidKey(authorization, digests);
+    return digests.length === 0 || hasValidKey(authorization, withExtra);
   };
 }

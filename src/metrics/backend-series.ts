@@ -17,6 +17,16 @@ import { backendLoad } from '../routing/load/backend-load.js';
 import type { MetricFamilies } from './definitions.js';
 import { RequestSeries } from './request-series.js';
 
+/** The child under `key`, bound by `bind` on first use and kept, so `remove()` knows every one. */
+function boundOnce<K>(children: Map<K, Counter.Internal>, key: K, bind: () => Counter.Internal): Counter.Internal {
+  let child = children.get(key);
+  if (child === undefined) {
+    child = bind();
+    children.set(key, child);
+  }
+  return child;
+}
+
 export class BackendSeries {
   readonly backend: Backend;
   readonly requests: RequestSeries;
@@ -36,6 +46,8 @@ export class BackendSeries {
   readonly #transitions = new Map<string, Counter.Internal>();
   readonly #supervised: Gauge.Internal<'backend'>;
   readonly #restarts = new Map<RestartReason, Counter.Internal>();
+  /** By reason: any failure kind a resume follows, bound on first use; `remove()` drops each. */
+  readonly #resumes = new Map<string, Counter.Internal>();
   #state: BackendState;
 
   constructor(families: MetricFamilies, backend: Backend, replicas = 1) {
@@ -58,7 +70,7 @@ export class BackendSeries {
     this.#supervised = families.supervised.labels({ backend: name });
     // At 0 from the start, like the restarts below, so dashboards and `increase()` find them.
     for (const by of SUSPECT_CAUSES) families.startupFailures.labels({ backend: name, by }).inc(0);
-    for (const reason of RESUME_TRIGGERS) families.streamResumes.labels({ backend: name, reason }).inc(0);
+    for (const reason of RESUME_TRIGGERS) this.#resumeCounter(reason).inc(0);
     // At 0 from the start, for `increase()` in the restart-loop alert (0 for backends not launched).
     for (const reason of RESTART_REASONS) {
       const counter = families.restarts.labels({ backend: name, reason });
@@ -108,6 +120,11 @@ export class BackendSeries {
     this.#restarts.get(reason)?.inc();
   }
 
+  /** A stream cut on this backend by `reason` (a failure kind) went on elsewhere. */
+  resumed(reason: string): void {
+    this.#resumeCounter(reason).inc();
+  }
+
   probe(ok: boolean): void {
     (ok ? this.#probePass : this.#probeFail).inc();
   }
@@ -135,7 +152,7 @@ export class BackendSeries {
     f.supervised.remove({ backend });
     for (const reason of this.#restarts.keys()) f.restarts.remove({ backend, reason });
     for (const by of SUSPECT_CAUSES) f.startupFailures.remove({ backend, by });
-    for (const reason of RESUME_TRIGGERS) f.streamResumes.remove({ backend, reason });
+    for (const reason of this.#resumes.keys()) f.streamResumes.remove({ backend, reason });
     for (const key of this.#transitions.keys()) {
       const [from, to] = key.split('>');
       f.transitions.remove({ backend, from, to });
@@ -143,13 +160,15 @@ export class BackendSeries {
   }
 
   #transitionCounter(from: BackendState, to: BackendState): Counter.Internal {
-    const key = `${from}>${to}`;
-    let counter = this.#transitions.get(key);
-    if (counter === undefined) {
-      counter = this.#families.transitions.labels({ backend: this.backend.name, from, to });
-      this.#transitions.set(key, counter);
-    }
-    return counter;
+    const backend = this.backend.name;
+    return boundOnce(this.#transitions, `${from}>${to}`, () =>
+      this.#families.transitions.labels({ backend, from, to }),
+    );
+  }
+
+  #resumeCounter(reason: string): Counter.Internal {
+    const backend = this.backend.name;
+    return boundOnce(this.#resumes, reason, () => this.#families.streamResumes.labels({ backend, reason }));
   }
 
   #showState(current: BackendState): void {

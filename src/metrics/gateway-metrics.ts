@@ -207,7 +207,7 @@ export class GatewayMetrics {
   };
 
   readonly #onResume = ({ backend, reason }: { backend: string; reason: string }): void => {
-    this.#families.streamResumes.inc({ backend, reason });
+    this.#series(backend)?.resumed(reason);
   };
 
   readonly #onResumeFailed = ({ reason }: { reason: string }): void => {

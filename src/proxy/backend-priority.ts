@@ -8,6 +8,7 @@
  * knows its priority. The class's value replaces any `priority` the client sent: the class decides.
  */
 import type { PriorityClassConfig } from '../config/types.js';
+import { generationApiOf } from '../routing/openai-request.js';
 
 /**
  * The body to send upstream for a request of `className` to `path`, given its JSON (parsed on first
@@ -15,9 +16,6 @@ import type { PriorityClassConfig } from '../config/types.js';
  * the body as received.
  */
 export type PriorityStamp = (path: string, className: string, json: () => unknown) => Record<string, unknown> | null;
-
-/** Where SGLang takes a `priority`: its native and OpenAI generation endpoints. */
-const GENERATION_PATHS = new Set(['/generate', '/v1/chat/completions', '/v1/completions']);
 
 /** A stamp for the classes that set `backend_priority`; undefined when none does (bodies go as they are). */
 export function createPriorityStamp(classes: readonly PriorityClassConfig[]): PriorityStamp | undefined {
@@ -27,8 +25,8 @@ export function createPriorityStamp(classes: readonly PriorityClassConfig[]): Pr
   return (path, className, json) => {
     const value = values.get(className);
     if (value === undefined) return null;
-    const query = path.indexOf('?');
-    return GENERATION_PATHS.has(query < 0 ? path : path.slice(0, query)) ? withPriority(json(), value) : null;
+    // SGLang takes a `priority` on its native and OpenAI generation endpoints.
+    return generationApiOf(path) !== null ? withPriority(json(), value) : null;
   };
 }
 

@@ -6,16 +6,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
 import type { FleetRegistry } from '../fleet/registry.js';
-import { apiKeyCheck } from '../http/bearer-keys.js';
-import { sendError } from '../http/openai-error.js';
+import { apiKeyGuard } from '../http/api-key-guard.js';
 
 export function registerModelsRoute(app: FastifyInstance, registry: FleetRegistry, config: () => Config): void {
-  const acceptsKey = apiKeyCheck(() => config().auth.api_keys);
-  app.get('/v1/models', async (request, reply) => {
-    if (!acceptsKey(request.headers.authorization)) {
-      const message = 'missing or invalid API key (Authorization: Bearer <key>)';
-      return sendError(reply, 401, message);
-    }
+  app.get('/v1/models', { onRequest: apiKeyGuard(config) }, async () => {
     return {
       object: 'list',
       data: servedModels(registry).map((id) => ({ id, object: 'model', created: 0, owned_by: 'fleetgate' })),

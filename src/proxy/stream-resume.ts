@@ -17,17 +17,15 @@ import type { Dispatcher } from 'undici';
 import type { UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { attachContext, RequestContext } from '../routing/request-context.js';
-import {
-  bodyRefusal,
-  continuationBody,
-  type ResumeApi,
-  type ResumeRefusal,
-  remainingBudget,
-  StreamJournal,
-} from './continuation.js';
+import { bodyRefusal, continuationBody, type ResumeApi, type ResumeRefusal, remainingBudget } from './continuation.js';
 import type { ProxyEventBus } from './proxy-events.js';
+import { StreamJournal } from './stream-journal.js';
 
-/** The `reason`s of `fleetgate_stream_resumes_total`: how the cut attempt ended (docs/stream-resume.md). */
+/**
+ * The `reason`s of `fleetgate_stream_resumes_total` exported at 0 for every backend from its start
+ * (docs/stream-resume.md): the usual ways a streamed attempt is cut. Any other failure kind a resume
+ * follows (`UpstreamFailure.kind`, e.g. `headers_timeout`) is counted under its own name too.
+ */
 export const RESUME_TRIGGERS = [
   'reset',
   'error_event',

@@ -5,7 +5,8 @@
  * when the policy uses them, so that other policies pay nothing).
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { hashText } from './policies/rendezvous.js';
+import { generationApiOf, messageText } from './openai-request.js';
+import { blockHashes, hashText } from './text-hash.js';
 
 export interface RequestTraits extends PromptTraits {
   /** Its priority class (`queue.classes`), already checked to be a configured one. */
@@ -42,21 +43,7 @@ export interface TraitsOptions {
   sessionHeader: string | null;
 }
 
-/** At most this many blocks per request are hashed: longer prompts are told apart by their start already. */
-export const MAX_REQUEST_BLOCKS = 1024;
-
 type Body = Record<string, unknown>;
-
-function textOf(value: unknown): string {
-  if (typeof value === 'string') return value;
-  if (Array.isArray(value)) return value.map(textOf).join('');
-  if (value !== null && typeof value === 'object') {
-    const part = value as Body;
-    if (typeof part.text === 'string') return part.text;
-    return JSON.stringify(value);
-  }
-  return value === undefined || value === null ? '' : String(value);
-}
 
 /** A prompt without messages: its first this many characters are its prefix key's span. */
 export const KEY_CHARS = 2048;
@@ -77,46 +64,26 @@ interface Rendered {
  * Null when the path or body carries no prompt.
  */
 function render(path: string, body: Body): Rendered | null {
-  if (path.startsWith('/v1/chat/completions')) {
+  const api = generationApiOf(path);
+  if (api === 'chat') {
     if (!Array.isArray(body.messages)) return null;
     let out = body.tools === undefined ? '' : `${JSON.stringify(body.tools)}\n`;
     let keyEnd = -1;
     for (const message of body.messages as Body[]) {
-      const role = textOf(message?.role);
-      out += `<${role}>${textOf(message?.content)}\n`;
+      const role = messageText(message?.role);
+      out += `<${role}>${messageText(message?.content)}\n`;
       if (message?.tool_calls !== undefined) out += `${JSON.stringify(message.tool_calls)}\n`;
       if (keyEnd < 0 && role !== 'system' && role !== 'developer') keyEnd = out.length;
     }
     return { text: out, keyEnd: keyEnd < 0 ? out.length : keyEnd };
   }
   let text: string | null = null;
-  if (path.startsWith('/v1/completions')) text = body.prompt === undefined ? null : textOf(body.prompt);
-  else if (path.startsWith('/generate')) {
+  if (api === 'completion') text = body.prompt === undefined ? null : messageText(body.prompt);
+  else if (api === 'generate') {
     const prompt = body.text ?? body.input_ids;
-    text = prompt === undefined ? null : textOf(prompt);
+    text = prompt === undefined ? null : messageText(prompt);
   }
   return text === null ? null : { text, keyEnd: Math.min(text.length, KEY_CHARS) };
-}
-
-/**
- * Two FNV-1a hashes run over the text and are read at each block end: their 53 bits make a
- * collision between the prefixes one backend holds unlikely (an approximate record tolerates one).
- */
-export function blockHashes(text: string, blockChars: number): number[] {
-  const count = Math.min(MAX_REQUEST_BLOCKS, Math.floor(text.length / blockChars));
-  const hashes: number[] = new Array(count);
-  let a = 0x811c9dc5;
-  let b = 0x01000193 ^ 0x5bd1e995;
-  for (let block = 0; block < count; block++) {
-    const end = (block + 1) * blockChars;
-    for (let i = block * blockChars; i < end; i++) {
-      const c = text.charCodeAt(i);
-      a = Math.imul(a ^ c, 0x01000193);
-      b = Math.imul(b ^ c, 0x01000193) ^ (b >>> 15);
-    }
-    hashes[block] = (a >>> 0) * 0x200000 + (b >>> 11);
-  }
-  return hashes;
 }
 
 function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {

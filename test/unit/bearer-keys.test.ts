@@ -29,6 +29,26 @@ test('a lowercase bearer key is accepted, by hasValidKey and by the auth.api_key
   assert.equal(accepts(undefined), true, 'no keys configured: every request passes; a reload applies at once');
 });
 
+test('the check takes an extra token (the admin token) only while keys are set, and follows its reload', () => {
+  let keys: readonly string[] = ['sk-1'];
+  let token: string | null = 'admin-1';
+  const accepts = apiKeyCheck(
+    () => keys,
+    () => token,
+  );
+  assert.equal(accepts('Bearer admin-1'), true);
+  assert.equal(accepts('Bearer sk-1'), true);
+  assert.equal(accepts('Bearer other'), false);
+  token = 'admin-2';
+  assert.equal(accepts('Bearer admin-1'), false, 'the old token no longer passes');
+  assert.equal(accepts('Bearer admin-2'), true);
+  token = null;
+  assert.equal(accepts('Bearer admin-2'), false);
+  keys = [];
+  token = 'admin-2';
+  assert.equal(accepts(undefined), true, 'no keys: open, whatever the token');
+});
+
 test('a lowercase bearer key gets its priority class', () => {
   const config = validateConfig(
     {

@@ -225,9 +225,16 @@ describe('backend state metrics', () => {
     assert.equal((await stateGauges(metrics, 'gpu0')).draining, 1);
     assert.match(await metrics.render(), /backend="gpu0"/);
 
+    // A resume after a failure kind that is not among the ones exported at 0 binds a series of its own.
+    events.emit('stream_resume', { backend: 'gpu0', reason: 'headers_timeout' });
+    assert.equal(
+      await value(metrics, 'fleetgate_stream_resumes_total', { backend: 'gpu0', reason: 'headers_timeout' }),
+      1,
+    );
     registry.remove('gpu0');
     assert.equal(registry.get('gpu0'), undefined);
     events.emit('request', record({ backend: 'gpu0', status: 200 }));
+    events.emit('stream_resume', { backend: 'gpu0', reason: 'reset' });
     events.emit('retry', { backend: 'gpu0' });
     const text = await metrics.render();
     assert.doesNotMatch(text, /backend="gpu0"/);

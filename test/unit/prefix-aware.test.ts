@@ -5,7 +5,8 @@ import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
 import type { Candidate } from '../../src/routing/policies/policy-contract.js';
 import { PrefixAware, type PrefixAwareOptions } from '../../src/routing/policies/prefix-aware.js';
 import { PrefixRecord } from '../../src/routing/policies/prefix-record.js';
-import { blockHashes, type PromptTraits, promptTraits } from '../../src/routing/request-traits.js';
+import { type PromptTraits, promptTraits } from '../../src/routing/request-traits.js';
+import { blockHashes } from '../../src/routing/text-hash.js';
 
 const BLOCK = 16;
 

@@ -7,7 +7,8 @@ import { FleetRegistry } from '../../src/fleet/registry.js';
 import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
 import { PrefixAware } from '../../src/routing/policies/prefix-aware.js';
 import type { Lease } from '../../src/routing/queue/wait-queue.js';
-import { blockHashes, type RequestTraits } from '../../src/routing/request-traits.js';
+import type { RequestTraits } from '../../src/routing/request-traits.js';
+import { blockHashes } from '../../src/routing/text-hash.js';
 import { queueOn } from '../helpers/wait-queue.js';
 
 const OK = { ok: true, reachable: true, reason: null };

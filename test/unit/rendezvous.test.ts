@@ -8,8 +8,9 @@ import { describe, test } from 'node:test';
 import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
 import type { Candidate } from '../../src/routing/policies/policy-contract.js';
 import { PrefixAware } from '../../src/routing/policies/prefix-aware.js';
-import { boundedPick, hashText, loadBound, preferenceOrder } from '../../src/routing/policies/rendezvous.js';
+import { boundedPick, loadBound, preferenceOrder } from '../../src/routing/policies/rendezvous.js';
 import { promptTraits } from '../../src/routing/request-traits.js';
+import { hashText } from '../../src/routing/text-hash.js';
 
 const KEYS = Array.from({ length: 4000 }, (_, i) => hashText(`conversation-${i}`));
 const fleet = (names: string[], load = 0): Candidate[] => names.map((name) => ({ name, load }));

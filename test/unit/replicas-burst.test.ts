@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ReportedLoad } from '../../src/fleet/registry.js';
 import { backendLoad, hasIdleSlot } from '../../src/routing/load/backend-load.js';
-import { boundedPick, hashText } from '../../src/routing/policies/rendezvous.js';
+import { boundedPick } from '../../src/routing/policies/rendezvous.js';
+import { hashText } from '../../src/routing/text-hash.js';
 
 const NAMES = ['gpu0', 'gpu1', 'gpu2', 'gpu3'];
 /** The last report before the burst: every backend idle, with `slots` batch slots each. */

@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { bodyRefusal, continuationBody, remainingBudget, StreamJournal } from '../../src/proxy/continuation.js';
+import { bodyRefusal, continuationBody, remainingBudget } from '../../src/proxy/continuation.js';
+import { StreamJournal } from '../../src/proxy/stream-journal.js';
 import { continuedFrom, outputText, outputTextFrom } from '../../src/sim/text-gen.js';
 import { readStream } from '../helpers/stream-check.js';
 
@@ -53,6 +54,30 @@ test('continuationBody: chat continues a final assistant message, completions ex
   };
   const again = continuationBody('chat', prefilled, ' Paris', 1);
   assert.deepEqual((again.messages as unknown[]).at(-1), { role: 'assistant', content: 'Sure: Paris' });
+  // A prefill in text parts is continued as one text; one with a part that is not text is never resumed.
+  const parts = [
+    { type: 'text', text: 'Sure' },
+    { type: 'text', text: ':' },
+  ];
+  const inParts = { ...prefilled, messages: [...chat.messages, { role: 'assistant', content: parts }] };
+  assert.equal(bodyRefusal('chat', inParts), null);
+  assert.deepEqual((continuationBody('chat', inParts, ' Paris', 1).messages as unknown[]).at(-1), {
+    role: 'assistant',
+    content: 'Sure: Paris',
+  });
+  const withImage = {
+    ...prefilled,
+    messages: [
+      ...chat.messages,
+      { role: 'assistant', content: [...parts, { type: 'image_url', image_url: { url: 'x' } }] },
+    ],
+  };
+  assert.equal(bodyRefusal('chat', withImage), 'unbuildable');
+  assert.equal(
+    bodyRefusal('chat', { ...withImage, continue_final_message: false }),
+    null,
+    'not a prefill: a new message follows',
+  );
   const completion = continuationBody('completion', { prompt: 'Q:', max_tokens: 10 }, ' Paris', 1);
   assert.equal(completion.prompt, 'Q: Paris');
   assert.equal(completion.max_tokens, 9);
@@ -126,4 +151,19 @@ test('sim continuedFrom: an answer given back is found whole, whatever precedes 
     assert.deepEqual(continuedFrom(`Question?${outputText(k)}`), { before: 'Question?', tokens: k });
   }
   assert.equal(continuedFrom('nothing of the answer').tokens, 0);
+});
+
+test("journal: its state is read-only from outside, and a continuation's error event resets with the attempt", () => {
+  const journal = new StreamJournal('chat');
+  journal.feed(Buffer.from(chunks('a', 0, 1, { role: true })));
+  journal.feed(Buffer.from('data: {"error":{"message":"boom"}}\n\n'));
+  for (const key of ['done', 'finished', 'errorEvent', 'text', 'tokens', 'refusal']) {
+    assert.equal(Reflect.set(journal, key, null), false, `${key} cannot be written`);
+  }
+  assert.ok(journal.errorEvent !== null);
+  journal.beginAttempt(': resumed\n\n');
+  assert.equal(journal.errorEvent, null);
+  assert.equal(journal.finished, false);
+  journal.feed(Buffer.from(chunks('b', 1, 1, { finish: true })));
+  assert.equal(journal.finished, true);
 });

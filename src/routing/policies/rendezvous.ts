@@ -18,22 +18,7 @@
  * the same idle slots, by the hash alone, before the next report. Pure, no I/O.
  */
 
-/** 32-bit FNV-1a of a string, then a murmur3 finaliser so that close inputs land far apart. */
-function mix(h: number): number {
-  let x = h;
-  x ^= x >>> 16;
-  x = Math.imul(x, 0x85ebca6b);
-  x ^= x >>> 13;
-  x = Math.imul(x, 0xc2b2ae35);
-  x ^= x >>> 16;
-  return x >>> 0;
-}
-
-export function hashText(text: string, seed = 0x811c9dc5): number {
-  let h = seed;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-  return mix(h);
-}
+import { hashText, mix } from '../text-hash.js';
 
 /** A backend's score for `key` (a prefix key from `hashText`); the highest is the key's home. */
 export function score(key: number, name: string): number {
