@@ -20,6 +20,7 @@ import { clientResponseHeaders, type RequestHeaders, upstreamRequestHeaders } fr
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
 import { completionTokensIn, type RelayResult, relayBody } from './response-relay.js';
 import { type ResumeSettings, StreamResume } from './stream-resume.js';
+import { TokenClock } from './token-timing.js';
 
 /** What the proxy keeps per request: the context the dispatcher reads, and what the access record needs. */
 export interface Traffic {
@@ -148,13 +149,16 @@ export function createReplyCallbacks(opts: ReplyCallbackOptions): ReplyCallbacks
     reply.hijack();
     reply.raw.writeHead(status, reply.getHeaders() as OutgoingHttpHeaders);
     traffic.resume = sse && status === 200 ? resumableStream(request, traffic) : null;
+    const tokens = tokenClock(request, traffic, status, sse);
     relayBody(res.stream, reply.raw, {
       sse,
       now,
       clientStallTimeout: opts.clientStallTimeout,
       resume: traffic.resume ?? undefined,
+      tokens,
       ended: (result) => {
         const end = result.end.type;
+        if (end === 'complete') tokens?.finished(now(), completionTokensIn(result.tail));
         record(
           request,
           status,
@@ -163,6 +167,14 @@ export function createReplyCallbacks(opts: ReplyCallbackOptions): ReplyCallbacks
         );
       },
     });
+  };
+
+  /** A generation's answer (a POST answered 200) is timed when an observer listens. */
+  const tokenClock = (request: FastifyRequest, traffic: Traffic, status: number, sse: boolean) => {
+    const observer = events.tokens;
+    const backend = traffic.context.backend;
+    if (observer === null || backend === null || status !== 200 || request.raw.method !== 'POST') return undefined;
+    return new TokenClock(observer, backend, sse, traffic.started);
   };
 
   /** A streamed chat or completions answer continues after a cut unless resume is off for it. */

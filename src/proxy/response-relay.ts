@@ -15,6 +15,7 @@ import type { Readable } from 'node:stream';
 import { errorBody, errorTypeFor } from '../http/openai-error.js';
 import { classifyUpstreamError, type UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { EARLY_END_FAILURE, ERROR_EVENT_FAILURE, type ResumeStep, type StreamResume } from './stream-resume.js';
+import type { TokenClock } from './token-timing.js';
 
 export type RelayEnd =
   | { type: 'complete' }
@@ -37,6 +38,8 @@ export interface RelayOptions {
   clientStallTimeout: number;
   /** Continues a stream the upstream cuts; absent, a cut ends it. */
   resume?: StreamResume;
+  /** Times a stream's content events as they go out (token-timing.ts); absent, none are read. */
+  tokens?: TokenClock;
   ended(result: RelayResult): void;
 }
 
@@ -91,6 +94,7 @@ class ResponseRelay {
   #write(chunk: Buffer): void {
     if (chunk.length === 0) return;
     if (this.#firstByteAt === null) this.#firstByteAt = this.#opts.now();
+    if (this.#opts.tokens !== undefined && this.#opts.sse) this.#opts.tokens.seen(chunk, this.#opts.now());
     this.#bytes += chunk.length;
     this.#previous = this.#last;
     this.#last = chunk;
@@ -168,6 +172,8 @@ class ResponseRelay {
       return;
     }
     if (step.type === 'continue') {
+      const backends = (this.#opts.resume as StreamResume).backends;
+      this.#opts.tokens?.switchTo(backends[backends.length - 1]);
       this.#body = step.body;
       this.#listen(step.body);
       return;
