@@ -39,6 +39,7 @@ import type { CapController } from './routing/load/cap-controller.js';
 import type { ModelRouter } from './routing/model-route.js';
 import type { ModelQueues } from './routing/queue/model-queues.js';
 import { promptTraits } from './routing/request-traits.js';
+import { createTracing } from './tracing/tracing.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -147,7 +148,13 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   app.addHook('onReady', async () => stats.start());
   app.addHook('onClose', async () => stats.stop());
   await registerAdminRoutes(app, control, { stats, queue: routing.queue }, () => phase);
-  const batch = createBatchService(app, config, (id, err) => logger.error({ err, batch: id }, 'batch job failed'));
+  const tracing = createTracing(config.tracing);
+  const batch = createBatchService(
+    app,
+    config,
+    (id, err) => logger.error({ err, batch: id }, 'batch job failed'),
+    tracing,
+  );
   if (batch) metrics.observeBatches(batch.jobs);
   const prefix = config.routing.prefix;
   const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };
@@ -165,6 +172,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     closing: () => closing,
     retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
     stampPriority: createPriorityStamp(config.queue.classes),
+    tracing,
   });
 
   return {
@@ -210,7 +218,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     routing.queue.close();
     await app.close();
     clearTimeout(force);
-    await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
+    await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop(), tracing?.shutdown()]);
   }
 
   /** Once `min_ready` backends are first ready: the warm-up, then `/readyz` may say ready. */

@@ -58,6 +58,11 @@ export class TokenClock {
     this.#startedAt = startedAt;
   }
 
+  /** When the first content event went out (or a non-streamed answer ended); null before. */
+  get firstTokenAt(): number | null {
+    return this.#firstAt;
+  }
+
   /** Content events the client received so far. */
   get events(): number {
     return this.#events;
@@ -97,6 +102,7 @@ export class TokenClock {
     const tokens = reported ?? this.#events;
     if (!this.#stream) {
       if (tokens === 0) return;
+      this.#firstAt = now;
       series.firstToken(false, (now - this.#startedAt) / 1000);
       series.finished(tokens, null);
       return;
