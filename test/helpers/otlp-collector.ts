@@ -40,17 +40,17 @@ export interface ReceivedSpan {
   statusCode: number;
 }
 
-function valueOf(value: AnyValue): unknown {
+function anyValue(value: AnyValue): unknown {
   if (value.stringValue !== undefined) return value.stringValue;
   if (value.intValue !== undefined) return Number(value.intValue);
   if (value.doubleValue !== undefined) return value.doubleValue;
   if (value.boolValue !== undefined) return value.boolValue;
-  if (value.arrayValue !== undefined) return (value.arrayValue.values ?? []).map(valueOf);
+  if (value.arrayValue !== undefined) return (value.arrayValue.values ?? []).map(anyValue);
   return undefined;
 }
 
 function attributesOf(list: Array<{ key: string; value: AnyValue }> | undefined): Record<string, unknown> {
-  return Object.fromEntries((list ?? []).map(({ key, value }) => [key, valueOf(value)]));
+  return Object.fromEntries((list ?? []).map(({ key, value }) => [key, anyValue(value)]));
 }
 
 export interface Collector {
