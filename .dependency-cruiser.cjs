@@ -4,6 +4,7 @@
  *
  *   sim                       the simulated engines: imports no other folder
  *   config                    the configuration's types, defaults and validation
+ *   tracing                   the OpenTelemetry tracer: SDK, sampler, OTLP exporter, W3C propagation
  *   http                      the HTTP server, OpenAI-style error answers, bearer keys, server-level refusals
  *   batch                     `fleetgate batch` and the Batch API's engine: input, ledger, runner, jobs (an HTTP client of fleetgate)
  *   fleet                     backends, their state and the I/O that observes them
@@ -19,14 +20,15 @@
 const layers = {
   sim: [],
   config: [],
+  tracing: ['config'],
   http: ['config'],
-  batch: ['config', 'http'],
+  batch: ['config', 'http', 'tracing'],
   fleet: ['config'],
   launch: ['config', 'fleet'],
   routing: ['config', 'fleet'],
-  proxy: ['config', 'http', 'fleet', 'routing'],
+  proxy: ['config', 'http', 'fleet', 'routing', 'tracing'],
   metrics: ['config', 'fleet', 'routing', 'proxy', 'batch'],
-  admin: ['config', 'http', 'batch', 'fleet', 'launch', 'routing', 'proxy', 'metrics'],
+  admin: ['config', 'http', 'tracing', 'batch', 'fleet', 'launch', 'routing', 'proxy', 'metrics'],
   'warm-up': ['config'],
 };
 

@@ -38,6 +38,7 @@ import type { CapController } from './routing/load/cap-controller.js';
 import type { ModelRouter } from './routing/model-route.js';
 import type { ModelQueues } from './routing/queue/model-queues.js';
 import { promptTraits } from './routing/request-traits.js';
+import { createTracing, type Tracing } from './tracing/tracing.js';
 import { warmUp } from './warm-up/warm-up.js';
 
 export interface GatewayOptions {
@@ -119,13 +120,15 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
   };
   await registerOwnEndpoints(app, control, routing.queue, events, () => state.phase);
-  const batch = createBatchService(app, config, (id, err) => logger.error({ err, batch: id }, 'batch job failed'));
+  const tracing = createTracing(config.tracing);
+  const onJobError = (id: string, err: unknown) => logger.error({ err, batch: id }, 'batch job failed');
+  const batch = createBatchService(app, config, onJobError, tracing);
   if (batch) metrics.observeBatches(batch.jobs);
-  registerTraffic(app, config, fleet, routing, dispatcher, events, () => state.closing);
+  registerTraffic(app, config, { fleet, routing, dispatcher, events, tracing }, () => state.closing);
 
   const warmUpCopy = (copy: Config) =>
     createGateway(copy, { logger: logger.child({}, { level: 'silent' }), now: opts.now });
-  const parts = { app, fleet, routing, dispatcher, metrics, launcher, batch, logger, state, warmUpCopy };
+  const parts = { app, fleet, routing, dispatcher, metrics, launcher, batch, logger, state, warmUpCopy, tracing };
   return {
     app,
     fleet,
@@ -206,14 +209,19 @@ async function registerOwnEndpoints(
   await registerAdminRoutes(app, control, { stats, queue }, phase);
 }
 
+interface TrafficParts {
+  fleet: Fleet;
+  routing: ReturnType<typeof createRouting>;
+  dispatcher: FleetDispatcher;
+  events: ProxyEventBus;
+  tracing: Tracing | null;
+}
+
 /** The traffic path on every path not registered before it. */
 function registerTraffic(
   app: FastifyInstance,
   config: Config,
-  fleet: Fleet,
-  routing: ReturnType<typeof createRouting>,
-  dispatcher: FleetDispatcher,
-  events: ProxyEventBus,
+  { fleet, routing, dispatcher, events, tracing }: TrafficParts,
   closing: () => boolean,
 ): void {
   const prefix = config.routing.prefix;
@@ -232,6 +240,7 @@ function registerTraffic(
     closing,
     retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
     stampPriority: createPriorityStamp(config.queue.classes),
+    tracing,
   });
 }
 
@@ -246,6 +255,7 @@ interface Parts {
   logger: Logger;
   state: ServingState;
   warmUpCopy: (config: Config) => Promise<Gateway>;
+  tracing: Tracing | null;
 }
 
 /**
@@ -254,7 +264,7 @@ interface Parts {
  * requests to this listener would hold the drain), the queues, the listener, then the rest at once.
  */
 function lifecycle(config: Config, parts: Parts): Pick<Gateway, 'listen' | 'close' | 'drain'> {
-  const { app, fleet, routing, dispatcher, metrics, launcher, batch, logger, state } = parts;
+  const { app, fleet, routing, dispatcher, metrics, launcher, batch, logger, state, tracing } = parts;
   const stopWarmUp = new AbortController();
   let warming: Promise<void> = Promise.resolve();
 
@@ -277,7 +287,7 @@ function lifecycle(config: Config, parts: Parts): Pick<Gateway, 'listen' | 'clos
     routing.queue.close();
     await app.close();
     clearTimeout(force);
-    await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop()]);
+    await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop(), tracing?.shutdown()]);
   }
 
   return {

@@ -6,11 +6,13 @@
  * fleetgate stopped runs again when it starts, skipping what its output file already holds.
  */
 import { readFile } from 'node:fs/promises';
+import type { Tracing } from '../tracing/tracing.js';
 import { ConcurrencyControl, type FleetView } from './auto-concurrency.js';
 import { BATCH_URLS, BatchInputError, type BatchUrl, parseBatchInput } from './batch-input.js';
 import type { RunnerEvent } from './batch-runner.js';
 import type { Send } from './batch-sender.js';
 import { type BatchObject, type BatchStatus, type BatchStore, newId, type StoredBatch } from './batch-store.js';
+import { endJobSpan, startJobSpan, tracedSend } from './batch-trace.js';
 import { runLedgered } from './ledgered-run.js';
 
 /** What a job sends through, set once fleetgate listens. */
@@ -26,6 +28,8 @@ export interface BatchJobsOptions {
   now?: () => number;
   /** Told about problems a job hit (a crash of its run). */
   onError?: (batchId: string, error: unknown) => void;
+  /** A span per job and per request sent (`tracing`); null or absent: none. */
+  tracing?: Tracing | null;
 }
 
 /** A refusal of a create or cancel call, for a 4xx answer. */
@@ -183,15 +187,24 @@ export class BatchJobs {
     const stop = new AbortController();
     const running: Running = { stop, cancelled: false, done: Promise.resolve() };
     this.#running.set(stored.batch.id, running);
-    running.done = this.#run(stored, running)
+    const tracing = this.#opts.tracing ?? null;
+    const span = tracing === null ? null : startJobSpan(tracing, stored.batch);
+    running.done = this.#run(stored, running, span === null ? null : { tracing: tracing as Tracing, span })
       .catch((error: unknown) => {
         this.#opts.onError?.(stored.batch.id, error);
         this.#fail(stored, 'internal_error', `the job stopped: ${(error as Error).message}`, null);
       })
-      .finally(() => this.#running.delete(stored.batch.id));
+      .finally(() => {
+        this.#running.delete(stored.batch.id);
+        if (span !== null) endJobSpan(span, stored.batch);
+      });
   }
 
-  async #run(stored: StoredBatch, running: Running): Promise<void> {
+  async #run(
+    stored: StoredBatch,
+    running: Running,
+    traced: { tracing: Tracing; span: Parameters<typeof tracedSend>[1] } | null,
+  ): Promise<void> {
     const { batch } = stored;
     const { store } = this.#opts;
     const engine = this.#engine as JobEngine;
@@ -231,7 +244,7 @@ export class BatchJobs {
         requests,
         outputPath: store.contentPath(stored.outputId) as string,
         errorsPath: store.contentPath(stored.errorsId) as string,
-        send: engine.send,
+        send: traced === null ? engine.send : tracedSend(traced.tracing, traced.span, engine.send),
         limit: control.limit,
         maxAttempts: this.#opts.maxAttempts ?? 3,
         signal: running.stop.signal,

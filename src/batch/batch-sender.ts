@@ -15,7 +15,12 @@ export type SendOutcome =
   | { kind: 'retry'; reason: string; status: number | null; requestId: string | null; body: unknown }
   | { kind: 'not_sent'; reason: string };
 
-export type Send = (request: BatchRequest, signal: AbortSignal) => Promise<SendOutcome>;
+/** `headers`: more to send (a trace's `traceparent`). */
+export type Send = (
+  request: BatchRequest,
+  signal: AbortSignal,
+  headers?: Record<string, string>,
+) => Promise<SendOutcome>;
 
 export interface SenderOptions {
   /** fleetgate's base URL, ending in `/`. */
@@ -66,9 +71,9 @@ export class BatchSender {
     });
   }
 
-  readonly send: Send = async (batchRequest, signal) => {
+  readonly send: Send = async (batchRequest, signal, extra) => {
     const url = new URL(batchRequest.url.slice(1), this.#opts.base);
-    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    const headers: Record<string, string> = { ...extra, 'content-type': 'application/json' };
     if (this.#opts.priorityClass !== null) headers['x-fleetgate-priority'] = this.#opts.priorityClass;
     if (this.#opts.apiKey !== null) headers.authorization = `Bearer ${this.#opts.apiKey}`;
     let status: number;

@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
 import { loopbackOrigin } from '../http/loopback.js';
+import type { Tracing } from '../tracing/tracing.js';
 import { BatchJobs } from './batch-jobs.js';
 import { registerBatchRoutes } from './batch-routes.js';
 import { BatchSender } from './batch-sender.js';
@@ -32,10 +33,11 @@ export function createBatchService(
   app: FastifyInstance,
   config: Config,
   onError: (batchId: string, error: unknown) => void,
+  tracing: Tracing | null = null,
 ): BatchService | null {
   if (!config.batch.enabled) return null;
   const store = new BatchStore(resolve(config.batch.dir));
-  const jobs = new BatchJobs({ store, maxFileSize: config.batch.max_file_size, onError });
+  const jobs = new BatchJobs({ store, maxFileSize: config.batch.max_file_size, onError, tracing });
   registerBatchRoutes(app, { jobs, store, config: () => config });
   let sender: BatchSender | null = null;
   return {

@@ -192,8 +192,23 @@ export interface Config {
     /** Largest input file accepted, bytes. */
     max_file_size: number;
   };
+  /** OpenTelemetry traces (docs/operations.md, "Traces"); off while `otlp_endpoint` is null. */
+  tracing: TracingConfig;
   /** Engines `fleetgate launch` starts and supervises; under `serve` only their backends are used. */
   launch: LaunchConfig | null;
+}
+
+export type OtlpProtocol = 'http/protobuf' | 'http/json';
+export const OTLP_PROTOCOLS: readonly OtlpProtocol[] = ['http/protobuf', 'http/json'];
+
+export interface TracingConfig {
+  /** OTLP/HTTP collector: its base URL (`/v1/traces` is added) or the full traces URL; null = no tracing. */
+  otlp_endpoint: string | null;
+  otlp_protocol: OtlpProtocol;
+  /** Share (0..1) of traces started here that are sampled; a request with a `traceparent` follows its flag. */
+  sample_ratio: number;
+  /** `service.name` of fleetgate's spans. */
+  service_name: string;
 }
 
 /** One engine of `launch`, every placeholder filled in. */

@@ -26,7 +26,7 @@ import {
   text,
   textToInteger,
 } from './rules.js';
-import { BACKEND_KINDS, CAP_SCOPES, type Config, POLICY_NAMES, RATE_LIMIT_KEYS } from './types.js';
+import { BACKEND_KINDS, CAP_SCOPES, type Config, OTLP_PROTOCOLS, POLICY_NAMES, RATE_LIMIT_KEYS } from './types.js';
 
 export const LOG_LEVELS: readonly Config['log']['level'][] = [
   'trace',
@@ -179,8 +179,25 @@ const topLevel = section({
     dir: text(defaults.DEFAULT_BATCH_DIR),
     max_file_size: size(defaults.DEFAULT_BATCH_MAX_FILE_SIZE),
   }),
+  tracing: section({
+    otlp_endpoint: nullable(text(undefined, httpUrl)),
+    otlp_protocol: oneOf(OTLP_PROTOCOLS, defaults.DEFAULT_TRACING_PROTOCOL),
+    sample_ratio: number({ min: 0, max: 1, fallback: defaults.DEFAULT_TRACING_SAMPLE_RATIO }),
+    service_name: text(defaults.DEFAULT_TRACING_SERVICE_NAME),
+  }),
   launch: launchRule,
 });
+
+function httpUrl(value: string, key: string): void {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    fail(key, `${JSON.stringify(value)} is not a URL (e.g. http://127.0.0.1:4318)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    fail(key, `${JSON.stringify(value)} is not an http(s) URL`);
+}
 
 /**
  * Checks and converts `raw` (e.g. parsed YAML) into a complete `Config`; throws a `ConfigError` naming the

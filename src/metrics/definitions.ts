@@ -15,6 +15,26 @@ export const LLM_LATENCY_BUCKETS: readonly number[] = [
 ];
 
 /**
+ * Seconds to the first token: a cached short prompt (a few ms) to a long prefill behind a full batch
+ * (minutes); finer than LLM_LATENCY_BUCKETS below a second, where a healthy fleet's TTFT lies.
+ */
+export const TTFT_BUCKETS: readonly number[] = [
+  0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 20, 40, 80, 160, 640,
+];
+
+/**
+ * Seconds between tokens: 1 ms (a small model, speculative decoding) to the multi-second stalls of
+ * a preempted request or a resume; a large model's normal pace is 10-100 ms.
+ */
+export const INTER_TOKEN_BUCKETS: readonly number[] = [
+  0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1,
+  2.5, 5, 10, 20,
+];
+
+/** Output tokens of one answer: powers of 2 up to 32768, past most models' output limits. */
+export const OUTPUT_TOKEN_BUCKETS: readonly number[] = Array.from({ length: 16 }, (_, i) => 2 ** i);
+
+/**
  * Values brought up to date when Prometheus scrapes, not on the request path. Each family has its
  * own hook because prom-client runs a family's `collect` just before rendering that family.
  */
@@ -99,6 +119,30 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       name: 'fleetgate_time_to_first_byte_seconds',
       help: 'Time from request arrival to the first response byte sent to the client.',
       buckets: LLM_LATENCY_BUCKETS,
+      registers,
+    }),
+    timeToFirstToken: new BackendHistogram({
+      name: 'fleetgate_time_to_first_token_seconds',
+      help: 'Time from request arrival to the first generated content reaching the client (stream="true"); for a non-streamed answer (stream="false") to the whole answer. Labels: backend, model, stream.',
+      buckets: TTFT_BUCKETS,
+      registers,
+    }),
+    interTokenLatency: new BackendHistogram({
+      name: 'fleetgate_inter_token_latency_seconds',
+      help: 'Time between content events of a stream as the client receives them, per token; after a resume, on the backend that continued it. Labels: backend, model.',
+      buckets: INTER_TOKEN_BUCKETS,
+      registers,
+    }),
+    timePerOutputToken: new BackendHistogram({
+      name: 'fleetgate_time_per_output_token_seconds',
+      help: "A whole stream's first to last token over its output tokens less one; on the backend that ended it. Labels: backend, model.",
+      buckets: INTER_TOKEN_BUCKETS,
+      registers,
+    }),
+    outputTokens: new BackendHistogram({
+      name: 'fleetgate_request_output_tokens',
+      help: "Output tokens of a whole answer (its usage's completion_tokens, else a stream's content events); on the backend that ended it. Labels: backend, model.",
+      buckets: OUTPUT_TOKEN_BUCKETS,
       registers,
     }),
     upstreamErrors: new Counter({

@@ -23,6 +23,7 @@ import { createMetricFamilies, type MetricFamilies } from './definitions.js';
 import { MetricsServer } from './metrics-server.js';
 import { ModelMetrics, type ModelQueueCounts } from './model-metrics.js';
 import { RequestSeries } from './request-series.js';
+import { TokenMetrics } from './token-metrics.js';
 
 /** `backend` label of requests that reached no backend (queue timeout, queue full, client gone). */
 export const NO_BACKEND = 'none';
@@ -38,6 +39,7 @@ export class GatewayMetrics {
   /** Per class, rejections already added to the counter. */
   readonly #rejectedSeen = new Map<string, Record<AdmissionFailure, number>>();
   readonly #models: ModelMetrics;
+  readonly #tokens: TokenMetrics;
   readonly #prefix: { readonly stats: PrefixStats } | null;
   readonly #prefixSeen = {
     decisions: Object.fromEntries(PREFIX_DECISIONS.map((d) => [d, 0])) as Record<PrefixDecision, number>,
@@ -80,6 +82,8 @@ export class GatewayMetrics {
       },
     });
     this.#noBackend = new RequestSeries(this.#families, NO_BACKEND, { zeroed: false });
+    this.#tokens = new TokenMetrics(this.#families, fleet);
+    events.tokens = this.#tokens;
     this.#models = new ModelMetrics(this.registry, fleet, queue.waitingByModel ? (queue as ModelQueueCounts) : null);
     this.#collectRejected();
     const queueWait = this.#families.queueWait;
@@ -154,6 +158,8 @@ export class GatewayMetrics {
     this.#events.off('stream_resume', this.#onResume);
     this.#events.off('stream_resume_failed', this.#onResumeFailed);
     this.#models.close();
+    this.#tokens.close();
+    if (this.#events.tokens === this.#tokens) this.#events.tokens = null;
     const server = this.#server;
     this.#server = null;
     await server?.close();

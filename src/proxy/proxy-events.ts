@@ -1,5 +1,6 @@
 /** What the proxy tells observers (metrics, access log) about each request and attempt. */
 import { EventEmitter } from 'node:events';
+import type { TokenObserver } from './token-timing.js';
 
 export type RequestOutcome =
   | 'ok'
@@ -50,4 +51,10 @@ export interface ProxyEvents {
   rate_limited: [{ by: 'api_key' | 'address' }];
 }
 
-export class ProxyEventBus extends EventEmitter<ProxyEvents> {}
+export class ProxyEventBus extends EventEmitter<ProxyEvents> {
+  /**
+   * Told of every generated token as the client receives it (token-timing.ts): a bound series per
+   * backend rather than an event per token. Null: token timing is not read.
+   */
+  tokens: TokenObserver | null = null;
+}

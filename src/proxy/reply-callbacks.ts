@@ -17,9 +17,11 @@ import { attachContext, type RequestContext } from '../routing/request-context.j
 import { unwatchConnection } from './client-gone.js';
 import { apiOf } from './continuation.js';
 import { clientResponseHeaders, type RequestHeaders, upstreamRequestHeaders } from './headers.js';
-import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
-import { completionTokensIn, type RelayResult, relayBody } from './response-relay.js';
+import type { ProxyEventBus, RequestOutcome, RequestRecord } from './proxy-events.js';
+import type { RequestSpan } from './request-trace.js';
+import { completionTokensIn, finishReasonIn, promptTokensIn, type RelayResult, relayBody } from './response-relay.js';
 import { type ResumeSettings, StreamResume } from './stream-resume.js';
+import { TokenClock } from './token-timing.js';
 
 /** What the proxy keeps per request: the context the dispatcher reads, and what the access record needs. */
 export interface Traffic {
@@ -34,6 +36,10 @@ export interface Traffic {
   sent: (() => unknown) | null;
   upstreamHeaders: RequestHeaders | null;
   resume: StreamResume | null;
+  /** Its spans, while tracing is on. */
+  trace: RequestSpan | null;
+  /** Times its generated tokens (token-timing.ts); null for what is no generation's answer. */
+  tokens: TokenClock | null;
 }
 
 declare module 'fastify' {
@@ -86,7 +92,8 @@ export function createReplyCallbacks(opts: ReplyCallbackOptions): ReplyCallbacks
     unwatchConnection(request.raw.socket, traffic.onClientClose);
     // A bug in an observer costs its record, never the process: this runs in stream callbacks.
     try {
-      events.emit('request', {
+      const completionTokens = relay ? completionTokensIn(relay.tail) : null;
+      const entry: RequestRecord = {
         backend: traffic.context.backend,
         method: request.raw.method ?? 'GET',
         path: request.raw.url ?? '/',
@@ -100,12 +107,30 @@ export function createReplyCallbacks(opts: ReplyCallbackOptions): ReplyCallbacks
         resumes: traffic.resume?.count ?? 0,
         backends: traffic.resume?.backends ?? [],
         outcome,
-        completionTokens: relay ? completionTokensIn(relay.tail) : null,
+        completionTokens,
         streamed: traffic.sse,
-      });
+      };
+      events.emit('request', entry);
+      if (traffic.trace !== null) endTrace(traffic, entry, relay);
     } catch (error) {
       request.log.error({ err: error, method: request.raw.method, path: request.raw.url }, 'request observer failed');
     }
+  };
+
+  const endTrace = (traffic: Traffic, entry: RequestRecord, relay: RelayResult | null) => {
+    const tail = relay?.tail ?? null;
+    const clock = traffic.tokens;
+    const firstAt = clock?.firstTokenAt ?? null;
+    (traffic.trace as RequestSpan).end(
+      entry,
+      {
+        inputTokens: promptTokensIn(tail),
+        outputTokens: entry.completionTokens ?? (clock !== null && clock.events > 0 ? clock.events : null),
+        finishReason: finishReasonIn(tail),
+        ttftSeconds: firstAt !== null ? (firstAt - traffic.started) / 1000 : null,
+      },
+      now(),
+    );
   };
 
   const refuse: ReplyCallbacks['refuse'] = (reply, status, message, type, outcome) => {
@@ -148,13 +173,17 @@ export function createReplyCallbacks(opts: ReplyCallbackOptions): ReplyCallbacks
     reply.hijack();
     reply.raw.writeHead(status, reply.getHeaders() as OutgoingHttpHeaders);
     traffic.resume = sse && status === 200 ? resumableStream(request, traffic) : null;
+    const tokens = tokenClock(request, traffic, status, sse);
+    traffic.tokens = tokens ?? null;
     relayBody(res.stream, reply.raw, {
       sse,
       now,
       clientStallTimeout: opts.clientStallTimeout,
       resume: traffic.resume ?? undefined,
+      tokens,
       ended: (result) => {
         const end = result.end.type;
+        if (end === 'complete') tokens?.finished(now(), completionTokensIn(result.tail));
         record(
           request,
           status,
@@ -163,6 +192,14 @@ export function createReplyCallbacks(opts: ReplyCallbackOptions): ReplyCallbacks
         );
       },
     });
+  };
+
+  /** A generation's answer (a POST answered 200) is timed when an observer listens. */
+  const tokenClock = (request: FastifyRequest, traffic: Traffic, status: number, sse: boolean) => {
+    const observer = events.tokens;
+    const backend = traffic.context.backend;
+    if (observer === null || backend === null || status !== 200 || request.raw.method !== 'POST') return undefined;
+    return new TokenClock(observer, backend, sse, traffic.started);
   };
 
   /** A streamed chat or completions answer continues after a cut unless resume is off for it. */

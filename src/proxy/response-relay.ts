@@ -15,6 +15,7 @@ import type { Readable } from 'node:stream';
 import { errorBody, errorTypeFor } from '../http/openai-error.js';
 import { classifyUpstreamError, type UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { EARLY_END_FAILURE, ERROR_EVENT_FAILURE, type ResumeStep, type StreamResume } from './stream-resume.js';
+import type { TokenClock } from './token-timing.js';
 
 export type RelayEnd =
   | { type: 'complete' }
@@ -37,6 +38,8 @@ export interface RelayOptions {
   clientStallTimeout: number;
   /** Continues a stream the upstream cuts; absent, a cut ends it. */
   resume?: StreamResume;
+  /** Times a stream's content events as they go out (token-timing.ts); absent, none are read. */
+  tokens?: TokenClock;
   ended(result: RelayResult): void;
 }
 
@@ -91,6 +94,7 @@ class ResponseRelay {
   #write(chunk: Buffer): void {
     if (chunk.length === 0) return;
     if (this.#firstByteAt === null) this.#firstByteAt = this.#opts.now();
+    if (this.#opts.tokens !== undefined && this.#opts.sse) this.#opts.tokens.seen(chunk, this.#opts.now());
     this.#bytes += chunk.length;
     this.#previous = this.#last;
     this.#last = chunk;
@@ -168,6 +172,8 @@ class ResponseRelay {
       return;
     }
     if (step.type === 'continue') {
+      const backends = (this.#opts.resume as StreamResume).backends;
+      this.#opts.tokens?.switchTo(backends[backends.length - 1]);
       this.#body = step.body;
       this.#listen(step.body);
       return;
@@ -259,13 +265,34 @@ function tailOf(previous: Buffer | null, last: Buffer | null): Buffer | null {
 }
 
 const COMPLETION_TOKENS = Buffer.from('"completion_tokens"');
+const PROMPT_TOKENS = Buffer.from('"prompt_tokens"');
+const FINISH_REASON = Buffer.from('"finish_reason":"');
 
 /** The last `completion_tokens` figure in the tail (OpenAI `usage`, SGLang `meta_info`). */
 export function completionTokensIn(tail: Buffer | null): number | null {
+  return figureIn(tail, COMPLETION_TOKENS);
+}
+
+/** The last `prompt_tokens` figure in the tail. */
+export function promptTokensIn(tail: Buffer | null): number | null {
+  return figureIn(tail, PROMPT_TOKENS);
+}
+
+/** The last non-null `finish_reason` in the tail. */
+export function finishReasonIn(tail: Buffer | null): string | null {
   if (tail === null) return null;
-  const at = tail.lastIndexOf(COMPLETION_TOKENS);
+  const at = tail.lastIndexOf(FINISH_REASON);
   if (at < 0) return null;
-  let i = at + COMPLETION_TOKENS.length;
+  const start = at + FINISH_REASON.length;
+  const end = tail.indexOf(0x22, start);
+  return end > start ? tail.toString('utf8', start, end) : null;
+}
+
+function figureIn(tail: Buffer | null, key: Buffer): number | null {
+  if (tail === null) return null;
+  const at = tail.lastIndexOf(key);
+  if (at < 0) return null;
+  let i = at + key.length;
   while (i < tail.length && (tail[i] === 0x20 || tail[i] === 0x3a) /* : */) i++;
   let value = 0;
   let digits = 0;

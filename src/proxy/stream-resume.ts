@@ -137,9 +137,10 @@ export class StreamResume {
     const journal = this.#journal;
     const upstreamEvent = journal.errorEvent;
     const failed = this.#backends[this.#backends.length - 1] ?? 'unknown';
+    const cutAt = performance.now();
     if (journal.finished) return { type: 'end', tail: 'data: [DONE]\n\n' };
     const refusal = this.#refusal();
-    if (refusal !== null) return this.#refused(refusal, upstreamEvent);
+    if (refusal !== null) return this.#refused(refusal, upstreamEvent, failed, cutAt);
     const body = this.#parsed as Record<string, unknown>;
     const budget = remainingBudget(body, journal.tokens);
     if (budget !== null && budget <= 0) {
@@ -153,9 +154,10 @@ export class StreamResume {
       if (typeof answer !== 'string') answer.stream.destroy();
       return { type: 'fail', event: null };
     }
-    if (typeof answer === 'string') return this.#refused(answer, upstreamEvent);
+    if (typeof answer === 'string') return this.#refused(answer, upstreamEvent, failed, cutAt);
     const { backend, stream } = answer;
     this.#backends.push(backend);
+    this.#request.context.trace?.resumed(failed, backend, failure.kind, cutAt);
     this.#settings.events.emit('stream_resume', { backend: failed, reason: failure.kind });
     journal.beginAttempt(`: resumed on ${backend} after ${failed} failed\n\n`);
     return { type: 'continue', body: stream };
@@ -171,8 +173,9 @@ export class StreamResume {
     return null;
   }
 
-  #refused(reason: ResumeRefusal, event: Buffer | null): ResumeStep {
+  #refused(reason: ResumeRefusal, event: Buffer | null, failed: string, cutAt: number): ResumeStep {
     this.#settings.events.emit('stream_resume_failed', { reason });
+    this.#request.context.trace?.resumed(failed, null, reason, cutAt);
     return { type: 'fail', event };
   }
 
@@ -184,6 +187,7 @@ export class StreamResume {
     context.queue = original.queue;
     context.streamed = true;
     context.continuation = true;
+    context.trace = original.trace;
     context.tried = new Set(original.tried ?? []);
     const headers: Record<string, unknown> = { ...this.#request.headers };
     delete headers['content-length'];

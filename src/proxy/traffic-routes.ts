@@ -15,12 +15,14 @@ import { apiKeyCheck } from '../http/bearer-keys.js';
 import { sendError } from '../http/openai-error.js';
 import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { RequestContext } from '../routing/request-context.js';
+import type { Tracing } from '../tracing/tracing.js';
 import type { PriorityStamp } from './backend-priority.js';
 import { watchConnection } from './client-gone.js';
 import type { ProxyEventBus } from './proxy-events.js';
 import { registerRateLimit } from './rate-limit.js';
 import { createReplyCallbacks, FLEET_ORIGIN, type Traffic } from './reply-callbacks.js';
 import type { ContextReader } from './request-context-from.js';
+import { RequestSpan } from './request-trace.js';
 
 export interface TrafficOptions {
   /** The running config, read per request: a reload that changes `auth.api_keys` applies at once. */
@@ -35,6 +37,8 @@ export interface TrafficOptions {
   retryAfterSeconds: number;
   /** Sends the request's class to the backend as its `priority` (`queue.classes[].backend_priority`). */
   stampPriority?: PriorityStamp;
+  /** Spans for each request (`tracing`); null while tracing is off. */
+  tracing?: Tracing | null;
 }
 
 /** The context of a refused request, which never reaches the dispatcher. */
@@ -48,6 +52,7 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
   // The dispatcher stamps `dispatchedAt` with the same clock: `queueMs` is a difference of the two.
   const now = performance.now.bind(performance);
   const startConfig = opts.config();
+  const tracing = opts.tracing ?? null;
   const { replyOptions, refuse } = createReplyCallbacks({
     dispatcher: opts.dispatcher,
     events: opts.events,
@@ -64,19 +69,29 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     const path = request.raw.url ?? '/';
     const received = (request.body as Buffer | undefined) ?? null;
     const read = opts.contextOf(path, request.headers, received);
+    const started = now();
+    const trace = tracing
+      ? new RequestSpan(tracing, request.raw.method ?? 'GET', path, request.headers, started)
+      : null;
     const traffic: Traffic = {
       context: 'status' in read ? NO_CONTEXT : read.context,
-      started: now(),
+      started,
       sse: false,
       sent: null,
       upstreamHeaders: null,
       resume: null,
+      trace,
+      tokens: null,
       onClientClose: () => {
         if (!reply.raw.writableFinished) traffic.context.clientGone.abort();
       },
     };
     request.traffic = traffic;
     if ('status' in read) return refuse(reply, read.status, read.message, read.type, read.outcome);
+    if (trace !== null) {
+      read.context.trace = trace;
+      if (received !== null) trace.describe(read.json());
+    }
     watchConnection(request.raw.socket, traffic.onClientClose);
     if (received === null) return reply.from(dest, options);
     const priority = read.context.traits?.priority;

@@ -34,6 +34,27 @@ export class ClientGone implements AbortLike {
 }
 
 /**
+ * A request's trace (proxy/request-trace.ts builds it when `tracing` is on): what dispatch and
+ * resume tell it. Null on the context when tracing is off, so the request path checks one field.
+ */
+export interface RequestTrace {
+  /** The request waited in its queue from `from` to `to` (performance.now()). */
+  queued(from: number, to: number): void;
+  /** An attempt leaves for `backend` (`retry`: attempts before it); it carries the returned headers. */
+  attempt(backend: string, retry: number): AttemptTrace;
+  /** A cut stream was continued on `to` (null: it was not) after `from` failed, since `startedAt`. */
+  resumed(from: string, to: string | null, reason: string, startedAt: number): void;
+}
+
+export interface AttemptTrace {
+  /** `traceparent` (and `tracestate`) naming the attempt's span. */
+  readonly headers: Record<string, string>;
+  responded(status: number): void;
+  /** The attempt is over: `failure`, its kind (`reset`, `connect_refused`, ...), or null when it completed. */
+  ended(failure: string | null): void;
+}
+
+/**
  * Everything the fleet dispatcher needs to know of one request beyond its method, path, headers and
  * body, filled once by the HTTP side before dispatch.
  */
@@ -58,6 +79,8 @@ export class RequestContext {
   continuation = false;
   /** Set by the dispatcher: performance.now() when the latest attempt left the queue for its backend. */
   dispatchedAt: number | null = null;
+  /** Its trace; null while tracing is off. */
+  trace: RequestTrace | null = null;
 }
 
 export const REQUEST_CONTEXT: unique symbol = Symbol('fleetgate.request-context');

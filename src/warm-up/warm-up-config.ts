@@ -2,7 +2,7 @@
  * The configuration of the warm-up's own fleetgate: the running one's traffic path (routing,
  * queue classes, keys, limits, resume, access log) in front of the warm-up's engine alone, with
  * nothing that reaches beyond the process (no engines, discovery, launch, batch jobs, metrics
- * listener) and no warm-up of its own. Pure.
+ * listener, traces) and no warm-up of its own. Pure.
  */
 import type { Config } from '../config/types.js';
 
@@ -23,6 +23,7 @@ export function warmUpConfig(config: Config, engineUrl: string, requests: number
     // Its own store, so the limit's code runs but no client's budget is spent; never its refusal.
     rate_limit: { ...config.rate_limit, max: Math.max(config.rate_limit.max, requests) },
     batch: { ...config.batch, enabled: false },
+    tracing: { ...config.tracing, otlp_endpoint: null },
     shutdown: { grace: 1000 },
   };
 }

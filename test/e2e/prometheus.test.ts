@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { backendsFor, createSims, startGateway, startReadyFleet } from '../helpers/fleet.js';
 import { freePort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -33,7 +34,11 @@ interface PrometheusHandle {
   log(): string;
 }
 
-async function startPrometheus(t: { after(fn: () => unknown): void }, target: string): Promise<PrometheusHandle> {
+async function startPrometheus(
+  t: { after(fn: () => unknown): void },
+  target: string,
+  rules = join(ROOT, 'config/prometheus/alerts.yml'),
+): Promise<PrometheusHandle> {
   if (!existsSync(PROMETHEUS))
     assert.fail(`${PROMETHEUS} not found: install the prometheus package (apt-get install prometheus)`);
   const dir = mkdtempSync(join(tmpdir(), 'fleetgate-prometheus-'));
@@ -43,7 +48,7 @@ async function startPrometheus(t: { after(fn: () => unknown): void }, target: st
     '  scrape_interval: 1s',
     '  evaluation_interval: 1s',
     'rule_files:',
-    `  - ${JSON.stringify(join(ROOT, 'config/prometheus/alerts.yml'))}`,
+    `  - ${JSON.stringify(rules)}`,
     'scrape_configs:',
     '  - job_name: fleetgate',
     '    static_configs:',
@@ -130,6 +135,13 @@ test('Prometheus sees a backend go down and come back, evaluates the alerts and 
   });
   await generation.body.dump();
   assert.equal(generation.statusCode, 200);
+  const stream = await request(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }], max_tokens: 8 }),
+  });
+  await stream.body.dump();
+  assert.equal(stream.statusCode, 200);
 
   const prometheus = await startPrometheus(t, new URL(url).host);
   const victim = sims[1].name;
@@ -169,7 +181,7 @@ test('Prometheus sees a backend go down and come back, evaluates the alerts and 
       const rules = body.data.groups.flatMap((g) => g.rules);
       const bad = rules.filter((r) => r.health !== 'ok');
       assert.deepEqual(bad, [], 'alert rules evaluate without errors');
-      return rules.length === 10 && body.data.groups.every((g) => g.name === 'fleetgate');
+      return rules.length === 11 && body.data.groups.every((g) => g.name === 'fleetgate');
     },
     { timeoutMs: 10_000, intervalMs: 250, what: 'alert rules evaluated' },
   );
@@ -186,6 +198,10 @@ test('Prometheus sees a backend go down and come back, evaluates the alerts and 
     'Ready backends',
     'Request rate by backend',
     'In-flight requests and caps',
+    'Time to first token p50 / p99 by backend',
+    'Inter-token latency p99 by backend',
+    'Time per output token (fleet) p50 / p99',
+    'Output tokens per request (fleet) p50 / p99',
   ]) {
     assert.ok(!empty.includes(title), `dashboard panel "${title}" has data`);
   }
@@ -202,4 +218,54 @@ test('Prometheus sees a backend go down and come back, evaluates the alerts and 
   );
   t.diagnostic(`dashboard panels without data in this short run: ${empty.join(', ') || 'none'}`);
   t.diagnostic(`prometheus e2e took ${Date.now() - started} ms`);
+});
+
+/** alerts.yml with `alert`'s `for` cut to 0 s, its expression unchanged, written to a temporary file. */
+function rulesWithoutHold(alert: string): string {
+  const rules = parseYaml(readFileSync(join(ROOT, 'config/prometheus/alerts.yml'), 'utf8'));
+  const rule = rules.groups
+    .flatMap((g: { rules: Array<{ alert: string; for?: string }> }) => g.rules)
+    .find((r: { alert: string }) => r.alert === alert);
+  assert.ok(rule, `${alert} in alerts.yml`);
+  rule.for = '0s';
+  const dir = mkdtempSync(join(tmpdir(), 'fleetgate-rules-'));
+  const file = join(dir, 'alerts.yml');
+  writeFileSync(file, stringifyYaml(rules));
+  return file;
+}
+
+test("the straggler alert fires on the demo's slowed backend (3x, as `fleetgate demo --slow-on`)", async (t) => {
+  // The demo's pace (sim --speed demo: 20 ms a token) and its straggler, generating 3x slower.
+  const engine = { tokenMs: 20 };
+  const { url } = await startReadyFleet(t, [{ engine }, { engine }, { engine: { ...engine, slowdown: 3 } }], {
+    routing: { policy: 'round-robin' },
+  });
+  const prometheus = await startPrometheus(t, new URL(url).host, rulesWithoutHold('FleetgateBackendSlowFirstToken'));
+  const streamOnce = async () => {
+    const res = await request(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
+    });
+    await res.body.dump();
+  };
+  let firing: Array<{ labels: Record<string, string>; state: string }> = [];
+  const deadline = Date.now() + 90_000;
+  // Bounded: three streams at a time (one per backend, round-robin) until the alert fires or 90 s pass.
+  while (Date.now() < deadline) {
+    await Promise.all([streamOnce(), streamOnce(), streamOnce()]);
+    const res = await request(`${prometheus.url}/api/v1/alerts`);
+    const body = (await res.body.json()) as {
+      data: { alerts: Array<{ labels: Record<string, string>; state: string }> };
+    };
+    firing = body.data.alerts.filter(
+      (a) => a.labels.alertname === 'FleetgateBackendSlowFirstToken' && a.state === 'firing',
+    );
+    if (firing.length > 0) break;
+  }
+  assert.deepEqual(
+    firing.map((a) => a.labels.backend),
+    ['gpu2'],
+    `the slowed backend alone is the straggler\nprometheus log:\n${prometheus.log()}`,
+  );
 });

@@ -83,6 +83,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   log: { level: 'info', destination: 'stdout', access: true },
   shutdown: { grace: 25_000 },
   batch: { enabled: true, dir: 'fleetgate-batches', max_file_size: 200 * 2 ** 20 },
+  tracing: { otlp_endpoint: null, otlp_protocol: 'http/protobuf', sample_ratio: 1, service_name: 'fleetgate' },
   launch: null,
 };
 
@@ -148,6 +149,12 @@ test('every key is read and converted', () => {
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
     shutdown: { drain_timeout: '90s' },
     batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: '1MiB' },
+    tracing: {
+      otlp_endpoint: 'http://127.0.0.1:4318',
+      otlp_protocol: 'http/json',
+      sample_ratio: 0.25,
+      service_name: 'gw',
+    },
   };
   const expected: Config = {
     listen: { host: '127.0.0.1', port: 9000 },
@@ -231,6 +238,12 @@ test('every key is read and converted', () => {
     // Its former name drain_timeout still sets it.
     shutdown: { grace: 90_000 },
     batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: 2 ** 20 },
+    tracing: {
+      otlp_endpoint: 'http://127.0.0.1:4318',
+      otlp_protocol: 'http/json',
+      sample_ratio: 0.25,
+      service_name: 'gw',
+    },
     launch: null,
   };
   assert.deepEqual(validateConfig(raw, 'test'), expected);

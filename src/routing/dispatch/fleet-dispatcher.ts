@@ -19,7 +19,7 @@ import type { DrainDeadlines } from '../../fleet/drain-deadline.js';
 import type { ProgressWatchdog } from '../../fleet/progress-watchdog.js';
 import type { Backend, FleetRegistry } from '../../fleet/registry.js';
 import { AdmissionError, type Lease, type WaitQueue } from '../queue/wait-queue.js';
-import { ClientGone, contextIn, RequestContext } from '../request-context.js';
+import { type AttemptTrace, ClientGone, contextIn, RequestContext } from '../request-context.js';
 import { type AttemptOwner, type CallbackHandler, FleetAttempt } from './fleet-attempt.js';
 import { classifyUpstreamError, type UpstreamFailure } from './upstream-failures.js';
 import type { UpstreamPools, UpstreamRequest } from './upstream-pools.js';
@@ -101,6 +101,8 @@ export class FleetRequest implements AttemptOwner {
   readonly #cancelWait = new ClientGone();
   readonly #maxRetries: number;
   #attempt: FleetAttempt | null = null;
+  /** The running attempt's span, when the request is traced. */
+  #attemptTrace: AttemptTrace | null = null;
   #reason: Error | null = null;
   #done = false;
 
@@ -154,8 +156,12 @@ export class FleetRequest implements AttemptOwner {
     const context = this.#context;
     const admitted = queue.acquire(this.#cancelWait, context.tried, context.traits, context.continuation);
     if (admitted instanceof Promise) {
+      const waitFrom = context.trace !== null ? performance.now() : 0;
       admitted.then(
-        (lease) => this.#send(lease),
+        (lease) => {
+          context.trace?.queued(waitFrom, performance.now());
+          this.#send(lease);
+        },
         (error: unknown) => this.#fail(this.#reason ?? (error as Error)),
       );
     } else {
@@ -174,17 +180,41 @@ export class FleetRequest implements AttemptOwner {
     this.#context.backend = lease.backend.name;
     this.#context.dispatchedAt = performance.now();
     this.#attempt = new FleetAttempt(this, lease, this.#handler, this.#deps);
-    this.#deps.pools.dispatch(lease.backend, this.#upstream, this.#attempt);
+    const trace = this.#context.trace;
+    this.#deps.pools.dispatch(
+      lease.backend,
+      trace === null ? this.#upstream : this.#traced(trace.attempt(lease.backend.name, this.#context.retries)),
+      this.#attempt,
+    );
+  }
+
+  /** The request as this attempt sends it: its headers carry the attempt span's `traceparent`. */
+  #traced(attempt: AttemptTrace): UpstreamRequest {
+    this.#attemptTrace = attempt;
+    const headers = this.#upstream.headers;
+    if (headers == null || Array.isArray(headers) || typeof headers !== 'object' || Symbol.iterator in headers) {
+      return this.#upstream;
+    }
+    return { ...this.#upstream, headers: { ...headers, ...attempt.headers } };
+  }
+
+  #attemptOver(failure: string | null): void {
+    this.#attemptTrace?.ended(failure);
+    this.#attemptTrace = null;
   }
 
   /** The attempt's response starts: the registry hears the status. */
   responded(backend: Backend, status: number): void {
+    this.#attemptTrace?.responded(status);
     this.#deps.registry.apply(backend, { type: 'traffic', outcome: status >= 500 ? 'http_5xx' : 'ok' });
   }
 
   /** The attempt ended without success; `started`: its response had reached the handler. */
   attemptFailed(backend: Backend, error: Error, started: boolean, known?: UpstreamFailure): void {
     this.#attempt = null;
+    if (this.#attemptTrace !== null) {
+      this.#attemptOver(this.#reason !== null ? 'client_abort' : (known ?? classifyUpstreamError(error)).kind);
+    }
     if (this.#reason !== null) {
       this.#fail(this.#reason);
       return;
@@ -205,6 +235,7 @@ export class FleetRequest implements AttemptOwner {
 
   attemptEnded(): void {
     this.#attempt = null;
+    this.#attemptOver(null);
     this.#finish();
   }
 

@@ -1,0 +1,134 @@
+/**
+ * One proxied request's spans (docs/operations.md, "Traces"), built only while tracing is on: the
+ * server span (continuing an incoming `traceparent`), the wait in the queue, one client span per
+ * upstream attempt (whose `traceparent` the attempt carries) and one per stream resume. The
+ * attributes follow OpenTelemetry's GenAI semantic conventions where one exists, else `fleetgate.*`.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { type Attributes, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import {
+  ATTR_HTTP_REQUEST_METHOD,
+  ATTR_HTTP_RESPONSE_STATUS_CODE,
+  ATTR_URL_PATH,
+} from '@opentelemetry/semantic-conventions';
+import type { AttemptTrace, RequestTrace } from '../routing/request-context.js';
+import type { Tracing } from '../tracing/tracing.js';
+import { apiOf } from './continuation.js';
+import type { RequestRecord } from './proxy-events.js';
+
+/** GenAI semantic-convention attribute names (the incubating ones, spelled out: they may yet be renamed). */
+const GEN_AI = {
+  operation: 'gen_ai.operation.name',
+  requestModel: 'gen_ai.request.model',
+  maxTokens: 'gen_ai.request.max_tokens',
+  temperature: 'gen_ai.request.temperature',
+  stream: 'gen_ai.request.stream',
+  inputTokens: 'gen_ai.usage.input_tokens',
+  outputTokens: 'gen_ai.usage.output_tokens',
+  finishReasons: 'gen_ai.response.finish_reasons',
+  ttft: 'gen_ai.server.time_to_first_token',
+} as const;
+
+/** What the end of a request adds to its span beyond its access record. */
+export interface AnswerFacts {
+  inputTokens: number | null;
+  outputTokens: number | null;
+  finishReason: string | null;
+  /** Seconds to the first token, when one was timed. */
+  ttftSeconds: number | null;
+}
+
+class AttemptSpan implements AttemptTrace {
+  readonly headers: Record<string, string>;
+  readonly #span: Span;
+
+  constructor(tracing: Tracing, parent: Span, backend: string, retry: number, path: string) {
+    this.#span = tracing.start(`POST ${path}`, parent, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'fleetgate.backend': backend, 'fleetgate.retry': retry, [ATTR_URL_PATH]: path },
+    });
+    this.headers = tracing.headersOf(this.#span);
+  }
+
+  responded(status: number): void {
+    this.#span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+  }
+
+  ended(failure: string | null): void {
+    this.#span.setAttribute('fleetgate.outcome', failure ?? 'ok');
+    if (failure !== null) this.#span.setStatus({ code: SpanStatusCode.ERROR, message: failure });
+    this.#span.end();
+  }
+}
+
+export class RequestSpan implements RequestTrace {
+  readonly #tracing: Tracing;
+  readonly #span: Span;
+  readonly #path: string;
+
+  constructor(tracing: Tracing, method: string, path: string, headers: IncomingHttpHeaders, startedAt: number) {
+    this.#tracing = tracing;
+    this.#path = path;
+    const api = apiOf(path);
+    const attributes: Attributes = { [ATTR_HTTP_REQUEST_METHOD]: method, [ATTR_URL_PATH]: path };
+    if (api !== null) attributes[GEN_AI.operation] = api === 'chat' ? 'chat' : 'text_completion';
+    this.#span = tracing.start(`${method} ${path}`, tracing.extract(headers), {
+      kind: SpanKind.SERVER,
+      attributes,
+      startTime: startedAt,
+    });
+  }
+
+  /** The request's body, as JSON: the GenAI request attributes it names. */
+  describe(body: unknown): void {
+    if (typeof body !== 'object' || body === null) return;
+    const b = body as Record<string, unknown>;
+    const span = this.#span;
+    if (typeof b.model === 'string') span.setAttribute(GEN_AI.requestModel, b.model);
+    const max = typeof b.max_tokens === 'number' ? b.max_tokens : b.max_completion_tokens;
+    if (typeof max === 'number') span.setAttribute(GEN_AI.maxTokens, max);
+    if (typeof b.temperature === 'number') span.setAttribute(GEN_AI.temperature, b.temperature);
+    if (typeof b.stream === 'boolean') span.setAttribute(GEN_AI.stream, b.stream);
+  }
+
+  queued(from: number, to: number): void {
+    this.#tracing.start('fleetgate.queue', this.#span, { kind: SpanKind.INTERNAL, startTime: from }).end(to);
+  }
+
+  attempt(backend: string, retry: number): AttemptTrace {
+    return new AttemptSpan(this.#tracing, this.#span, backend, retry, this.#path);
+  }
+
+  resumed(from: string, to: string | null, reason: string, startedAt: number): void {
+    const attributes: Attributes = { 'fleetgate.resume.from': from, 'fleetgate.resume.reason': reason };
+    if (to !== null) attributes['fleetgate.resume.to'] = to;
+    const span = this.#tracing.start('fleetgate.resume', this.#span, {
+      kind: SpanKind.INTERNAL,
+      attributes,
+      startTime: startedAt,
+    });
+    if (to === null) span.setStatus({ code: SpanStatusCode.ERROR, message: 'not resumed' });
+    span.end();
+  }
+
+  /** The request is over: its access record and what its answer said. */
+  end(record: RequestRecord, facts: AnswerFacts, endedAt: number): void {
+    const span = this.#span;
+    const attributes: Attributes = {
+      [ATTR_HTTP_RESPONSE_STATUS_CODE]: record.status,
+      'fleetgate.outcome': record.outcome,
+      'fleetgate.retries': record.retries,
+      'fleetgate.resumed': record.resumes > 0,
+    };
+    if (record.backend !== null) attributes['fleetgate.backend'] = record.backend;
+    if (record.priorityClass !== null) attributes['fleetgate.priority_class'] = record.priorityClass;
+    if (record.backends.length > 1) attributes['fleetgate.backends'] = [...record.backends];
+    if (facts.inputTokens !== null) attributes[GEN_AI.inputTokens] = facts.inputTokens;
+    if (facts.outputTokens !== null) attributes[GEN_AI.outputTokens] = facts.outputTokens;
+    if (facts.finishReason !== null) attributes[GEN_AI.finishReasons] = [facts.finishReason];
+    if (facts.ttftSeconds !== null) attributes[GEN_AI.ttft] = facts.ttftSeconds;
+    span.setAttributes(attributes);
+    if (record.status >= 500 || record.outcome === 'upstream_error') span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end(endedAt);
+  }
+}

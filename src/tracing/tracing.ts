@@ -1,0 +1,97 @@
+/**
+ * fleetgate's OpenTelemetry tracer (docs/operations.md, "Traces"): the JS SDK's tracer provider with
+ * a parent-based ratio sampler, a batch span processor and the OTLP/HTTP exporter (protobuf or
+ * JSON), built only when `tracing.otlp_endpoint` is set. No global provider or context manager:
+ * each span's parent context is handed on explicitly, and the W3C `traceparent`/`tracestate`
+ * headers are read and written with @opentelemetry/core's propagator.
+ */
+import {
+  type Attributes,
+  type Context,
+  defaultTextMapGetter,
+  defaultTextMapSetter,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanKind,
+  type TimeInput,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+} from '@opentelemetry/sdk-trace-base';
+import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import type { TracingConfig } from '../config/types.js';
+
+export interface SpanStart {
+  kind: SpanKind;
+  attributes?: Attributes;
+  /** A performance.now() or epoch-ms time; now when absent. */
+  startTime?: TimeInput;
+}
+
+export class Tracing {
+  readonly #provider: BasicTracerProvider;
+  readonly #tracer: Tracer;
+  readonly #propagator = new W3CTraceContextPropagator();
+
+  constructor(config: TracingConfig & { otlp_endpoint: string }) {
+    const url = tracesUrl(config.otlp_endpoint);
+    const exporter = config.otlp_protocol === 'http/json' ? new JsonExporter({ url }) : new ProtobufExporter({ url });
+    this.#provider = new BasicTracerProvider({
+      resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.service_name }),
+      sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.sample_ratio) }),
+      spanProcessors: [new BatchSpanProcessor(exporter)],
+    });
+    this.#tracer = this.#provider.getTracer('fleetgate');
+  }
+
+  /** The context an incoming request's `traceparent`/`tracestate` continue; the root one without them. */
+  extract(headers: Record<string, string | string[] | undefined>): Context {
+    return this.#propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+  }
+
+  /** Starts a span under `parent` (a context, or a span; null: a new trace). */
+  start(name: string, parent: Context | Span | null, opts: SpanStart): Span {
+    const context =
+      parent === null ? ROOT_CONTEXT : 'spanContext' in parent ? trace.setSpan(ROOT_CONTEXT, parent) : parent;
+    return this.#tracer.startSpan(name, opts, context);
+  }
+
+  /** The `traceparent` (and `tracestate`) that make `span` the parent of what receives them. */
+  headersOf(span: Span): Record<string, string> {
+    const headers: Record<string, string> = {};
+    this.#propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, defaultTextMapSetter);
+    return headers;
+  }
+
+  /** Exports what is pending. */
+  flush(): Promise<void> {
+    return this.#provider.forceFlush();
+  }
+
+  /** Exports what is pending and stops. */
+  shutdown(): Promise<void> {
+    return this.#provider.shutdown();
+  }
+}
+
+/** A tracer for `config`, or null while tracing is off. */
+export function createTracing(config: TracingConfig): Tracing | null {
+  const endpoint = config.otlp_endpoint;
+  return endpoint === null ? null : new Tracing({ ...config, otlp_endpoint: endpoint });
+}
+
+/** `otlp_endpoint` as the exporter's URL: a base URL gets OTLP's `/v1/traces`. */
+export function tracesUrl(endpoint: string): string {
+  const url = new URL(endpoint);
+  if (url.pathname === '/' || url.pathname === '') url.pathname = '/v1/traces';
+  return url.toString();
+}

@@ -1,0 +1,228 @@
+/**
+ * OpenTelemetry traces over real TCP (docs/operations.md, "Traces"): fleetgate exports to an
+ * OTLP/HTTP receiver the test runs (http/json, read as OTLP's JSON mapping). A streamed request
+ * with an incoming `traceparent` keeps its trace id; the upstream request carries a `traceparent`
+ * naming the attempt's span; the server, queue and attempt spans carry their attributes (GenAI
+ * conventions and fleetgate's); a retried request and a resumed stream show one span per attempt.
+ * Off by default: nothing is added to an upstream request.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createSims, startGateway } from '../helpers/fleet.js';
+import { type Collector, type ReceivedSpan, startCollector, startHeaderTap } from '../helpers/otlp-collector.js';
+import { resumeFleet } from '../helpers/resume-fleet.js';
+import { startSimProcess } from '../helpers/sim-process.js';
+import { assertWholeStream } from '../helpers/stream-check.js';
+import { streamFrom } from '../helpers/streamed-request.js';
+import { waitFor } from '../helpers/wait.js';
+
+const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const PARENT_ID = '00f067aa0ba902b7';
+const SERVER = 2;
+const CLIENT = 3;
+
+const tracingTo = (collector: Collector, protocol = 'http/json') => ({
+  otlp_endpoint: collector.url,
+  otlp_protocol: protocol,
+  service_name: 'fleetgate-test',
+});
+
+const chat = (maxTokens: number) => ({
+  model: 'default',
+  stream: true,
+  max_tokens: maxTokens,
+  temperature: 0.5,
+  stream_options: { include_usage: true },
+  messages: [{ role: 'user', content: 'Tell me about Paris' }],
+});
+
+function inTrace(collector: Collector, traceId: string): ReceivedSpan[] {
+  return collector.spans.filter((s) => s.traceId === traceId);
+}
+
+async function spansOf(
+  collector: Collector,
+  traceId: string,
+  what: string,
+  enough: (spans: ReceivedSpan[]) => boolean,
+) {
+  await waitFor(() => enough(inTrace(collector, traceId)), { what, timeoutMs: 20_000 });
+  return inTrace(collector, traceId);
+}
+
+test('a streamed request with a traceparent: trace kept, upstream traceparent names the attempt span, spans with attributes', async (t) => {
+  const collector = await startCollector(t);
+  const [sim] = await createSims(t, [{ engine: { tokenMs: 10 } }]);
+  sim.start();
+  await sim.whenReady();
+  const tap = await startHeaderTap(t, sim.url);
+  const { gateway, url } = await startGateway(t, {
+    backends: [{ url: tap.url, name: 'gpu0' }],
+    routing: { max_inflight_per_backend: 1 },
+    tracing: tracingTo(collector),
+  });
+  await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: 'gpu0 ready' });
+
+  // The first request holds the one slot, so the traced one waits in the queue.
+  const first = streamFrom(url, '/v1/chat/completions', chat(30));
+  await first.atTokens(1);
+  const traced = streamFrom(url, '/v1/chat/completions', chat(20), {
+    traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
+    'x-fleetgate-priority': 'interactive',
+  });
+  const got = await traced.done;
+  assertWholeStream(got, 20);
+  await first.done;
+  await gateway.close();
+
+  const spans = await spansOf(collector, TRACE_ID, 'server, queue and attempt spans', (s) => s.length >= 3);
+  const server = spans.find((s) => s.kind === SERVER);
+  assert.ok(server, 'a server span');
+  assert.equal(server.parentSpanId, PARENT_ID, 'the incoming span is its parent');
+  assert.equal(server.service, 'fleetgate-test');
+  assert.equal(server.name, 'POST /v1/chat/completions');
+  assert.equal(server.attributes['gen_ai.operation.name'], 'chat');
+  assert.equal(server.attributes['gen_ai.request.model'], 'default');
+  assert.equal(server.attributes['gen_ai.request.max_tokens'], 20);
+  assert.equal(server.attributes['gen_ai.request.temperature'], 0.5);
+  assert.equal(server.attributes['gen_ai.request.stream'], true);
+  assert.equal(server.attributes['gen_ai.usage.output_tokens'], 20);
+  assert.equal(server.attributes['gen_ai.usage.input_tokens'], got.usage?.prompt_tokens);
+  assert.deepEqual(server.attributes['gen_ai.response.finish_reasons'], ['length']);
+  assert.equal(typeof server.attributes['gen_ai.server.time_to_first_token'], 'number');
+  assert.equal(server.attributes['http.response.status_code'], 200);
+  assert.equal(server.attributes['fleetgate.backend'], 'gpu0');
+  assert.equal(server.attributes['fleetgate.priority_class'], 'interactive');
+  assert.equal(server.attributes['fleetgate.resumed'], false);
+
+  const queue = spans.find((s) => s.name === 'fleetgate.queue');
+  assert.ok(queue, 'a queue span');
+  assert.equal(queue.parentSpanId, server.spanId);
+  assert.ok(queue.endMs - queue.startMs > 50, `it waited ${queue.endMs - queue.startMs} ms for the slot`);
+
+  const attempts = spans.filter((s) => s.kind === CLIENT);
+  assert.equal(attempts.length, 1, 'one attempt');
+  const [attempt] = attempts;
+  assert.equal(attempt.parentSpanId, server.spanId);
+  assert.equal(attempt.attributes['fleetgate.backend'], 'gpu0');
+  assert.equal(attempt.attributes['fleetgate.retry'], 0);
+  assert.equal(attempt.attributes['fleetgate.outcome'], 'ok');
+  assert.equal(attempt.attributes['http.response.status_code'], 200);
+  assert.ok(attempt.startMs >= queue.endMs - 1, 'the attempt starts when the wait ends');
+
+  const upstream = tap.posts.map((p) => p.headers.traceparent);
+  assert.equal(upstream.length, 2);
+  assert.equal(upstream[1], `00-${TRACE_ID}-${attempt.spanId}-01`, "the upstream traceparent is the attempt's");
+  // The untraced first request got a trace of its own (sample_ratio 1).
+  assert.match(String(upstream[0]), /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+  assert.ok(!String(upstream[0]).includes(TRACE_ID));
+});
+
+test('a retried request: one attempt span per attempt, each upstream request with its own traceparent', async (t) => {
+  const collector = await startCollector(t);
+  const sims = await createSims(t, [{ engine: { tokenMs: 2 } }, { engine: { tokenMs: 2 } }]);
+  for (const sim of sims) sim.start();
+  await Promise.all(sims.map((sim) => sim.whenReady()));
+  const faults = { resetNext: false };
+  const taps = await Promise.all(sims.map((sim) => startHeaderTap(t, sim.url, faults)));
+  const { gateway, url } = await startGateway(t, {
+    backends: taps.map((tap, i) => ({ url: tap.url, name: `gpu${i}` })),
+    tracing: tracingTo(collector),
+  });
+  await waitFor(() => gateway.fleet.registry.ready.length === 2, { what: 'both ready' });
+  faults.resetNext = true;
+  const got = await streamFrom(url, '/v1/chat/completions', chat(10), {
+    traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
+  }).done;
+  assertWholeStream(got, 10);
+  await gateway.close();
+
+  const spans = await spansOf(
+    collector,
+    TRACE_ID,
+    'two attempt spans',
+    (s) => s.filter((x) => x.kind === CLIENT).length >= 2,
+  );
+  const server = spans.find((s) => s.kind === SERVER) as ReceivedSpan;
+  assert.equal(server.attributes['fleetgate.retries'], 1);
+  const attempts = spans.filter((s) => s.kind === CLIENT).sort((a, b) => a.startMs - b.startMs);
+  assert.equal(attempts.length, 2, 'one span per attempt');
+  assert.deepEqual(
+    attempts.map((a) => [a.attributes['fleetgate.retry'], a.attributes['fleetgate.outcome']]),
+    [
+      [0, 'reset'],
+      [1, 'ok'],
+    ],
+  );
+  assert.notEqual(attempts[0].attributes['fleetgate.backend'], attempts[1].attributes['fleetgate.backend']);
+  assert.equal(attempts[0].statusCode, 2, 'the failed attempt is an error');
+  const passed = taps.flatMap((tap) => tap.posts).map((p) => p.headers.traceparent);
+  assert.deepEqual(
+    passed,
+    [`00-${TRACE_ID}-${attempts[1].spanId}-01`],
+    'the one that reached a backend names its span',
+  );
+});
+
+test('a stream resumed after a SIGKILL: one attempt span per backend and a resume span', async (t) => {
+  const collector = await startCollector(t);
+  const dying = await startSimProcess(t, 'gpu0', ['--token-ms', '40']);
+  const fleet = await resumeFleet(t, dying, { tracing: tracingTo(collector) });
+  const stream = streamFrom(fleet.url, '/v1/chat/completions', chat(60), {
+    traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
+  });
+  await stream.atTokens(5);
+  await fleet.admitSpare();
+  await dying.kill();
+  const got = await stream.done;
+  assertWholeStream(got, 60);
+  await fleet.gateway.close();
+
+  const spans = await spansOf(collector, TRACE_ID, 'the resume span', (s) =>
+    s.some((x) => x.name === 'fleetgate.resume'),
+  );
+  const server = spans.find((s) => s.kind === SERVER) as ReceivedSpan;
+  assert.equal(server.attributes['fleetgate.resumed'], true);
+  assert.deepEqual(server.attributes['fleetgate.backends'], ['gpu0', 'gpu1']);
+  assert.equal(server.attributes['gen_ai.usage.output_tokens'], 60);
+  const attempts = spans.filter((s) => s.kind === CLIENT).sort((a, b) => a.startMs - b.startMs);
+  assert.deepEqual(
+    attempts.map((a) => [a.attributes['fleetgate.backend'], a.attributes['fleetgate.outcome']]),
+    [
+      ['gpu0', 'reset'],
+      ['gpu1', 'ok'],
+    ],
+  );
+  const resume = spans.find((s) => s.name === 'fleetgate.resume') as ReceivedSpan;
+  assert.equal(resume.parentSpanId, server.spanId);
+  assert.equal(resume.attributes['fleetgate.resume.from'], 'gpu0');
+  assert.equal(resume.attributes['fleetgate.resume.to'], 'gpu1');
+  assert.equal(resume.attributes['fleetgate.resume.reason'], 'reset');
+  for (const attempt of attempts) assert.equal(attempt.parentSpanId, server.spanId);
+});
+
+test('http/protobuf (the default) exports protobuf; tracing off (the default) adds no traceparent upstream', async (t) => {
+  const collector = await startCollector(t);
+  const [sim] = await createSims(t, [{ engine: { tokenMs: 1 } }]);
+  sim.start();
+  await sim.whenReady();
+  const tap = await startHeaderTap(t, sim.url);
+  const on = await startGateway(t, {
+    backends: [{ url: tap.url, name: 'gpu0' }],
+    tracing: { otlp_endpoint: `${collector.url}/v1/traces` },
+  });
+  const off = await startGateway(t, { backends: [{ url: tap.url, name: 'gpu0' }] });
+  await waitFor(() => on.gateway.fleet.registry.ready.length === 1 && off.gateway.fleet.registry.ready.length === 1, {
+    what: 'both gateways ready',
+  });
+  await streamFrom(on.url, '/v1/chat/completions', chat(3), { traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` }).done;
+  await streamFrom(off.url, '/v1/chat/completions', chat(3)).done;
+  await on.gateway.close();
+  await waitFor(() => collector.exports.length > 0, { what: 'an export' });
+  assert.ok(collector.exports.every((e) => e.contentType === 'application/x-protobuf'));
+  // The trace id's 16 bytes travel as protobuf bytes.
+  assert.ok(collector.exports.some((e) => e.body.includes(Buffer.from(TRACE_ID, 'hex'))));
+  assert.equal(tap.posts.length, 2);
+  assert.match(String(tap.posts[0].headers.traceparent), new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
+  assert.equal(tap.posts[1].headers.traceparent, undefined, 'off: nothing added');
+});
