@@ -16,7 +16,7 @@ import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import type { UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
-import { attachContext, RequestContext } from '../routing/request-context.js';
+import { attachContext, type RequestContext } from '../routing/request-context.js';
 import { bodyRefusal, continuationBody, type ResumeApi, type ResumeRefusal, remainingBudget } from './continuation.js';
 import type { ProxyEventBus } from './proxy-events.js';
 import { StreamJournal } from './stream-journal.js';
@@ -182,13 +182,7 @@ export class StreamResume {
   /** Sends the continuation through the fleet; its backend and body, or why it got none. */
   async #dispatch(body: Record<string, unknown>): Promise<{ backend: string; stream: Readable } | ResumeRefusal> {
     const original = this.#request.context;
-    const context = new RequestContext();
-    context.traits = original.traits;
-    context.queue = original.queue;
-    context.streamed = true;
-    context.continuation = true;
-    context.trace = original.trace;
-    context.tried = new Set(original.tried ?? []);
+    const context = original.forContinuation();
     const headers: Record<string, unknown> = { ...this.#request.headers };
     delete headers['content-length'];
     attachContext(headers, context);

@@ -18,9 +18,10 @@ import { RequestContext } from '../routing/request-context.js';
 import type { Tracing } from '../tracing/tracing.js';
 import type { PriorityStamp } from './backend-priority.js';
 import { watchConnection } from './client-gone.js';
+import { ProxiedRequest } from './proxied-request.js';
 import type { ProxyEventBus } from './proxy-events.js';
 import { registerRateLimit } from './rate-limit.js';
-import { createReplyCallbacks, FLEET_ORIGIN, type Traffic } from './reply-callbacks.js';
+import { FLEET_ORIGIN, ReplyCallbacks } from './reply-callbacks.js';
 import type { ContextReader } from './request-context-from.js';
 import { RequestSpan } from './request-trace.js';
 
@@ -53,7 +54,7 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
   const now = performance.now.bind(performance);
   const startConfig = opts.config();
   const tracing = opts.tracing ?? null;
-  const { replyOptions, refuse } = createReplyCallbacks({
+  const callbacks = new ReplyCallbacks({
     dispatcher: opts.dispatcher,
     events: opts.events,
     retryAfterSeconds: opts.retryAfterSeconds,
@@ -70,24 +71,14 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     const received = (request.body as Buffer | undefined) ?? null;
     const read = opts.contextOf(path, request.headers, received);
     const started = now();
-    const trace = tracing
-      ? new RequestSpan(tracing, request.raw.method ?? 'GET', path, request.headers, started)
-      : null;
-    const traffic: Traffic = {
-      context: 'status' in read ? NO_CONTEXT : read.context,
-      started,
-      sse: false,
-      sent: null,
-      upstreamHeaders: null,
-      resume: null,
-      trace,
-      tokens: null,
-      onClientClose: () => {
-        if (!reply.raw.writableFinished) traffic.context.clientGone.abort();
-      },
-    };
+    const method = request.raw.method ?? 'GET';
+    const trace = tracing ? new RequestSpan(tracing, method, path, request.headers, started) : null;
+    const context = 'status' in read ? NO_CONTEXT : read.context;
+    const traffic = new ProxiedRequest(context, { method, path, started, trace }, () => {
+      if (!reply.raw.writableFinished) context.clientGone.abort();
+    });
     request.traffic = traffic;
-    if ('status' in read) return refuse(reply, read.status, read.message, read.type, read.outcome);
+    if ('status' in read) return callbacks.refuse(reply, read.status, read.message, read.type, read.outcome);
     if (trace !== null) {
       read.context.trace = trace;
       if (received !== null) trace.describe(read.json());
@@ -114,7 +105,7 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
       undici: opts.dispatcher as unknown as { request: FleetDispatcher['request'] },
       proxyPayloads: false,
       disableRequestLogging: true,
-      replyOptions: replyOptions as never,
+      replyOptions: callbacks.replyOptions as never,
       handler,
     });
   });

@@ -81,6 +81,21 @@ export class RequestContext {
   dispatchedAt: number | null = null;
   /** Its trace; null while tracing is off. */
   trace: RequestTrace | null = null;
+
+  /**
+   * The context of a continuation of this request's stream: the same class, key, model queue and
+   * trace, the backends tried so far (so it goes elsewhere where it can), at the head of its class.
+   */
+  forContinuation(): RequestContext {
+    const next = new RequestContext();
+    next.traits = this.traits;
+    next.queue = this.queue;
+    next.streamed = true;
+    next.continuation = true;
+    next.trace = this.trace;
+    next.tried = new Set(this.tried ?? []);
+    return next;
+  }
 }
 
 export const REQUEST_CONTEXT: unique symbol = Symbol('fleetgate.request-context');

@@ -1,0 +1,93 @@
+/**
+ * One proxied request, from its admission to its access record: the one owner of what the traffic
+ * path knows of it. It holds its dispatch context (routing reads that, and only that: class and key,
+ * model queue, the backend and retries the dispatcher writes back), its body as JSON as sent
+ * upstream (parsed at most once, request-context-from.ts), the upstream headers, the stream's
+ * resume, its trace and token clock; and it writes the record its ending emits.
+ */
+import type { RequestContext } from '../routing/request-context.js';
+import type { RequestHeaders } from './headers.js';
+import type { RequestOutcome, RequestRecord } from './proxy-events.js';
+import type { RequestSpan } from './request-trace.js';
+import { completionTokensIn, finishReasonIn, promptTokensIn, type RelayResult } from './response-relay.js';
+import type { StreamResume } from './stream-resume.js';
+import type { TokenClock } from './token-timing.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    traffic: ProxiedRequest | null;
+  }
+}
+
+export class ProxiedRequest {
+  readonly context: RequestContext;
+  readonly method: string;
+  readonly path: string;
+  /** performance.now() at admission; the dispatcher stamps `dispatchedAt` on the same clock. */
+  readonly started: number;
+  readonly trace: RequestSpan | null;
+  /** Aborts the dispatch when the client's connection closes before the answer is written. */
+  readonly onClientClose: () => void;
+  /** The body as sent upstream, as JSON (the class's `priority` stamped in); null: no body. */
+  sent: (() => unknown) | null = null;
+  /** The headers as sent upstream: a stream's continuation is sent with them. */
+  upstreamHeaders: RequestHeaders | null = null;
+  /** The answer is an SSE stream. */
+  sse = false;
+  resume: StreamResume | null = null;
+  /** Times its generated tokens (token-timing.ts); null for what is no generation's answer. */
+  tokens: TokenClock | null = null;
+
+  constructor(
+    context: RequestContext,
+    request: { method: string; path: string; started: number; trace: RequestSpan | null },
+    onClientClose: () => void,
+  ) {
+    this.context = context;
+    this.method = request.method;
+    this.path = request.path;
+    this.started = request.started;
+    this.trace = request.trace;
+    this.onClientClose = onClientClose;
+  }
+
+  /** Its access record, ended at `endedAt` with `status` and `outcome`; `relay` when a body was relayed. */
+  recordOf(status: number, outcome: RequestOutcome, relay: RelayResult | null, endedAt: number): RequestRecord {
+    const context = this.context;
+    return {
+      backend: context.backend,
+      method: this.method,
+      path: this.path,
+      status,
+      durationMs: endedAt - this.started,
+      ttfbMs: relay?.firstByteAt != null ? relay.firstByteAt - this.started : null,
+      priorityClass: context.traits?.priority ?? null,
+      queueMs: context.dispatchedAt !== null ? context.dispatchedAt - this.started : null,
+      bytes: relay?.bytes ?? 0,
+      retries: context.retries,
+      resumes: this.resume?.count ?? 0,
+      backends: this.resume?.backends ?? [],
+      outcome,
+      completionTokens: relay ? completionTokensIn(relay.tail) : null,
+      streamed: this.sse,
+    };
+  }
+
+  /** Ends its trace (when tracing is on) with the record and what the answer's last events say. */
+  endTrace(entry: RequestRecord, relay: RelayResult | null, endedAt: number): void {
+    if (this.trace === null) return;
+    const tail = relay?.tail ?? null;
+    const clock = this.tokens;
+    const firstAt = clock?.firstTokenAt ?? null;
+    this.trace.end(
+      entry,
+      {
+        inputTokens: promptTokensIn(tail),
+        outputTokens: entry.completionTokens ?? (clock !== null && clock.events > 0 ? clock.events : null),
+        finishReason: finishReasonIn(tail),
+        ttftSeconds: firstAt !== null ? (firstAt - this.started) / 1000 : null,
+      },
+      endedAt,
+    );
+  }
+}
