@@ -32,6 +32,8 @@ export class ProxiedRequest {
   sent: (() => unknown) | null = null;
   /** The headers as sent upstream: a stream's continuation is sent with them. */
   upstreamHeaders: RequestHeaders | null = null;
+  /** Its stream may be continued after a cut (not with `x-fleetgate-resume: off`). */
+  resumable = true;
   /** The answer is an SSE stream. */
   sse = false;
   resume: StreamResume | null = null;

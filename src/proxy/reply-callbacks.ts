@@ -1,9 +1,10 @@
 /**
- * @fastify/reply-from's callbacks for the traffic path, and each request's access record: the
- * request's headers on their way upstream (`rewriteRequestHeaders`), the response's status and
- * headers then its body relayed by response-relay.ts (`onResponse`), and the answer to a request
- * that got no response (`onError`: a queue refusal from routing/dispatch/admission-refusals.ts, else an
- * upstream failure from routing/dispatch/upstream-failures.ts). Every ending emits one `request` record.
+ * The answer side of the traffic path, as @fastify/reply-from's callbacks: the response's status
+ * and headers, then its body relayed by response-relay.ts (`onResponse`), and the answer to a
+ * request that got no response (`onError`: a queue refusal from routing/dispatch/admission-refusals.ts,
+ * else an upstream failure from routing/dispatch/upstream-failures.ts). Every ending emits one
+ * `request` record (ProxiedRequest.recordOf). The request side, up to the headers sent upstream, is
+ * traffic-routes.ts.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
@@ -13,18 +14,14 @@ import { admissionRefusal } from '../routing/dispatch/admission-refusals.js';
 import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { classifyUpstreamError } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
-import { attachContext } from '../routing/request-context.js';
 import { unwatchConnection } from './client-gone.js';
 import { apiOf } from './continuation.js';
-import { clientResponseHeaders, type RequestHeaders, upstreamRequestHeaders } from './headers.js';
+import { clientResponseHeaders } from './headers.js';
 import type { ProxiedRequest } from './proxied-request.js';
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
 import { completionTokensIn, type RelayResult, relayBody } from './response-relay.js';
 import { type ResumeSettings, StreamResume } from './stream-resume.js';
 import { TokenClock } from './token-timing.js';
-
-/** `off`: the client's stream is not continued after a cut (docs/stream-resume.md). */
-const RESUME_HEADER = 'x-fleetgate-resume';
 
 /** Not a real host: the fleet dispatcher picks the backend and ignores the origin. */
 export const FLEET_ORIGIN = 'http://fleet.invalid';
@@ -34,8 +31,6 @@ export interface ReplyCallbackOptions {
   events: ProxyEventBus;
   /** Seconds, for `Retry-After` on a 503 or 429. */
   retryAfterSeconds: number;
-  /** `upstream.api_key`, sent upstream in place of the client's. */
-  upstreamApiKey: string | null;
   /** `upstream.stream_idle_timeout` (ms): a client that reads nothing this long is cut. */
   clientStallTimeout: number;
   /** `retry.resume_limit` and `retry.resume_wait`. */
@@ -66,7 +61,6 @@ export class ReplyCallbacks {
     return {
       onResponse: this.#onResponse,
       onError: this.#onError,
-      rewriteRequestHeaders: this.#rewriteRequestHeaders,
       rewriteHeaders: (headers: IncomingHttpHeaders) => clientResponseHeaders(headers),
       // The dispatcher retries where it is safe; reply-from would re-send a GET answered 503.
       retryDelay: () => null,
@@ -128,7 +122,7 @@ export class ReplyCallbacks {
     const status = res.statusCode;
     reply.hijack();
     reply.raw.writeHead(status, reply.getHeaders() as OutgoingHttpHeaders);
-    traffic.resume = sse && status === 200 ? this.#resumable(request, traffic) : null;
+    traffic.resume = sse && status === 200 ? this.#resumable(traffic) : null;
     const tokens = this.#tokenClock(traffic, status, sse);
     traffic.tokens = tokens;
     relayBody(res.stream, reply.raw, {
@@ -155,11 +149,11 @@ export class ReplyCallbacks {
   }
 
   /** A streamed chat or completions answer continues after a cut unless resume is off for it. */
-  #resumable(request: FastifyRequest, traffic: ProxiedRequest): StreamResume | null {
+  #resumable(traffic: ProxiedRequest): StreamResume | null {
     const api = apiOf(traffic.path);
     if (api === null || this.#resume.limit === 0 || traffic.sent === null || traffic.upstreamHeaders === null)
       return null;
-    if (request.headers[RESUME_HEADER] === 'off') return null;
+    if (!traffic.resumable) return null;
     return new StreamResume(this.#resume, {
       api,
       path: traffic.path,
@@ -168,15 +162,4 @@ export class ReplyCallbacks {
       context: traffic.context,
     });
   }
-
-  #rewriteRequestHeaders = (request: FastifyRequest, headers: RequestHeaders) => {
-    upstreamRequestHeaders(headers, {
-      peer: request.raw.socket.remoteAddress ?? '',
-      apiKey: this.#opts.upstreamApiKey,
-    });
-    delete headers[RESUME_HEADER];
-    const traffic = request.traffic as ProxiedRequest;
-    traffic.upstreamHeaders = headers;
-    return attachContext(headers, traffic.context);
-  };
 }

@@ -14,10 +14,11 @@ import type { Config } from '../config/types.js';
 import { apiKeyCheck } from '../http/bearer-keys.js';
 import { sendError } from '../http/openai-error.js';
 import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
-import { RequestContext } from '../routing/request-context.js';
+import { attachContext, RequestContext } from '../routing/request-context.js';
 import type { Tracing } from '../tracing/tracing.js';
 import type { PriorityStamp } from './backend-priority.js';
 import { watchConnection } from './client-gone.js';
+import { type RequestHeaders, upstreamRequestHeaders } from './headers.js';
 import { ProxiedRequest } from './proxied-request.js';
 import type { ProxyEventBus } from './proxy-events.js';
 import { registerRateLimit } from './rate-limit.js';
@@ -58,7 +59,6 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     dispatcher: opts.dispatcher,
     events: opts.events,
     retryAfterSeconds: opts.retryAfterSeconds,
-    upstreamApiKey: startConfig.upstream.api_key,
     clientStallTimeout: startConfig.upstream.stream_idle_timeout,
     resumeLimit: startConfig.retry.resume_limit,
     resumeWaitMs: startConfig.retry.resume_wait,
@@ -78,6 +78,7 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
       if (!reply.raw.writableFinished) context.clientGone.abort();
     });
     request.traffic = traffic;
+    traffic.resumable = request.headers[RESUME_HEADER] !== 'off';
     if ('status' in read) return callbacks.refuse(reply, read.status, read.message, read.type, read.outcome);
     if (trace !== null) {
       read.context.trace = trace;
@@ -105,10 +106,27 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
       undici: opts.dispatcher as unknown as { request: FleetDispatcher['request'] },
       proxyPayloads: false,
       disableRequestLogging: true,
-      replyOptions: callbacks.replyOptions as never,
+      replyOptions: {
+        ...callbacks.replyOptions,
+        rewriteRequestHeaders: upstreamHeaders(startConfig.upstream.api_key),
+      } as never,
       handler,
     });
   });
+}
+
+/** `off`: the client's stream is not continued after a cut (docs/stream-resume.md). */
+const RESUME_HEADER = 'x-fleetgate-resume';
+
+/** The request's headers on their way upstream, with its context riding along for the dispatcher. */
+function upstreamHeaders(apiKey: string | null) {
+  return (request: FastifyRequest, headers: RequestHeaders) => {
+    upstreamRequestHeaders(headers, { peer: request.raw.socket.remoteAddress ?? '', apiKey });
+    delete headers[RESUME_HEADER];
+    const traffic = request.traffic as ProxiedRequest;
+    traffic.upstreamHeaders = headers;
+    return attachContext(headers, traffic.context);
+  };
 }
 
 /** Unknown API keys get 401 and requests during shutdown 503, before their body is read. */

@@ -1,8 +1,11 @@
 /**
- * What the traffic path knows about one request. The HTTP side fills it (from headers and the
- * buffered body) and hands it to the fleet dispatcher inside the dispatch options' headers, under a
- * symbol key: undici and @fastify/reply-from copy header objects with `Object.assign` (symbols
- * included) and read them with `Object.keys` (symbols skipped), so it rides along without being sent.
+ * A request's dispatch ticket: what routing needs to choose a backend and account for the request,
+ * nothing else (the rest of the request is proxy/proxied-request.ts's). The HTTP side fills it and
+ * hands it to the fleet dispatcher inside the dispatch options' headers, under a symbol key:
+ * @fastify/reply-from passes the dispatcher no value of its own per request, and copies the headers
+ * (`Object.assign({}, headers)`, symbols included) while undici reads them with `Object.keys`
+ * (symbols skipped), so it rides along without being sent. The body keeps its identity through
+ * reply-from, but a GET has none, so the headers are the one carrier for every request.
  */
 
 import type { Backend } from '../fleet/registry.js';
