@@ -6,10 +6,11 @@
  * resume, its trace and token clock; and it writes the record its ending emits.
  */
 import type { RequestContext } from '../routing/request-context.js';
+import { completionTokensIn, finishReasonIn, promptTokensIn } from './answer-tail.js';
 import type { RequestHeaders } from './headers.js';
 import type { RequestOutcome, RequestRecord } from './proxy-events.js';
 import type { RequestSpan } from './request-trace.js';
-import { completionTokensIn, finishReasonIn, promptTokensIn, type RelayResult } from './response-relay.js';
+import type { RelayResult } from './response-relay.js';
 import type { StreamResume } from './stream-resume.js';
 import type { TokenClock } from './token-timing.js';
 

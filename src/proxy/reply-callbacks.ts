@@ -14,12 +14,13 @@ import { admissionRefusal } from '../routing/dispatch/admission-refusals.js';
 import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { classifyUpstreamError } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
+import { completionTokensIn } from './answer-tail.js';
 import { unwatchConnection } from './client-gone.js';
 import { apiOf } from './continuation.js';
 import { clientResponseHeaders } from './headers.js';
 import type { ProxiedRequest } from './proxied-request.js';
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
-import { completionTokensIn, type RelayResult, relayBody } from './response-relay.js';
+import { type RelayResult, relayBody } from './response-relay.js';
 import { type ResumeSettings, StreamResume } from './stream-resume.js';
 import { TokenClock } from './token-timing.js';
 

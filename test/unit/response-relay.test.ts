@@ -7,7 +7,8 @@ import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
-import { completionTokensIn, type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
+import { completionTokensIn } from '../../src/proxy/answer-tail.js';
+import { type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
 import type { UpstreamFailure } from '../../src/routing/dispatch/upstream-failures.js';
 
 /** What the client would receive. */
