@@ -63,3 +63,28 @@ export async function startReadyFleet(
   await waitFor(() => running.gateway.fleet.registry.ready.length === sims.length, { what: 'every backend ready' });
   return { ...running, sims };
 }
+
+/**
+ * Counts what the registry sends to `backend` (`take`) once `armed()`: what was sent, not what the
+ * backend counted, since a request already on the wire arrives after any instant a test picks.
+ */
+export function takesOf(
+  registry: Gateway['fleet']['registry'],
+  backend: unknown,
+): { arm(): void; readonly count: number } {
+  let armed = false;
+  let count = 0;
+  const take = registry.take.bind(registry);
+  registry.take = (taken) => {
+    if (armed && taken === backend) count++;
+    take(taken);
+  };
+  return {
+    arm: () => {
+      armed = true;
+    },
+    get count() {
+      return count;
+    },
+  };
+}

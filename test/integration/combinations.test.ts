@@ -10,7 +10,7 @@ import { request } from 'undici';
 import type { SimOptions } from '../../src/sim/index.js';
 import { assertCompleteOutput, generationRequests, readJsonl, tempDir, writeChatInput } from '../helpers/batch.js';
 import { spawnCli } from '../helpers/cli.js';
-import { createSims } from '../helpers/fleet.js';
+import { createSims, takesOf } from '../helpers/fleet.js';
 import { sampleValue } from '../helpers/prometheus-text.js';
 import { type Profile, startShipped } from '../helpers/shipped.js';
 import { assertWholeStream } from '../helpers/stream-check.js';
@@ -132,24 +132,17 @@ test('stream resume x drain deadline x fleetgate batch: every custom_id once, th
   await waitFor(() => sims[0].counters.requests >= 20, { what: 'the job under way', timeoutMs: 30_000 });
   const { registry } = gateway.fleet;
   const gpu0 = registry.get('gpu0');
-  let drained = false;
-  let sentAfterDrain = 0;
-  const take = registry.take.bind(registry);
-  registry.take = (backend) => {
-    if (drained && backend === gpu0) sentAfterDrain++;
-    take(backend);
-  };
+  const sentAfterDrain = takesOf(registry, gpu0);
   registry.on('transition', ({ backend, to }) => {
-    if (backend === gpu0 && to === 'draining') drained = true;
+    if (backend === gpu0 && to === 'draining') sentAfterDrain.arm();
   });
   const drain = await request(`${url}/fleet/backends/gpu0/drain?deadline=300ms`, { method: 'POST' });
   assert.equal(drain.statusCode, 200);
-  assert.ok(drained);
   const code = await run.closed;
   assert.equal(code, 0, run.output());
   assertCompleteOutput(readJsonl(output), count);
   assert.equal(readJsonl(join(dir, 'output.errors.jsonl')).length, 0, 'no errors');
-  assert.equal(sentAfterDrain, 0, 'nothing new sent to the drained backend');
+  assert.equal(sentAfterDrain.count, 0, 'nothing new sent to the drained backend');
   // Those still running on gpu0 300 ms after the drain were ended there and re-sent to gpu1.
   const resent = generationRequests(sims) - count;
   assert.ok(resent >= 1, `re-sent past the deadline: ${resent}`);

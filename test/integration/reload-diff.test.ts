@@ -11,7 +11,7 @@ import { request } from 'undici';
 import { createGateway } from '../../src/app.js';
 import { validateConfig } from '../../src/config/validate.js';
 import type { SimServer } from '../../src/sim/index.js';
-import { createSims } from '../helpers/fleet.js';
+import { createSims, takesOf } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
 
 async function startReloadable(t: { after(fn: () => unknown): void }, first: Record<string, unknown>) {
@@ -76,15 +76,9 @@ test('reload applies added / removed / changed as a diff while streams run; no r
     what: 'streams on the backends to remove',
   });
 
-  let reloaded = false;
-  let takenAfterReload = 0;
-  const take = registry.take.bind(registry);
-  registry.take = (backend) => {
-    if (reloaded && backend === removedBackend) takenAfterReload++;
-    take(backend);
-  };
+  const takenAfterReload = takesOf(registry, removedBackend);
   const answer = await reload({ backends: [entry(a), entry(d, 'gpu2'), entry(e)], health, min_ready: 2 });
-  reloaded = true;
+  takenAfterReload.arm();
   // Requests the gateway sent to b just before the reload may still be on the wire, not yet counted.
   const bReachableAtReload = b.counters.requests + removedBackend.inflight;
   assert.equal(answer.status, 200, JSON.stringify(answer.body));
@@ -111,7 +105,7 @@ test('reload applies added / removed / changed as a diff while streams run; no r
   await Promise.all(clients);
 
   assert.deepEqual(failures, [], 'no client saw a failure');
-  assert.equal(takenAfterReload, 0, 'nothing new was sent to the removed backend');
+  assert.equal(takenAfterReload.count, 0, 'nothing new was sent to the removed backend');
   assert.ok(b.counters.requests <= bReachableAtReload, 'nothing new reached the removed backend');
   assert.equal(c.counters.requests, cAfter, 'the old gpu2 gets nothing once replaced');
   assert.ok(d.counters.requests > dBefore && e.counters.requests > eBefore, 'new backends get traffic');
