@@ -25,7 +25,7 @@ import { ModelMetrics, type ModelQueueCounts } from './model-metrics.js';
 import { RequestSeries } from './request-series.js';
 
 /** `backend` label of requests that reached no backend (queue timeout, queue full, client gone). */
-export const NO_BACKEND = 'none';
+const NO_BACKEND = 'none';
 
 export class GatewayMetrics {
   readonly registry = new Registry();

@@ -16,10 +16,7 @@ import { errorBody, errorTypeFor } from '../http/openai-error.js';
 import { classifyUpstreamError, type UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { EARLY_END_FAILURE, ERROR_EVENT_FAILURE, type ResumeStep, type StreamResume } from './stream-resume.js';
 
-export type RelayEnd =
-  | { type: 'complete' }
-  | { type: 'client_abort' }
-  | { type: 'upstream_error'; failure: UpstreamFailure };
+type RelayEnd = { type: 'complete' } | { type: 'client_abort' } | { type: 'upstream_error'; failure: UpstreamFailure };
 
 export interface RelayResult {
   end: RelayEnd;
