@@ -26,7 +26,7 @@ export interface BatchModelRun {
 }
 
 /** What `GET /fleet/status` says of the model's fleet: every backend ready (the model has no lifecycle). */
-export function modelFleetView(registry: FleetRegistry): FleetView {
+function modelFleetView(registry: FleetRegistry): FleetView {
   const backends = registry.list().map((backend) => ({
     ...backendStatus(backend),
     state: 'ready',

@@ -12,7 +12,7 @@ const QUOTE = 0x22;
 const CONTENT = Buffer.from('"content":"');
 const DONE = Buffer.from('data: [DONE]');
 /** The error of a stream that ended without `data: [DONE]` (cut, with or without an error event). */
-export const STREAM_CUT = 'stream cut (no [DONE])';
+const STREAM_CUT = 'stream cut (no [DONE])';
 
 /** The error of a request aborted by the client's per-request time limit. */
 export const REQUEST_TIME_LIMIT = 'request time limit';

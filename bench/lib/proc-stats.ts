@@ -48,7 +48,7 @@ export function descendants(pid: number): number[] {
 }
 
 /** User + system CPU seconds of one process (all its threads). */
-export function processCpuSeconds(pid: number): number {
+function processCpuSeconds(pid: number): number {
   const fields = statFields(pid);
   if (!fields) return 0;
   // utime and stime are fields 14 and 15 of the whole line, i.e. 12 and 13 after ')'.
@@ -56,7 +56,7 @@ export function processCpuSeconds(pid: number): number {
 }
 
 /** CPU seconds of `pid` and its live descendants. */
-export function treeCpuSeconds(pid: number): number {
+function treeCpuSeconds(pid: number): number {
   let total = processCpuSeconds(pid);
   for (const child of descendants(pid)) total += processCpuSeconds(child);
   return total;

@@ -5,7 +5,7 @@ import { request } from 'undici';
 import type { SimCounters, SimEngineOptions, SimStatus, SimTiming } from '../../src/sim/index.js';
 import { freePorts, type Managed, spawnPinned, waitFor } from './procs.js';
 
-export interface SimServerSpec {
+interface SimServerSpec {
   port: number;
   name: string;
   engine: Partial<SimEngineOptions>;

@@ -17,7 +17,7 @@ export interface InteractiveOptions {
   tokens: number;
 }
 
-export interface InteractiveSample {
+interface InteractiveSample {
   /** ms from the client's start to this request's send. */
   sentMs: number;
   /** The same moment on the wall clock (epoch ms), to line it up with other processes' logs. */

@@ -67,7 +67,7 @@ interface ScenarioBase {
 }
 
 /** Measures one target at a time. */
-export interface SoloScenario extends ScenarioBase {
+interface SoloScenario extends ScenarioBase {
   together: false;
   run(target: RunningTarget, sims: SimHost, sizes: Sizes): Promise<Metrics>;
 }
@@ -77,7 +77,7 @@ export interface SoloScenario extends ScenarioBase {
  * request: each proxy's CPU is taken over the same seconds, so a machine whose speed drifts from
  * minute to minute (a VM's neighbours) moves them all alike, and their ratio holds still.
  */
-export interface SideBySideScenario extends ScenarioBase {
+interface SideBySideScenario extends ScenarioBase {
   together: true;
   run(targets: readonly RunningTarget[], sims: SimHost, sizes: Sizes): Promise<Metrics[]>;
 }

@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import { request } from 'undici';
 import type { Ledger, LedgerRow } from './ledger.js';
 
-export const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
+const MODEL = 'meta-llama/Llama-3.1-8B-Instruct';
 const SLOW_READ_PAUSE_MS = 150;
 
 export interface SendContext {

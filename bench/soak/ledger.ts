@@ -23,7 +23,7 @@ export type ClientMode = 'normal' | 'slow-reader' | 'abort';
  *   cut without an error event, a body that is not JSON);
  * - lost: nothing, neither answer nor error, within the request deadline.
  */
-export type Outcome = 'complete' | 'error' | 'aborted' | 'unclear' | 'lost';
+type Outcome = 'complete' | 'error' | 'aborted' | 'unclear' | 'lost';
 
 export interface LedgerRow {
   id: number;

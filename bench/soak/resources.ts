@@ -51,7 +51,7 @@ export function parseSample(text: string, tMs: number): ResourceSample {
   };
 }
 
-export interface WindowFigures {
+interface WindowFigures {
   rssMiB: number;
   heapUsedMiB: number;
   openFds: number;

@@ -5,7 +5,7 @@
  */
 import type { ResourceSample } from './resources.js';
 
-export interface TimelineFault {
+interface TimelineFault {
   atMs: number;
   kind: string;
   target: string | null;

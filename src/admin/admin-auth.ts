@@ -25,7 +25,7 @@ export function peerAddress(request: FastifyRequest): string | undefined {
 
 export type AdminDecision = { ok: true } | { ok: false; status: 401 | 403; message: string };
 
-export function authorizeAdmin(request: FastifyRequest, token: string | null): AdminDecision {
+function authorizeAdmin(request: FastifyRequest, token: string | null): AdminDecision {
   if (token !== null) {
     if (hasValidKey(request.headers.authorization, [keyDigest(token)])) return { ok: true };
     const given = request.headers.authorization !== undefined;

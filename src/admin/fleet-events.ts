@@ -27,9 +27,9 @@ import type { ServingView } from '../metrics/serving-stats.js';
 import { backendStatus, cacheHitRate, countStates, fleetStatus } from './fleet-summary.js';
 
 /** A loading bar redraws per shard; a page needs no more than ~10 frames a second per backend. */
-export const COALESCE_MS = 100;
-export const SUMMARY_MS = 1000;
-export const HEARTBEAT_MS = 15_000;
+const COALESCE_MS = 100;
+const SUMMARY_MS = 1000;
+const HEARTBEAT_MS = 15_000;
 const RETRY_MS = 2000;
 /** A client this far behind is dropped; it reconnects and starts again from a snapshot. */
 const MAX_BUFFERED_BYTES = 1 << 20;
@@ -45,7 +45,7 @@ export interface FleetEventStreamOptions {
   heartbeatMs?: number;
 }
 
-export function sseMessage(event: string, data: unknown): string {
+function sseMessage(event: string, data: unknown): string {
   return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 

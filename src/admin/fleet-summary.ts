@@ -28,7 +28,7 @@ export interface BackendStatus {
   supervision?: SupervisionStatus | null;
 }
 
-export interface SupervisionStatus {
+interface SupervisionStatus {
   pid: number | null;
   restarts: number;
   last_exit: { code: number | null; signal: string | null } | null;

@@ -16,7 +16,7 @@ import { BackendConflictError, type BackendDiff } from '../fleet/backend-sync.js
 import type { Fleet } from '../fleet/fleet.js';
 import type { EngineChanges, Launcher } from '../launch/launcher.js';
 
-export interface ReloadResult extends BackendDiff {
+interface ReloadResult extends BackendDiff {
   /** Settings (other than backends) that changed and now apply. */
   applied: string[];
   /** Settings that changed but keep their running value until fleetgate restarts. */
@@ -34,7 +34,7 @@ const LIVE_KEYS = new Set(['rate_limit.max', 'rate_limit.window', 'rate_limit.by
 const ADDRESSES = new Set(['listen', 'metrics_listen']);
 
 /** Dotted keys whose values differ, one level into sections (`upstream.headers_timeout`). */
-export function changedSettings(old: Config, next: Config): string[] {
+function changedSettings(old: Config, next: Config): string[] {
   const changed: string[] = [];
   for (const key of Object.keys(next) as (keyof Config)[]) {
     if (key === 'backends') continue;

@@ -38,7 +38,7 @@ export type InProcessStart =
   | { ok: false; code: number; message: string };
 
 /** Settings of a one-run gateway, before the user's flags (a later flag wins). */
-export const IN_PROCESS_DEFAULTS = [
+const IN_PROCESS_DEFAULTS = [
   'listen=127.0.0.1:0',
   'log.level=warn',
   'log.destination=stderr',

@@ -11,7 +11,7 @@ const RESET = '\x1b[0m';
 const HEADERS = ['NAME', 'REQ/S', 'TOK/S', 'TOK/S/REQ', 'RUNNING', 'QUEUED', 'KV', ''] as const;
 
 /** `0.25`, `4.1`, `1502`: two significant decimals for small rates, none for large ones. */
-export function rateText(value: number): string {
+function rateText(value: number): string {
   if (value >= 100) return String(Math.round(value));
   if (value >= 10) return value.toFixed(1);
   return value.toFixed(2);
@@ -22,7 +22,7 @@ function count(value: number | null): string {
 }
 
 /** `12.3 req/s, 4512 tok/s, 3 waiting, 2 retries, 1 resume, 0 errors in the last 60 s`. */
-export function servingLine(fleet: NonNullable<FleetStatus['serving']>): string {
+function servingLine(fleet: NonNullable<FleetStatus['serving']>): string {
   return [
     `${rateText(fleet.requests_per_second)} req/s`,
     `${rateText(fleet.tokens_per_second)} tok/s`,

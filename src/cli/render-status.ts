@@ -127,7 +127,7 @@ export function renderTable(status: FleetStatus, opts: TableOptions): string {
 const ENGINE_HEADERS = ['NAME', 'PID', 'RESTARTS', 'LAST EXIT', 'NEXT RESTART', 'REMEDY'] as const;
 
 /** `code 1`, `SIGKILL`, or `-`. */
-export function exitText(exit: { code: number | null; signal: string | null } | null): string {
+function exitText(exit: { code: number | null; signal: string | null } | null): string {
   if (exit === null) return '-';
   return exit.signal !== null ? exit.signal : `code ${exit.code}`;
 }

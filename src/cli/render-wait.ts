@@ -17,7 +17,7 @@ export function parseReadyTarget(value: string): ReadyTarget | null {
 }
 
 /** How many ready backends the target asks for now (`all` follows backends added or removed). */
-export function wanted(status: FleetStatus, target: ReadyTarget): number {
+function wanted(status: FleetStatus, target: ReadyTarget): number {
   if (target !== 'all') return target;
   return status.backends.filter((b) => b.state !== 'draining').length;
 }

@@ -32,7 +32,7 @@ export function isUsageError(error: unknown): error is Error {
 }
 
 /** Writes `problem` and the usage to stderr; returns the exit status of a usage error, 2. */
-export function usageExit(verb: string, problem: string, usage: string): 2 {
+function usageExit(verb: string, problem: string, usage: string): 2 {
   process.stderr.write(`fleetgate ${verb}: ${problem}\n\n${usage}`);
   return 2;
 }

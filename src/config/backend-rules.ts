@@ -29,12 +29,12 @@ export interface StaticBackend {
   nameKey: string;
 }
 
-export const backendName = text(undefined, (name, key) => {
+const backendName = text(undefined, (name, key) => {
   if (/[\s/]/.test(name)) fail(key, `${describeValue(name)} must not contain "/" or whitespace`);
 });
 export const kindOrInherit = nullable(oneOf(BACKEND_KINDS));
 
-export const backendMapping = section({
+const backendMapping = section({
   url: { fromText: keepText, parse: parseBackendUrl },
   name: nullable(backendName),
   kind: kindOrInherit,
@@ -96,7 +96,7 @@ export function parsePorts(value: unknown, key: string): number[] {
 }
 
 /** Names and log paths of a fleet: `{i}` is the index 0..n-1, `{port}` the port. */
-export function template(fallback?: string): Rule<string> {
+function template(fallback?: string): Rule<string> {
   return text(fallback, (pattern, key) => {
     for (const [, placeholder] of pattern.matchAll(/\{([^}]*)\}/g)) {
       if (placeholder !== 'i' && placeholder !== 'port')
@@ -105,7 +105,7 @@ export function template(fallback?: string): Rule<string> {
   });
 }
 
-export const fleetMapping = section({
+const fleetMapping = section({
   host: text(defaults.DEFAULT_FLEET_HOST),
   ports: { fromText: textToStructure, parse: parsePorts } satisfies Rule<number[]>,
   name: template(defaults.DEFAULT_FLEET_NAME),
@@ -113,7 +113,7 @@ export const fleetMapping = section({
   kind: kindOrInherit,
 });
 
-export function expandFleet(fleet: ReturnType<typeof fleetMapping.parse>, key: string): StaticBackend[] {
+function expandFleet(fleet: ReturnType<typeof fleetMapping.parse>, key: string): StaticBackend[] {
   const { ports, name } = fleet;
   const varies = (pattern: string) => pattern.includes('{i}') || pattern.includes('{port}');
   if (ports.length > 1 && !varies(name))

@@ -43,7 +43,7 @@ export function splitCommand(text: string): string[] | string {
 }
 
 /** The names inside `{...}` in `text`, in order. */
-export function placeholdersIn(text: string): string[] {
+function placeholdersIn(text: string): string[] {
   return [...text.matchAll(/\{([^{}]*)\}/g)].map((match) => match[1]);
 }
 

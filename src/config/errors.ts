@@ -43,7 +43,7 @@ export function unknownKeyProblem(word: string, candidates: readonly string[], w
  * The candidate a typo most likely meant: the same word with `-` for `_` or other case, else the nearest
  * within an edit distance of 1 (words under 6 letters) or 2.
  */
-export function closestMatch(word: string, candidates: readonly string[]): string | null {
+function closestMatch(word: string, candidates: readonly string[]): string | null {
   const normal = (text: string) => text.toLowerCase().replaceAll('-', '_');
   const exact = candidates.find((candidate) => normal(candidate) === normal(word));
   if (exact !== undefined) return exact;
@@ -61,7 +61,7 @@ export function closestMatch(word: string, candidates: readonly string[]): strin
 }
 
 /** Levenshtein distance where swapping two neighbouring letters (`polciy`) also counts as one edit. */
-export function editDistance(a: string, b: string): number {
+function editDistance(a: string, b: string): number {
   const rows = a.length + 1;
   const cols = b.length + 1;
   const d: number[][] = Array.from({ length: rows }, () => new Array<number>(cols).fill(0));

@@ -17,7 +17,7 @@ export const configExitCode = 2;
 export const DEFAULT_CONFIG_PATH = 'config/fleetgate.yaml';
 
 /** One value from the environment or a flag, for the key path `key` (`health.interval`). */
-export interface Setting {
+interface Setting {
   key: string;
   /** A string to coerce per the schema, or the URL list of `--backend` / `FLEETGATE_BACKENDS`. */
   value: string | string[];
@@ -144,7 +144,7 @@ const NAMED_ENV: Readonly<Record<string, string>> = {
  * the named variables above win over it. Empty named variables count as unset (`FLEETGATE_LISTEN=` in a
  * compose file). Other `FLEETGATE_*` variables belong to other verbs and are left alone.
  */
-export function settingsFromEnv(env: NodeJS.ProcessEnv): Setting[] {
+function settingsFromEnv(env: NodeJS.ProcessEnv): Setting[] {
   const settings: Setting[] = [];
   for (const name of Object.keys(env).sort()) {
     const value = env[name];

@@ -23,7 +23,7 @@ export function fail(key: string, problem: string): never {
   throw new ConfigError(key, problem);
 }
 
-export function childKey(parent: string, child: string): string {
+function childKey(parent: string, child: string): string {
   return parent === '' ? child : `${parent}.${child}`;
 }
 
@@ -33,7 +33,7 @@ export function isMapping(value: unknown): value is Record<string, unknown> {
 
 export const keepText = (text: string): unknown => text;
 export const textToInteger = (text: string): unknown => (/^[+-]?\d+$/.test(text.trim()) ? Number(text) : text);
-export const textToBoolean = (text: string): unknown => {
+const textToBoolean = (text: string): unknown => {
   const word = text.trim().toLowerCase();
   return word === 'true' ? true : word === 'false' ? false : text;
 };
@@ -216,7 +216,7 @@ export function section<T extends object>(fields: { [K in keyof T]: Rule<T[K]> }
 }
 
 /** Did-you-mean among the section's keys, or a key of the same name one level down (`interval` → `health.interval`). */
-export function unknownKeyProblemIn(name: string, rules: Readonly<Record<string, Rule<unknown>>>): string {
+function unknownKeyProblemIn(name: string, rules: Readonly<Record<string, Rule<unknown>>>): string {
   for (const [sectionName, rule] of Object.entries(rules)) {
     if (rule.fields !== undefined && Object.hasOwn(rule.fields, name)) {
       return `unknown key (did you mean "${sectionName}.${name}"?)`;
@@ -228,7 +228,7 @@ export function unknownKeyProblemIn(name: string, rules: Readonly<Record<string,
 // ---- addresses ----
 
 /** `host:port`, `[::1]:8080` or `:8080` (all interfaces); null if `text` is none of these. */
-export function parseHostPort(text: string): HostPort | null {
+function parseHostPort(text: string): HostPort | null {
   const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^\s:/[\]]*)):(\d{1,5})$/.exec(text.trim());
   if (match === null || Number(match[3]) > 65535) return null;
   const host = match[1] ?? (match[2] === '' ? defaults.DEFAULT_LISTEN_HOST : match[2]);
@@ -258,7 +258,7 @@ export interface BackendAddress {
   hostPort: string;
 }
 
-export const URL_EXAMPLE = '(e.g. http://127.0.0.1:30000)';
+const URL_EXAMPLE = '(e.g. http://127.0.0.1:30000)';
 
 export function parseBackendUrl(value: unknown, key: string): BackendAddress {
   if (typeof value !== 'string') return fail(key, `expected a URL ${URL_EXAMPLE}, got ${describeValue(value)}`);

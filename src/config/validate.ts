@@ -28,15 +28,7 @@ import {
 } from './rules.js';
 import { BACKEND_KINDS, CAP_SCOPES, type Config, OTLP_PROTOCOLS, POLICY_NAMES, RATE_LIMIT_KEYS } from './types.js';
 
-export const LOG_LEVELS: readonly Config['log']['level'][] = [
-  'trace',
-  'debug',
-  'info',
-  'warn',
-  'error',
-  'fatal',
-  'silent',
-];
+const LOG_LEVELS: readonly Config['log']['level'][] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
 // ---- the whole file ----
 

@@ -24,11 +24,11 @@ export class BackendConflictError extends Error {
   override name = 'BackendConflictError';
 }
 
-export function sameBackend(a: BackendConfig, b: BackendConfig): boolean {
+function sameBackend(a: BackendConfig, b: BackendConfig): boolean {
   return a.url === b.url && a.kind === b.kind && a.log === b.log;
 }
 
-export function diffBackends(current: readonly BackendConfig[], next: readonly BackendConfig[]): BackendDiff {
+function diffBackends(current: readonly BackendConfig[], next: readonly BackendConfig[]): BackendDiff {
   const before = new Map(current.map((backend) => [backend.name, backend]));
   const diff: BackendDiff = { added: [], removed: [], changed: [], unchanged: [] };
   for (const backend of next) {

@@ -28,7 +28,7 @@ export interface DnsResolver {
   resolve6(hostname: string): Promise<string[]>;
 }
 
-export const systemResolver: DnsResolver = { resolve4, resolve6 };
+const systemResolver: DnsResolver = { resolve4, resolve6 };
 
 /** Answers that mean "no such records" rather than "could not find out". */
 const NO_RECORDS = new Set(['ENOTFOUND', 'ENODATA']);

@@ -8,7 +8,7 @@ import { apiKeyCheck } from './bearer-keys.js';
 import { sendError } from './openai-error.js';
 
 /** The 401 for a request whose key is missing or unknown. */
-export function refuseApiKey(reply: FastifyReply): FastifyReply {
+function refuseApiKey(reply: FastifyReply): FastifyReply {
   return sendError(reply, 401, 'missing or invalid API key (Authorization: Bearer <key>)');
 }
 

@@ -26,7 +26,7 @@ export interface EngineSupervisorOptions {
  */
 const PORT_TAKEN = /address already in use/i;
 
-export function describeExit(exit: EngineExit): string {
+function describeExit(exit: EngineExit): string {
   if (exit.error !== null) return `could not start: ${exit.error}`;
   if (exit.signal !== null) return `killed by ${exit.signal}`;
   return `exited with code ${exit.code}`;

@@ -18,7 +18,7 @@ export const LLM_LATENCY_BUCKETS: readonly number[] = [
  * Seconds to the first token: a cached short prompt (a few ms) to a long prefill behind a full batch
  * (minutes); finer than LLM_LATENCY_BUCKETS below a second, where a healthy fleet's TTFT lies.
  */
-export const TTFT_BUCKETS: readonly number[] = [
+const TTFT_BUCKETS: readonly number[] = [
   0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2.5, 5, 10, 20, 40, 80, 160, 640,
 ];
 
@@ -26,13 +26,13 @@ export const TTFT_BUCKETS: readonly number[] = [
  * Seconds between tokens: 1 ms (a small model, speculative decoding) to the multi-second stalls of
  * a preempted request or a resume; a large model's normal pace is 10-100 ms.
  */
-export const INTER_TOKEN_BUCKETS: readonly number[] = [
+const INTER_TOKEN_BUCKETS: readonly number[] = [
   0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1,
   2.5, 5, 10, 20,
 ];
 
 /** Output tokens of one answer: powers of 2 up to 32768, past most models' output limits. */
-export const OUTPUT_TOKEN_BUCKETS: readonly number[] = Array.from({ length: 16 }, (_, i) => 2 ** i);
+const OUTPUT_TOKEN_BUCKETS: readonly number[] = Array.from({ length: 16 }, (_, i) => 2 ** i);
 
 /**
  * Values brought up to date when Prometheus scrapes, not on the request path. Each family has its

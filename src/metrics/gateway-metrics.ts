@@ -26,7 +26,7 @@ import { RequestSeries } from './request-series.js';
 import { TokenMetrics } from './token-metrics.js';
 
 /** `backend` label of requests that reached no backend (queue timeout, queue full, client gone). */
-export const NO_BACKEND = 'none';
+const NO_BACKEND = 'none';
 
 export class GatewayMetrics {
   readonly registry = new Registry();

@@ -14,7 +14,7 @@ export const STRAGGLER_RATIO = 0.7;
  * backend, or one that ran a single short request, says nothing about its speed. Below one, so that
  * a fleet with about one client per backend is still judged.
  */
-export const STRAGGLER_MIN_RUNNING = 0.5;
+const STRAGGLER_MIN_RUNNING = 0.5;
 
 export interface ServingSample {
   name: string;
@@ -29,7 +29,7 @@ export function tokensPerRequest(sample: ServingSample): number | null {
   return sample.tokensPerSecond / sample.meanRunning;
 }
 
-export function median(values: readonly number[]): number {
+function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;

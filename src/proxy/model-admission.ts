@@ -42,7 +42,7 @@ export function createModelAdmission(router: ModelRouter, queues: ModelQueues): 
 }
 
 /** The `model` of a parsed JSON request body; null when there is none. */
-export function requestedModel(json: unknown): string | null {
+function requestedModel(json: unknown): string | null {
   const model = json !== null && typeof json === 'object' ? (json as { model?: unknown }).model : undefined;
   return typeof model === 'string' && model !== '' ? model : null;
 }

@@ -18,7 +18,7 @@ export function registerModelsRoute(app: FastifyInstance, registry: FleetRegistr
 }
 
 /** The names the ready backends answer to, each once, sorted. */
-export function servedModels(registry: FleetRegistry): string[] {
+function servedModels(registry: FleetRegistry): string[] {
   const names = new Set<string>();
   for (const backend of registry.ready) if (backend.model !== null) names.add(backend.model);
   return [...names].sort();

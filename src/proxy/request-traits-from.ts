@@ -8,10 +8,10 @@ import type { Config } from '../config/types.js';
 import { bearerToken } from '../http/bearer-keys.js';
 import type { RequestTraits } from '../routing/request-traits.js';
 
-export const PRIORITY_HEADER = 'x-fleetgate-priority';
+const PRIORITY_HEADER = 'x-fleetgate-priority';
 
 /** The request's traits, or why its class is not acceptable (for a 400). */
-export type TraitsResult = { traits: RequestTraits; problem: null } | { traits: null; problem: string };
+type TraitsResult = { traits: RequestTraits; problem: null } | { traits: null; problem: string };
 
 export type TraitsReader = (headers: IncomingHttpHeaders) => TraitsResult;
 

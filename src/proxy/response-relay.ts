@@ -17,10 +17,7 @@ import { classifyUpstreamError, type UpstreamFailure } from '../routing/dispatch
 import { EARLY_END_FAILURE, ERROR_EVENT_FAILURE, type ResumeStep, type StreamResume } from './stream-resume.js';
 import type { TokenClock } from './token-timing.js';
 
-export type RelayEnd =
-  | { type: 'complete' }
-  | { type: 'client_abort' }
-  | { type: 'upstream_error'; failure: UpstreamFailure };
+type RelayEnd = { type: 'complete' } | { type: 'client_abort' } | { type: 'upstream_error'; failure: UpstreamFailure };
 
 export interface RelayResult {
   end: RelayEnd;

@@ -12,6 +12,7 @@ const BACKSLASH = 0x5c;
  * What the fast path leaves to the full parse: an error, tool calls, reasoning, logprobs, a finish,
  * usage, or a multi-line event, in one regex pass rather than one `includes` each.
  */
+const QUOTED_KEY = { content: '"content":"', text: '"text":"' } as const;
 const UNUSUAL = /"(?:error"|tool_calls":\[|reasoning_content":"|logprobs":[{[]|finish_reason":"|usage":\{)|\n/;
 
 /** The event's `data:` lines joined: its payload (`[DONE]`, or JSON). */
@@ -35,7 +36,7 @@ export function plainDeltaText(event: string, key: 'content' | 'text'): string |
   if (UNUSUAL.test(event)) return null;
   const index = event.indexOf('"index":');
   if (index >= 0 && (event[index + 8] !== '0' || event.indexOf('"index":', index + 1) >= 0)) return null;
-  const quoted = `"${key}":"`;
+  const quoted = QUOTED_KEY[key];
   const at = event.indexOf(quoted);
   if (at < 0) return '';
   if (event.indexOf(quoted, at + 1) >= 0) return null;

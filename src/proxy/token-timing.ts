@@ -26,7 +26,7 @@ const TEXT = Buffer.from('"text":"');
 const QUOTE = 0x22;
 
 /** Content events in a chunk of SSE events: each `"content":"` or `"text":"` not followed by its closing quote. */
-export function contentEventsIn(chunk: Buffer): number {
+function contentEventsIn(chunk: Buffer): number {
   return countNonEmpty(chunk, CONTENT) + countNonEmpty(chunk, TEXT);
 }
 

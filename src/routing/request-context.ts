@@ -101,9 +101,9 @@ export class RequestContext {
   }
 }
 
-export const REQUEST_CONTEXT: unique symbol = Symbol('fleetgate.request-context');
+const REQUEST_CONTEXT: unique symbol = Symbol('fleetgate.request-context');
 
-export type HeadersWithContext = Record<string, unknown> & { [REQUEST_CONTEXT]?: RequestContext };
+type HeadersWithContext = Record<string, unknown> & { [REQUEST_CONTEXT]?: RequestContext };
 
 export function attachContext<H extends Record<string, unknown>>(headers: H, context: RequestContext): H {
   (headers as HeadersWithContext)[REQUEST_CONTEXT] = context;

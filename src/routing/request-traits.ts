@@ -46,7 +46,7 @@ export interface TraitsOptions {
 type Body = Record<string, unknown>;
 
 /** A prompt without messages: its first this many characters are its prefix key's span. */
-export const KEY_CHARS = 2048;
+const KEY_CHARS = 2048;
 
 interface Rendered {
   text: string;

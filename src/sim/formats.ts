@@ -27,7 +27,7 @@ export interface Job {
 
 export const DONE = 'data: [DONE]\n\n';
 
-export function sse(json: string): string {
+function sse(json: string): string {
   return `data: ${json}\n\n`;
 }
 

@@ -17,7 +17,7 @@ const GPU_FREE_GB = 78.55;
 const K_BYTES_PER_TOKEN = 32 * 8 * 128 * 2;
 
 /** Parameter count in billions from a name like `Llama-3.1-8B-Instruct` (default 8). */
-export function paramsBillions(model: string): number {
+function paramsBillions(model: string): number {
   const match = /(\d+(?:\.\d+)?)[Bb](?![a-z])/.exec(model.split('/').pop() ?? model);
   return match ? Number(match[1]) : 8;
 }

@@ -16,7 +16,7 @@ interface Preset {
  * - demo: ~20 s per server (weights ~10 s, capture ~5 s), so a status page shows every phase.
  * - realistic: minutes, like an 8B model from a network disk (weights ~3 min, capture ~80 s).
  */
-export const SPEED_PRESETS: Readonly<Record<SimSpeed, Preset>> = {
+const SPEED_PRESETS: Readonly<Record<SimSpeed, Preset>> = {
   fast: {
     timing: {
       startDelayMs: 0,

@@ -7,7 +7,7 @@ const BAR_WIDTH = 10;
 /** tqdm's unicode charset: ' ' then 1/8 .. 7/8 blocks, then the full block. */
 const BAR_CHARS = ' ▏▎▍▌▋▊▉█';
 
-export function formatInterval(seconds: number): string {
+function formatInterval(seconds: number): string {
   const total = Math.max(0, Math.trunc(seconds));
   const s = total % 60;
   const minutes = Math.trunc(total / 60);
@@ -28,7 +28,7 @@ export interface MeterState {
 }
 
 /** `[00:16<00:06,  6.78it/s]` */
-export function meterTail({ n, total, elapsedSeconds }: MeterState): string {
+function meterTail({ n, total, elapsedSeconds }: MeterState): string {
   const rate = n > 0 && elapsedSeconds > 0 ? n / elapsedSeconds : null;
   const elapsed = formatInterval(elapsedSeconds);
   if (rate === null) return `[${elapsed}<?, ?it/s]`;
@@ -43,7 +43,7 @@ function percent(n: number, total: number): string {
 }
 
 /** `████      ` for 40 % */
-export function barGlyphs(n: number, total: number): string {
+function barGlyphs(n: number, total: number): string {
   const frac = total > 0 ? Math.min(1, n / total) : 0;
   const nsyms = BAR_CHARS.length - 1;
   const units = Math.trunc(frac * BAR_WIDTH * nsyms);

@@ -90,7 +90,7 @@ export function createTracing(config: TracingConfig): Tracing | null {
 }
 
 /** `otlp_endpoint` as the exporter's URL: a base URL gets OTLP's `/v1/traces`. */
-export function tracesUrl(endpoint: string): string {
+function tracesUrl(endpoint: string): string {
   const url = new URL(endpoint);
   if (url.pathname === '/' || url.pathname === '') url.pathname = '/v1/traces';
   return url.toString();

@@ -70,3 +70,26 @@ test('cap_slow_start: a backend starts low and doubles while it does not queue; 
   reached(8);
   assert.equal(late.cap, 10, 'after a queue it opens by a quarter, no longer doubling');
 });
+
+test('stop(): the controller leaves the registry; reports, transitions and new backends no longer set caps', () => {
+  const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: 60_000, defaultCap: 0 });
+  const gpu = registry.add({ url: 'http://127.0.0.1:1', name: 'gpu', kind: 'sglang', log: null });
+  const caps = new CapController({ registry, scraping: true });
+  registry.apply(gpu, { type: 'probe', result: OK });
+  registry.reportLoad(gpu, load);
+  assert.equal(gpu.cap, 32 + QUEUE_ALLOWANCE, 'running: it follows the reports');
+  const listeners = ['added', 'transition', 'load'].map((event) => registry.listenerCount(event));
+  caps.stop();
+  assert.deepEqual(
+    ['added', 'transition', 'load'].map((event) => registry.listenerCount(event)),
+    listeners.map((n) => n - 1),
+    'one listener fewer on each event',
+  );
+  registry.reportLoad(gpu, { ...load, running: 10, queued: 6, tokenUsage: 0.5 });
+  registry.reportLoad(gpu, { ...load, running: 10, queued: 6, tokenUsage: 0.5 });
+  assert.equal(gpu.cap, 32 + QUEUE_ALLOWANCE, 'a queueing report no longer closes it');
+  registry.apply(gpu, { type: 'probe', result: FAIL });
+  assert.equal(gpu.cap, 32 + QUEUE_ALLOWANCE, 'leaving ready no longer marks it unread');
+  const late = registry.add({ url: 'http://127.0.0.1:2', name: 'late', kind: 'sglang', log: null });
+  assert.equal(late.cap, 0, 'a new backend is not held at UNREAD_CAP');
+});

@@ -8,7 +8,7 @@ import { describe, test } from 'node:test';
 import { LeastLoaded } from '../../src/routing/policies/basic-policies.js';
 import type { Candidate } from '../../src/routing/policies/policy-contract.js';
 import { PrefixAware } from '../../src/routing/policies/prefix-aware.js';
-import { boundedPick, loadBound, preferenceOrder } from '../../src/routing/policies/rendezvous.js';
+import { boundedPick, loadBound, score } from '../../src/routing/policies/rendezvous.js';
 import { promptTraits } from '../../src/routing/request-traits.js';
 import { hashText } from '../../src/routing/text-hash.js';
 
@@ -16,6 +16,17 @@ const KEYS = Array.from({ length: 4000 }, (_, i) => hashText(`conversation-${i}`
 const fleet = (names: string[], load = 0): Candidate[] => names.map((name) => ({ name, load }));
 const NAMES = ['gpu0', 'gpu1', 'gpu2', 'gpu3'];
 const homeOf = (key: number, members: Candidate[]) => boundedPick(key, members, members, 1.25).picked.name;
+
+/**
+ * `members` in `key`'s preference order (highest score first; ties, which need equal names, by name):
+ * the order boundedPick walks in one pass without sorting, written out as the reference it must follow.
+ */
+function preferenceOrder<M extends Candidate>(key: number, members: readonly M[]): M[] {
+  return members
+    .map((member) => ({ member, s: score(key, member.name) }))
+    .sort((a, b) => b.s - a.s || (a.member.name < b.member.name ? -1 : 1))
+    .map((entry) => entry.member);
+}
 
 describe('rendezvous hashing', () => {
   test('a key has the same home whatever order a replica lists the backends in', () => {

@@ -3,7 +3,7 @@
  * a lone `\r` each end a line, so every tqdm redraw is a line of its own. Empty lines are dropped.
  */
 
-export const MAX_LINE_LENGTH = 64 * 1024;
+const MAX_LINE_LENGTH = 64 * 1024;
 
 export class LineSplitter {
   readonly #maxLength: number;

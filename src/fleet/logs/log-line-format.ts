@@ -56,7 +56,7 @@ export function lastProgressBar(line: string, labels: readonly BarLabel[]): BarR
 }
 
 /** tqdm's interval format: `MM:SS` or `H:MM:SS`; `?` (unknown) gives null. */
-export function parseEta(text: string): number | null {
+function parseEta(text: string): number | null {
   if (!/^\d+(:\d+){1,2}$/.test(text)) return null;
   return text.split(':').reduce((seconds, part) => seconds * 60 + Number(part), 0);
 }
@@ -111,7 +111,7 @@ export function isKilledLine(line: string): boolean {
  */
 export const PORT_IN_USE = /error while attempting to bind on address .*address already in use/;
 
-export const MAX_REASON_LENGTH = 200;
+const MAX_REASON_LENGTH = 200;
 
 /** A one-line reason for humans: whitespace collapsed, cut at about 200 characters. */
 export function shortReason(text: string): string {

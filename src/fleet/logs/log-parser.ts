@@ -21,7 +21,7 @@ export function createLogParser(kind: BackendKind, fatalPatterns: readonly strin
 }
 
 /** Each pattern is a regular expression (`health.fatal_patterns`); the message names the bad one. */
-export function compileFatalPatterns(sources: readonly string[]): RegExp[] {
+function compileFatalPatterns(sources: readonly string[]): RegExp[] {
   return sources.map((source, index) => {
     try {
       return new RegExp(source);
@@ -38,7 +38,7 @@ const OUT_OF_MEMORY = /CUDA out of memory|OutOfMemoryError/;
  * Any OpenAI-compatible server: nothing is known of its start-up lines, so only the configured
  * patterns and out-of-memory (CUDA, or the OOM killer's `Killed`) are fatal, once per parser.
  */
-export function createGenericLogParser(fatalPatterns: readonly RegExp[]): LogParser {
+function createGenericLogParser(fatalPatterns: readonly RegExp[]): LogParser {
   let reported = false;
   return {
     push(line: string): LogEvent[] {

@@ -28,7 +28,7 @@ export interface LogWatcherOptions {
   pollMs?: number;
 }
 
-export const DEFAULT_POLL_MS = 250;
+const DEFAULT_POLL_MS = 250;
 const READ_CHUNK_BYTES = 256 * 1024;
 /**
  * The last bytes read are compared again before reading what was appended: a restart with `>`

@@ -99,7 +99,7 @@ const RECORD_PREFIX = /^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\d\d:\d\d:\d\d|gpu_id=
  * The message without bracketed prefixes (the logger's, torch's `[rank0]:[E1014 ...]`) or
  * uvicorn's level, keeping any indentation after them.
  */
-export function sglangMessage(line: string): string {
+function sglangMessage(line: string): string {
   return line.replace(/^(\[[^\]]*\]:? ?)+/, '').replace(/^(INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+/, '');
 }
 

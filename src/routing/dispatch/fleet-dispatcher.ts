@@ -35,7 +35,7 @@ function isCallbackHandler(handler: Dispatcher.DispatchHandler): handler is Call
 }
 
 /** What observers (metrics) hear of attempts; the registry hears outcomes directly. */
-export interface AttemptObserver {
+interface AttemptObserver {
   failed(backend: Backend, failure: UpstreamFailure): void;
   retried(backend: Backend): void;
 }
@@ -91,7 +91,7 @@ class ClientGoneError extends Error {
  * One request across its attempts. Its handler hears `onConnect` once, with `abort`, which cancels
  * the wait or the running attempt; then one attempt's response, or one error.
  */
-export class FleetRequest implements AttemptOwner {
+class FleetRequest implements AttemptOwner {
   readonly #deps: FleetDispatcherOptions;
   readonly #handler: CallbackHandler;
   readonly #context: RequestContext;

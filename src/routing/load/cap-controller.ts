@@ -29,32 +29,45 @@ export class CapController {
   readonly #starting = new WeakSet<Backend>();
   readonly #slowStart: boolean;
   readonly #fleetWide: boolean;
+  /** With reports coming, a backend holds UNREAD_CAP until its first one. */
+  readonly #startUnread: boolean;
 
   constructor(opts: CapControllerOptions) {
     const registry = opts.registry;
     this.#registry = registry;
     this.#slowStart = opts.slowStart ?? false;
     this.#fleetWide = opts.fleetWide ?? false;
-    // With reports coming, a backend holds UNREAD_CAP until its first one.
-    const startUnread = opts.scraping;
-    const unread = (backend: Backend) => {
-      this.#unread.add(backend);
-      registry.setCap(backend, UNREAD_CAP);
-    };
-    if (startUnread) for (const backend of registry.list()) unread(backend);
-    registry.on('added', (backend) => {
-      if (startUnread) unread(backend);
-    });
-    registry.on('transition', ({ backend, to }) => {
-      if (to === 'ready') return;
-      // A restarted backend is a new process: its capacity is learned afresh.
-      if (startUnread) unread(backend);
-      else registry.setCap(backend, 0);
-    });
-    registry.on('load', (backend, report, previous) => this.#onReport(backend, report, previous));
+    this.#startUnread = opts.scraping;
+    if (this.#startUnread) for (const backend of registry.list()) this.#markUnread(backend);
+    registry.on('added', this.#onAdded);
+    registry.on('transition', this.#onTransition);
+    registry.on('load', this.#onReport);
   }
 
-  #onReport(backend: Backend, report: ReportedLoad | null, previous: ReportedLoad | null): void {
+  /** Stops following the registry: caps stay as they are. */
+  stop(): void {
+    this.#registry.off('added', this.#onAdded);
+    this.#registry.off('transition', this.#onTransition);
+    this.#registry.off('load', this.#onReport);
+  }
+
+  #markUnread(backend: Backend): void {
+    this.#unread.add(backend);
+    this.#registry.setCap(backend, UNREAD_CAP);
+  }
+
+  readonly #onAdded = (backend: Backend): void => {
+    if (this.#startUnread) this.#markUnread(backend);
+  };
+
+  readonly #onTransition = ({ backend, to }: { backend: Backend; to: string }): void => {
+    if (to === 'ready') return;
+    // A restarted backend is a new process: its capacity is learned afresh.
+    if (this.#startUnread) this.#markUnread(backend);
+    else this.#registry.setCap(backend, 0);
+  };
+
+  readonly #onReport = (backend: Backend, report: ReportedLoad | null, previous: ReportedLoad | null): void => {
     const firstRead = this.#unread.delete(backend);
     if (report === null) {
       // Nothing to learn a cap from (yet): routed by in-flight counts, uncapped, like any backend without metrics.
@@ -75,5 +88,5 @@ export class CapController {
       this.#starting.has(backend),
     );
     this.#registry.setCap(backend, cap);
-  }
+  };
 }

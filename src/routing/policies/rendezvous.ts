@@ -34,14 +34,6 @@ export interface Weighed {
   readonly idleSlotFleetWide?: boolean;
 }
 
-/** `members` in `key`'s preference order (highest score first; ties, which need equal names, by name). */
-export function preferenceOrder<M extends Weighed>(key: number, members: readonly M[]): M[] {
-  return members
-    .map((member) => ({ member, s: score(key, member.name) }))
-    .sort((a, b) => b.s - a.s || (a.member.name < b.member.name ? -1 : 1))
-    .map((entry) => entry.member);
-}
-
 /**
  * Load a backend must stay under to take one more request: ceil(factor x (total + 1) / n), over the
  * whole pool (`pool`: every ready backend serving the model, not only the ones with a free slot).

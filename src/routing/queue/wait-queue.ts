@@ -23,7 +23,7 @@ export interface AbortLike {
 }
 
 /** Who counts the requests on each backend: the fleet registry. */
-export interface SlotCounter {
+interface SlotCounter {
   take(backend: Backend): void;
   /** Also lets the registry finish removing a drained backend, and tells waiters a slot freed. */
   release(backend: Backend): void;
@@ -73,7 +73,7 @@ interface Waiter extends Queued {
 }
 
 /** The queue of one class when none are configured (tests, and the shape of the old single queue). */
-export const SINGLE_CLASS = 'default';
+const SINGLE_CLASS = 'default';
 
 export interface WaitQueueOptions {
   /** Most requests waiting at once, all classes together. */
