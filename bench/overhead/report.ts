@@ -25,6 +25,8 @@ const COMPARISONS: [ScenarioId, string, string, string][] = [
   ['b', 'cpuPer100kChunks', 'haproxy', 'cpuVsHaproxy'],
   ['b', 'cpuPer100kChunks', 'nginx', 'cpuVsNginx'],
   ['b', 'chunksPerSec', 'direct', 'rateVsDirect'],
+  ['b', 'ttfcP50Ms', 'fastify-floor', 'ttfcVsFastifyFloor'],
+  ['b-cpu', 'ttfcP50Ms', 'fastify-floor', 'ttfcVsFastifyFloor'],
   ['b-cpu', 'cpuPer100kChunks', 'haproxy', 'cpuVsHaproxy'],
   ['b-cpu', 'cpuPer100kChunks', 'nginx', 'cpuVsNginx'],
   ['c', 'chunksPerSec', 'nginx', 'rateVsNginx'],
@@ -209,6 +211,8 @@ export function checkTargets(medians: Medians): TargetCheck[] {
     1.15,
     'le',
   );
+  add('TTFC p50 <= 1.2x fastify floor, 256 streams (b)', fg('b')?.ttfcVsFastifyFloor, 1.2, 'le');
+  add('TTFC p50 <= 1.2x fastify floor, every proxy at once (b-cpu)', fg('b-cpu')?.ttfcVsFastifyFloor, 1.2, 'le');
   add('added TTFC p50 <= 1 ms over direct at concurrency 1 (d)', fg('d')?.addedTtfcMs, 1, 'le', 'ms');
   add('1000 paced streams: chunk rate >= 0.95x NGINX (c)', fg('c')?.rateVsNginx, 0.95, 'ge');
   add('1000 paced streams: peak RSS <= 200 MB (c)', fg('c')?.peakRssMB, 200, 'le', 'MB');

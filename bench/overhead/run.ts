@@ -33,7 +33,8 @@ const usage = `usage: npm run bench:overhead -- [options]
                         (bench/lib/fastify-floor-proxy.ts), the floor of fleetgate's own stack; also
                         node-floor: a bare node:http + undici.dispatch proxy (bench/lib/node-floor-proxy.ts),
                         what any Node proxy costs at least; fleetgate-models: fleetgate routing by
-                        model (each body parsed for its model)
+                        model (each body parsed for its model); fleetgate-no-resume: fleetgate with
+                        retry.resume_limit 0 (no stream resume: no body parse, no event journal)
   --scenarios LIST      a,a-cpu,b,b-cpu,c,d (default all); a-cpu and b-cpu run (a)'s and (b)'s load
                         on every proxy target at once (same core, requests in turn), for CPU ratios
                         that a machine drifting in speed moves alike
@@ -61,7 +62,7 @@ const usage = `usage: npm run bench:overhead -- [options]
  * is parsed for its `model`); against `fleetgate` it prices that parse. A single-model fleet
  * without aliases does not parse at all.
  */
-type TargetId = TargetKind | 'fleetgate-models';
+type TargetId = TargetKind | 'fleetgate-models' | 'fleetgate-no-resume';
 
 const TARGETS: Record<TargetId, TargetSpec> = {
   direct: { name: 'direct', kind: 'direct' },
@@ -71,6 +72,7 @@ const TARGETS: Record<TargetId, TargetSpec> = {
     kind: 'fleetgate',
     modelAliases: { bench: 'meta-llama/Llama-3.1-8B-Instruct' },
   },
+  'fleetgate-no-resume': { name: 'fleetgate-no-resume', kind: 'fleetgate', resumeLimit: 0 },
   nginx: { name: 'nginx', kind: 'nginx', balance: 'least_conn' },
   haproxy: { name: 'haproxy', kind: 'haproxy', balance: 'leastconn' },
   'node-floor': { name: 'node-floor', kind: 'node-floor' },
@@ -202,7 +204,7 @@ async function main(argv: string[]): Promise<number> {
     '',
     renderTables(medians, targetNames, records, opts.sizes),
     '',
-    '### issue #7 targets',
+    '### issue targets (#7; TTFC: #37)',
     '',
     renderChecks(checks),
     '',

@@ -45,6 +45,32 @@ test('overhead: the side-by-side runs have their own CPU check, apart from the r
   assert.deepEqual(checkNamed(medians, apart), { target: apart, value: '1.30x', met: false });
 });
 
+test('overhead: TTFC vs the fastify floor (issue 37) is the median of within-run ratios, (b) and (b-cpu) apart', () => {
+  const ttfc = (run: number, target: string, ttfcP50Ms: number, scenario: ScenarioId): RunRecord => ({
+    scenario,
+    run,
+    target,
+    metrics: { ttfcP50Ms },
+    error: null,
+  });
+  // Within each run of (b) fleetgate takes 1.1x, 1.5x, 1.0x the floor's time to first chunk.
+  const records = [
+    ttfc(1, 'fastify-floor', 100, 'b'),
+    ttfc(1, 'fleetgate', 110, 'b'),
+    ttfc(2, 'fastify-floor', 400, 'b'),
+    ttfc(2, 'fleetgate', 600, 'b'),
+    ttfc(3, 'fastify-floor', 700, 'b'),
+    ttfc(3, 'fleetgate', 700, 'b'),
+    ttfc(1, 'fastify-floor', 100, 'b-cpu'),
+    ttfc(1, 'fleetgate', 500, 'b-cpu'),
+  ];
+  const medians = mediansOf(records);
+  const apart = 'TTFC p50 <= 1.2x fastify floor, 256 streams (b)';
+  const together = 'TTFC p50 <= 1.2x fastify floor, every proxy at once (b-cpu)';
+  assert.deepEqual(checkNamed(medians, apart), { target: apart, value: '1.10x', met: true });
+  assert.deepEqual(checkNamed(medians, together), { target: together, value: '5.00x', met: false });
+});
+
 test('overhead: a run without the peer adds no ratio', () => {
   const records = [record(1, 'haproxy', 1), record(1, 'fleetgate', 3), record(2, 'fleetgate', 1)];
   const medians = mediansOf(records);
