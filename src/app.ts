@@ -128,7 +128,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
 
   const warmUpCopy = (copy: Config) =>
     createGateway(copy, { logger: logger.child({}, { level: 'silent' }), now: opts.now });
-  const parts = { app, fleet, routing, dispatcher, metrics, launcher, batch, logger, state, warmUpCopy, tracing };
+  const parts = { app, fleet, routing, caps, dispatcher, metrics, launcher, batch, logger, state, warmUpCopy, tracing };
   return {
     app,
     fleet,
@@ -248,6 +248,7 @@ interface Parts {
   app: FastifyInstance;
   fleet: Fleet;
   routing: ReturnType<typeof createRouting>;
+  caps: CapController | null;
   dispatcher: FleetDispatcher;
   metrics: GatewayMetrics;
   launcher: Launcher | null;
@@ -264,7 +265,7 @@ interface Parts {
  * requests to this listener would hold the drain), the queues, the listener, then the rest at once.
  */
 function lifecycle(config: Config, parts: Parts): Pick<Gateway, 'listen' | 'close' | 'drain'> {
-  const { app, fleet, routing, dispatcher, metrics, launcher, batch, logger, state, tracing } = parts;
+  const { app, fleet, routing, caps, dispatcher, metrics, launcher, batch, logger, state, tracing } = parts;
   const stopWarmUp = new AbortController();
   let warming: Promise<void> = Promise.resolve();
 
@@ -285,6 +286,7 @@ function lifecycle(config: Config, parts: Parts): Pick<Gateway, 'listen' | 'clos
     const force = setTimeout(() => server.closeAllConnections(), graceMs);
     force.unref();
     routing.queue.close();
+    caps?.stop();
     await app.close();
     clearTimeout(force);
     await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop(), tracing?.shutdown()]);

@@ -1,7 +1,7 @@
 /**
  * The answer side of the traffic path, as @fastify/reply-from's callbacks: the response's status
  * and headers, then its body relayed by response-relay.ts (`onResponse`), and the answer to a
- * request that got no response (`onError`: a queue refusal from routing/dispatch/admission-refusals.ts,
+ * request that got no response (`onError`: a queue refusal from admission-refusals.ts,
  * else an upstream failure from routing/dispatch/upstream-failures.ts). Every ending emits one
  * `request` record (ProxiedRequest.recordOf). The request side, up to the headers sent upstream, is
  * traffic-routes.ts.
@@ -10,10 +10,10 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { type ErrorType, errorTypeFor, sendError } from '../http/openai-error.js';
-import { admissionRefusal } from '../routing/dispatch/admission-refusals.js';
 import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { classifyUpstreamError } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
+import { admissionRefusal } from './admission-refusals.js';
 import { completionTokensIn } from './answer-tail.js';
 import { unwatchConnection } from './client-gone.js';
 import { apiOf } from './continuation.js';

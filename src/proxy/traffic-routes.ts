@@ -2,8 +2,8 @@
  * The traffic path: every path that is not one of fleetgate's own goes through @fastify/http-proxy,
  * whose undici dispatcher is the fleet (routing/dispatch/fleet-dispatcher.ts). Fastify hooks and plugins
  * therefore apply to proxied requests. In this scope: bodies are read whole as a Buffer (up to
- * `limits.body_size`, else 413) so the dispatcher can re-send them; unknown API keys get 401 and
- * requests during shutdown 503 before their body is read; the response body is relayed by
+ * `limits.body_size`, else 413) so the dispatcher can re-send them; unknown API keys get 401
+ * (`http/api-key-guard.ts`) and requests during shutdown 503 before their body is read; the response body is relayed by
  * response-relay.ts (through reply-callbacks.ts), outside fastify's `send`, so that an SSE stream
  * cut by the upstream can end with an error event (fastify's `onSend` hooks therefore do not see
  * proxied responses).
@@ -11,7 +11,7 @@
 import httpProxy from '@fastify/http-proxy';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/types.js';
-import { apiKeyCheck } from '../http/bearer-keys.js';
+import { apiKeyGuard } from '../http/api-key-guard.js';
 import { sendError } from '../http/openai-error.js';
 import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { attachContext, RequestContext } from '../routing/request-context.js';
@@ -98,7 +98,8 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     scope.decorateRequest('traffic', null);
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
-    scope.addHook('onRequest', apiKeyAndShutdownGuard(opts));
+    scope.addHook('onRequest', apiKeyGuard(opts.config));
+    scope.addHook('onRequest', shutdownGuard(opts.closing));
     registerRateLimit(scope, opts.config, opts.events);
 
     scope.register(httpProxy, {
@@ -129,15 +130,10 @@ function upstreamHeaders(apiKey: string | null) {
   };
 }
 
-/** Unknown API keys get 401 and requests during shutdown 503, before their body is read. */
-function apiKeyAndShutdownGuard(opts: TrafficOptions) {
-  const acceptsKey = apiKeyCheck(() => opts.config().auth.api_keys);
-  return (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    if (!acceptsKey(request.headers.authorization)) {
-      sendError(reply, 401, 'missing or invalid API key (Authorization: Bearer <key>)');
-      return;
-    }
-    if (opts.closing()) {
+/** Requests during shutdown get 503, their connection closed, before their body is read. */
+function shutdownGuard(closing: () => boolean) {
+  return (_request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    if (closing()) {
       sendError(reply.header('connection', 'close'), 503, 'fleetgate is shutting down');
       return;
     }

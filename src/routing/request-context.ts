@@ -13,8 +13,8 @@ import type { AbortLike, WaitQueue } from './queue/wait-queue.js';
 import type { RequestTraits } from './request-traits.js';
 
 /**
- * `AbortController` builds on EventTarget, which cost about 5 % of a small proxied request in the
- * profile (creation plus two listeners); the queue and the dispatcher need only this much.
+ * `AbortController` builds on EventTarget, whose creation and listeners showed in the traffic path's
+ * profile (docs/benchmarks.md, bench:overhead); the queue and the dispatcher need only this much.
  */
 export class ClientGone implements AbortLike {
   aborted = false;
@@ -68,7 +68,7 @@ export class RequestContext {
   traits: RequestTraits | undefined = undefined;
   /** The queue it waits in (its model's); the dispatcher's own queue when unset. */
   queue: WaitQueue | undefined = undefined;
-  /** The body asks for a stream (`"stream": true`); read only when the progress watchdog is on. */
+  /** The body asks for a stream (`"stream": true`), read only while the progress watchdog is on (else false); a continuation always is. */
   streamed = false;
   /** Set by the dispatcher: the backend of the latest attempt, and attempts beyond the first. */
   backend: string | null = null;

@@ -5,7 +5,7 @@
  * A refused or reset connection is reported to the registry (which ejects) and, while no response
  * byte reached the handler, the request is re-sent to another ready backend; the body is a buffer
  * so POSTs can be re-sent too. A refusal by the queue (timeout, full, shutdown) reaches the handler
- * as an `AdmissionError`, which the HTTP side answers from admission-refusals.ts, with `Retry-After`:
+ * as an `AdmissionError`, which the HTTP side answers from its table (proxy/admission-refusals.ts), with `Retry-After`:
  * 503 while no backend is ready or fleetgate is shutting down (`fleetUnavailable`), 429 when the fleet
  * is up but the request's class is over its own `max_waiting` or `timeout`.
  *

@@ -1,12 +1,13 @@
 /**
- * One table from an `AdmissionError` (queue/wait-queue.ts) to the client's answer: status, OpenAI error
- * type, message and the access record's outcome. The HTTP side (proxy/reply-callbacks.ts) answers
- * from it and nothing else, as upstream-failures.ts is the one table for upstream errors.
- * A queue that refuses while no backend is ready says the fleet is unavailable (503); one that
- * refuses while backends are up says the class is over its own limit (429: the client should slow
- * down). The type and outcome names are those of http/openai-error.ts and proxy/proxy-events.ts.
+ * One table from an `AdmissionError` (routing/queue/wait-queue.ts) to the client's answer: status,
+ * OpenAI error type, message and the access record's outcome. The HTTP side (reply-callbacks.ts)
+ * answers from it and nothing else, as routing/dispatch/upstream-failures.ts is the one table for
+ * upstream errors. Routing only names the refusal (its reason, class and whether any backend was
+ * ready); the HTTP words are here. A queue that refuses while no backend is ready says the fleet is
+ * unavailable (503); one that refuses while backends are up says the class is over its own limit
+ * (429: the client should slow down).
  */
-import type { AdmissionError, AdmissionFailure } from '../queue/wait-queue.js';
+import type { AdmissionError, AdmissionFailure } from '../routing/queue/wait-queue.js';
 
 export interface AdmissionRefusal {
   /** 499: the client left; nothing is answered, its connection is closed. */
