@@ -6,6 +6,7 @@
  * the file (twice: to check it, then to send).
  */
 import { formatSize } from '../config/duration.js';
+import { IdIndex } from './id-index.js';
 
 /** The endpoints a batch line may name (OpenAI's Batch API takes the same, plus /v1/responses). */
 export const BATCH_URLS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
@@ -85,7 +86,7 @@ export interface CheckOptions {
  */
 export class InputChecker {
   /** The line of each `custom_id`. */
-  readonly ids = new Map<string, number>();
+  readonly ids = new IdIndex();
   lines = 0;
   #bytes = 0;
   readonly #maxBytes: number | null;
@@ -108,13 +109,12 @@ export class InputChecker {
     }
     if (isBlank(bytes)) return;
     const request = parseRequestLine(bytes, line, this.#endpoint);
-    const first = this.ids.get(request.custom_id);
-    if (first !== undefined)
+    const first = this.ids.add(request.custom_id, line);
+    if (first !== 0)
       throw new BatchInputError(
         line,
         `duplicate custom_id ${JSON.stringify(request.custom_id)} (first on line ${first})`,
       );
-    this.ids.set(request.custom_id, line);
   }
 
   /** Throws when no line held a request. */

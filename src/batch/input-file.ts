@@ -13,6 +13,7 @@ import {
   isBlank,
   parseRequestLine,
 } from './batch-input.js';
+import type { IdIndex } from './id-index.js';
 import { lineBatches } from './line-reader.js';
 
 /** A checked input: where each `custom_id` is, and the file as it was checked. */
@@ -23,7 +24,7 @@ export interface CheckedInput {
   /** Lines in it (blank ones included). */
   readonly lines: number;
   /** The line of each `custom_id`. A run empties it once its output is matched (it is the largest thing held). */
-  readonly ids: Map<string, number>;
+  readonly ids: IdIndex;
   readonly size: number;
   readonly mtimeMs: number;
 }

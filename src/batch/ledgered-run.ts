@@ -45,8 +45,8 @@ async function matchLedger(input: CheckedInput, path: string, reading?: ScanProg
   const scan = await scanLedger(
     path,
     (customId) => {
-      const line = input.ids.get(customId);
-      if (line !== undefined && answered[line] === 0) {
+      const line = input.ids.lineOf(customId);
+      if (line !== 0 && answered[line] === 0) {
         answered[line] = 1;
         alreadyDone++;
       }

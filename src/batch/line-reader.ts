@@ -20,8 +20,11 @@ export interface LineBatch {
   bytesRead: number;
 }
 
-/** Bytes read at a time: large enough that a scan is I/O-bound, small next to the memory bound. */
-const CHUNK_BYTES = 1 << 20;
+/**
+ * Bytes read at a time. Each chunk's lines are garbage once handled; 256 KiB chunks keep what the
+ * collector lets pile up small (1 MiB ones cost ~40 MB more peak memory on a 1M-line check).
+ */
+const CHUNK_BYTES = 1 << 18;
 
 /** The file's lines, a chunk's worth per batch; `end` (exclusive) stops at that byte. */
 export async function* lineBatches(path: string, end?: number): AsyncGenerator<LineBatch> {
