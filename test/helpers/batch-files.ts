@@ -12,13 +12,17 @@ import { lineBatches } from '../../src/batch/line-reader.js';
 export async function writeLines(path: string, count: number, lineOf: (i: number) => string): Promise<number> {
   const out = createWriteStream(path);
   let bytes = 0;
-  const BLOCK = 1000;
-  for (let start = 0; start < count; start += BLOCK) {
-    let text = '';
-    for (let i = start; i < Math.min(count, start + BLOCK); i++) text += `${lineOf(i)}\n`;
+  let text = '';
+  const flush = async () => {
     bytes += Buffer.byteLength(text);
     if (!out.write(text)) await once(out, 'drain');
+    text = '';
+  };
+  for (let i = 0; i < count; i++) {
+    text += `${lineOf(i)}\n`;
+    if (text.length >= 1 << 20) await flush();
   }
+  await flush();
   out.end();
   await once(out, 'close');
   return bytes;
