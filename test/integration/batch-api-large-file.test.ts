@@ -92,7 +92,7 @@ test('a 1 GB file: uploaded with the SDK, run as a job, downloaded; fleetgate un
       assert.notEqual(b.status, 'failed', JSON.stringify(b.errors));
       return b.status === 'completed' ? b : null;
     },
-    { timeoutMs: 100_000, intervalMs: 500, what: 'the job completed' },
+    { timeoutMs: 240_000, intervalMs: 500, what: 'the job completed' },
   );
   assert.deepEqual(done.request_counts, { total: COUNT, completed: COUNT, failed: 0 });
   assert.equal(generationRequests(sims), COUNT, 'each request sent once');
