@@ -75,8 +75,11 @@ export function scanReporter(
   const started = now();
   let last = started;
   let printed = false;
+  let ended = false;
   return (bytes, total, count) => {
     const end = bytes >= total;
+    if (ended) return;
+    ended = end;
     // A pass of under a second says nothing; a longer one says where it is, and where it ended.
     if (end ? !printed && now() - started < 1000 : now() - last < SCAN_INTERVAL_MS[mode]) return;
     last = now();

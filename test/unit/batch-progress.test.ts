@@ -33,6 +33,7 @@ test('a pass over a file: a line per interval with bytes and count, one at its e
   report(4e9, 5e9, 700_000);
   now = 9000;
   report(5e9, 5e9, 870_000);
+  report(5e9, 5e9, 870_000);
   assert.deepEqual(lines, [
     'reading out.jsonl: 3.1 of 5.0 GB, 540,000 answers\n',
     'reading out.jsonl: 5.0 of 5.0 GB, 870,000 answers\n',
