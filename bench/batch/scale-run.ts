@@ -118,7 +118,7 @@ try {
       }
     },
     'fleetgate ready',
-    30_000,
+    120_000,
     100,
   );
   const before = await sentSoFar();

@@ -73,7 +73,7 @@ test('a 1 GB file: uploaded with the SDK, run as a job, downloaded; fleetgate un
         return false;
       }
     },
-    { timeoutMs: 30_000, what: `fleetgate ready (${serve.output()})` },
+    { timeoutMs: 120_000, what: `fleetgate ready (${serve.output()})` },
   );
   const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });
 
