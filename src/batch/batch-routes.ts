@@ -50,6 +50,21 @@ function keyGuard(config: () => Config) {
   };
 }
 
+/** Why an upload read whole is refused; null: it is kept. */
+function uploadRefusal(
+  { purpose, file }: ReceivedUpload,
+  maxFileSize: number,
+): { status: 400 | 413; message: string } | null {
+  if (purpose !== 'batch')
+    return {
+      status: 400,
+      message: `purpose must be 'batch' (fleetgate keeps batch files only), got ${JSON.stringify(purpose)}`,
+    };
+  if (file === null) return { status: 400, message: 'the multipart body has no file' };
+  if (file.overLimit) return { status: 413, message: `the file is over batch.max_file_size (${maxFileSize} bytes)` };
+  return null;
+}
+
 export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOptions): void {
   const { jobs, store } = opts;
   const maxFileSize = opts.config().batch.max_file_size;
@@ -78,28 +93,13 @@ export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOption
       } catch (error) {
         return sendError(reply, 400, `cannot read the multipart body: ${(error as Error).message}`);
       }
-      const { file, purpose } = upload;
-      const refusal =
-        purpose !== 'batch'
-          ? ([
-              400,
-              `purpose must be 'batch' (fleetgate keeps batch files only), got ${JSON.stringify(purpose)}`,
-            ] as const)
-          : file === null
-            ? ([400, 'the multipart body has no file'] as const)
-            : file.overLimit
-              ? ([413, `the file is over batch.max_file_size (${maxFileSize} bytes)`] as const)
-              : null;
-      if (refusal !== null) {
-        if (file !== null) store.removeContent(file.id);
-        return sendError(reply, refusal[0], refusal[1]);
+      const refusal = uploadRefusal(upload, maxFileSize);
+      if (refusal !== null || upload.file === null) {
+        if (upload.file !== null) store.removeContent(upload.file.id);
+        return sendError(reply, refusal?.status ?? 400, refusal?.message ?? 'the multipart body has no file');
       }
-      return store.describeFile(
-        (file as NonNullable<typeof file>).id,
-        file?.name || 'upload.jsonl',
-        'batch',
-        Math.floor(Date.now() / 1000),
-      );
+      const now = Math.floor(Date.now() / 1000);
+      return store.describeFile(upload.file.id, upload.file.name || 'upload.jsonl', 'batch', now);
     });
   });
 
