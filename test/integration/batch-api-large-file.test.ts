@@ -86,14 +86,18 @@ test('a 1 GB file: uploaded with the SDK, run as a job, downloaded; fleetgate un
     endpoint: '/v1/chat/completions',
     completion_window: '24h',
   });
+  let progress = '';
   const done = await waitFor(
     async () => {
       const b = await client.batches.retrieve(batch.id);
       assert.notEqual(b.status, 'failed', JSON.stringify(b.errors));
+      progress = `${b.status} ${JSON.stringify(b.request_counts)}`;
       return b.status === 'completed' ? b : null;
     },
     { timeoutMs: 240_000, intervalMs: 500, what: 'the job completed' },
-  );
+  ).catch((error: Error) => {
+    throw new Error(`${error.message}; last seen: ${progress}`);
+  });
   assert.deepEqual(done.request_counts, { total: COUNT, completed: COUNT, failed: 0 });
   assert.equal(generationRequests(sims), COUNT, 'each request sent once');
 
