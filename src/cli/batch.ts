@@ -346,6 +346,11 @@ async function runBatchCommand(args: BatchArgs, url: URL, input: CheckedInput): 
       process.stderr.write(`fleetgate batch: ${error.message} (nothing was sent)\n`);
       return 2;
     }
+    if (error instanceof BatchInputError) {
+      // INPUT changed under the run: what was written stays, a run again checks it anew.
+      process.stderr.write(`fleetgate batch: ${error.message}\n`);
+      return 1;
+    }
     throw error;
   } finally {
     clearInterval(fleetTick);
