@@ -18,9 +18,9 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { createGateway } from '../../src/app.js';
 import { batchClassOf, ConcurrencyControl } from '../../src/batch/auto-concurrency.js';
-import type { BatchRequest } from '../../src/batch/batch-input.js';
 import { BatchSender } from '../../src/batch/batch-sender.js';
 import { fleetViewReader } from '../../src/batch/fleet-view-client.js';
+import { checkInputFile } from '../../src/batch/input-file.js';
 import { runLedgered } from '../../src/batch/ledgered-run.js';
 import { validateConfig } from '../../src/config/validate.js';
 import { engineFor, engineOptions, SERVERS, workloadSpec } from '../balance/fleet-spec.js';
@@ -42,14 +42,21 @@ const sweep = (values.sweep ?? [0.25, 0.5, 1, 2, 4].map((f) => Math.round(f * sl
   .split(',')
   .map((n) => numberFlag(n, 'sweep', 1));
 
-const requests: BatchRequest[] = makeWorkload(workloadSpec(sizes)).map((job) => ({
-  custom_id: `req-${job.index}`,
-  url: '/v1/chat/completions',
-  body: JSON.parse(job.body.toString()) as Record<string, unknown>,
-  line: job.index + 1,
-}));
-
 const work = mkdtempSync(join(tmpdir(), 'bench-batch-'));
+const inputPath = join(work, 'input.jsonl');
+writeFileSync(
+  inputPath,
+  makeWorkload(workloadSpec(sizes))
+    .map((job) =>
+      JSON.stringify({
+        custom_id: `req-${job.index}`,
+        method: 'POST',
+        url: '/v1/chat/completions',
+        body: JSON.parse(job.body.toString()),
+      }),
+    )
+    .join('\n'),
+);
 const host = await SimHost.start({ count: SERVERS, engine: (i) => engineFor(engine, i), cpu: null, logDir: work });
 
 /** One job through a fresh fleetgate; its makespan in seconds. */
@@ -78,7 +85,7 @@ async function runOnce(concurrency: number | null, label: string): Promise<{ sec
   });
   const started = performance.now();
   const result = await runLedgered({
-    requests,
+    input: await checkInputFile(inputPath),
     outputPath: join(work, `${label}.jsonl`),
     errorsPath: join(work, `${label}.errors.jsonl`),
     send: sender.send,

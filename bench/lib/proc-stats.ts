@@ -48,7 +48,7 @@ export function descendants(pid: number): number[] {
 }
 
 /** User + system CPU seconds of one process (all its threads). */
-function processCpuSeconds(pid: number): number {
+export function processCpuSeconds(pid: number): number {
   const fields = statFields(pid);
   if (!fields) return 0;
   // utime and stime are fields 14 and 15 of the whole line, i.e. 12 and 13 after ')'.

@@ -59,7 +59,7 @@ export interface RunningTarget {
 export const NGINX = process.env.NGINX_BIN ?? '/usr/sbin/nginx';
 export const HAPROXY = process.env.HAPROXY_BIN ?? '/usr/sbin/haproxy';
 /** `FLEETGATE_CLI`: another build to run, e.g. to compare two commits. */
-const FLEETGATE_CLI = process.env.FLEETGATE_CLI ?? join(REPO_ROOT, 'dist/cli/index.js');
+export const FLEETGATE_CLI = process.env.FLEETGATE_CLI ?? join(REPO_ROOT, 'dist/cli/index.js');
 const FLOOR_SCRIPTS: Record<FloorKind, { path: string; modules: string[] }> = {
   'node-floor': { path: join(REPO_ROOT, 'bench/lib/node-floor-proxy.ts'), modules: ['undici'] },
   'fastify-floor': {

@@ -2,9 +2,11 @@
  * The OpenAI Batch input format, checked whole before anything is sent: one JSON object per line,
  * `{custom_id, method: "POST", url, body}`. A job that stops at line 3,000 on a typo would leave a
  * half-done output behind; so a bad line, a repeated `custom_id`, an unknown `url` or a file over
- * the size limit is an error naming the line, and no request goes out.
+ * the size limit is an error naming the line, and no request goes out. Pure: input-file.ts reads
+ * the file (twice: to check it, then to send).
  */
 import { formatSize } from '../config/duration.js';
+import { IdIndex } from './id-index.js';
 
 /** The endpoints a batch line may name (OpenAI's Batch API takes the same, plus /v1/responses). */
 export const BATCH_URLS = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
@@ -53,54 +55,70 @@ function checkLine(value: unknown, line: number, endpoint: BatchUrl | null): Bat
   return { custom_id, url: url as BatchUrl, body, line };
 }
 
-/**
- * The error for an input over `maxBytes`, naming the line where it passes the limit; `head` holds
- * at least the first `maxBytes` bytes (a huge file need not be read whole to say so).
- */
-export function oversizeError(head: Buffer, maxBytes: number, fileSize: number): BatchInputError {
-  let line = 1;
-  for (let i = head.indexOf(0x0a); i !== -1 && i < maxBytes; i = head.indexOf(0x0a, i + 1)) line++;
-  const problem = `the input passes the ${formatSize(maxBytes)} limit on this line (the file is ${formatSize(fileSize)})`;
-  return new BatchInputError(line, problem);
+/** True when the bytes are only spaces, tabs and `\r`: a blank line, skipped. */
+export function isBlank(bytes: Buffer): boolean {
+  for (const byte of bytes) if (byte !== 0x20 && byte !== 0x09 && byte !== 0x0d) return false;
+  return true;
 }
 
-export interface ParseOptions {
-  /** Largest input accepted, bytes. */
-  maxBytes: number;
+/** The request of one line, checked; throws a `BatchInputError` naming the line. */
+export function parseRequestLine(bytes: Buffer, line: number, endpoint: BatchUrl | null): BatchRequest {
+  let value: unknown;
+  try {
+    value = JSON.parse(bytes.toString('utf8'));
+  } catch (error) {
+    throw new BatchInputError(line, `not valid JSON: ${(error as Error).message}`);
+  }
+  return checkLine(value, line, endpoint);
+}
+
+export interface CheckOptions {
+  /** Largest input accepted, bytes; null: no limit. */
+  maxBytes?: number | null;
   /** The API's batch names one endpoint; every line must use it. Null: any of BATCH_URLS. */
   endpoint?: BatchUrl | null;
 }
 
-/** Every request of the input, in order; throws a `BatchInputError` at the first problem. */
-export function parseBatchInput(input: Buffer, { maxBytes, endpoint = null }: ParseOptions): BatchRequest[] {
-  const requests: BatchRequest[] = [];
-  const seen = new Map<string, number>();
-  let start = 0;
-  let line = 0;
-  while (start < input.length) {
-    line++;
-    const newline = input.indexOf(0x0a, start);
-    const end = newline === -1 ? input.length : newline;
-    if (end > maxBytes) throw oversizeError(input, maxBytes, input.length);
-    const text = input.subarray(start, end).toString('utf8').trim();
-    start = end + 1;
-    if (text === '') continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (error) {
-      throw new BatchInputError(line, `not valid JSON: ${(error as Error).message}`);
+/**
+ * The check of a whole input, fed one line at a time (the file is read as a stream): each line is a
+ * request, no `custom_id` twice, the input within `maxBytes`. It keeps the line of each
+ * `custom_id`, which is also what a resumed run needs to match its output against the input.
+ */
+export class InputChecker {
+  /** The line of each `custom_id`. */
+  readonly ids = new IdIndex();
+  lines = 0;
+  #bytes = 0;
+  readonly #maxBytes: number | null;
+  readonly #endpoint: BatchUrl | null;
+
+  constructor({ maxBytes = null, endpoint = null }: CheckOptions = {}) {
+    this.#maxBytes = maxBytes;
+    this.#endpoint = endpoint;
+  }
+
+  /** Throws a `BatchInputError` at the first problem. */
+  add(bytes: Buffer, line: number, fileSize: number): void {
+    this.lines = line;
+    this.#bytes += bytes.length + 1;
+    if (this.#maxBytes !== null && this.#bytes - 1 > this.#maxBytes) {
+      throw new BatchInputError(
+        line,
+        `the input passes the ${formatSize(this.#maxBytes)} limit on this line (the file is ${formatSize(fileSize)})`,
+      );
     }
-    const request = checkLine(value, line, endpoint);
-    const first = seen.get(request.custom_id);
-    if (first !== undefined)
+    if (isBlank(bytes)) return;
+    const request = parseRequestLine(bytes, line, this.#endpoint);
+    const first = this.ids.add(request.custom_id, line);
+    if (first !== 0)
       throw new BatchInputError(
         line,
         `duplicate custom_id ${JSON.stringify(request.custom_id)} (first on line ${first})`,
       );
-    seen.set(request.custom_id, line);
-    requests.push(request);
   }
-  if (requests.length === 0) throw new BatchInputError(null, 'the input holds no requests');
-  return requests;
+
+  /** Throws when no line held a request. */
+  finish(): void {
+    if (this.ids.size === 0) throw new BatchInputError(null, 'the input holds no requests');
+  }
 }

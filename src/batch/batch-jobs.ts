@@ -5,14 +5,14 @@
  * input), or cancelling → cancelled. State is saved in `batch.dir`; a job that was running when
  * fleetgate stopped runs again when it starts, skipping what its output file already holds.
  */
-import { readFile } from 'node:fs/promises';
 import type { Tracing } from '../tracing/tracing.js';
 import { ConcurrencyControl, type FleetView } from './auto-concurrency.js';
-import { BATCH_URLS, BatchInputError, type BatchUrl, parseBatchInput } from './batch-input.js';
+import { BATCH_URLS, BatchInputError, type BatchUrl } from './batch-input.js';
 import type { RunnerEvent } from './batch-runner.js';
 import type { Send } from './batch-sender.js';
 import { type BatchObject, type BatchStatus, type BatchStore, newId, type StoredBatch } from './batch-store.js';
 import { endJobSpan, startJobSpan, tracedSend } from './batch-trace.js';
+import { type CheckedInput, checkInputFile } from './input-file.js';
 import { runLedgered } from './ledgered-run.js';
 
 /** What a job sends through, set once fleetgate listens. */
@@ -209,12 +209,10 @@ export class BatchJobs {
     const { store } = this.#opts;
     const engine = this.#engine as JobEngine;
     const inputPath = store.contentPath(batch.input_file_id) as string;
-    let requests: ReturnType<typeof parseBatchInput>;
+    const endpoint = batch.endpoint as BatchUrl;
+    let input: CheckedInput;
     try {
-      requests = parseBatchInput(await readFile(inputPath), {
-        maxBytes: this.#opts.maxFileSize,
-        endpoint: batch.endpoint as BatchUrl,
-      });
+      input = await checkInputFile(inputPath, { endpoint, maxBytes: this.#opts.maxFileSize });
     } catch (error) {
       if (!(error instanceof BatchInputError)) throw error;
       this.#fail(stored, 'invalid_request', error.problem, error.line);
@@ -223,7 +221,7 @@ export class BatchJobs {
     if (running.stop.signal.aborted) return this.#settleStopped(stored, running);
     batch.status = 'in_progress';
     batch.in_progress_at ??= this.#seconds();
-    batch.request_counts = { total: requests.length, completed: 0, failed: 0 };
+    batch.request_counts = { total: input.requests, completed: 0, failed: 0 };
     store.saveBatch(stored);
 
     const control = new ConcurrencyControl({ fixed: null, fetchStatus: engine.fetchStatus });
@@ -241,7 +239,8 @@ export class BatchJobs {
     };
     try {
       await runLedgered({
-        requests,
+        input,
+        endpoint,
         outputPath: store.contentPath(stored.outputId) as string,
         errorsPath: store.contentPath(stored.errorsId) as string,
         send: traced === null ? engine.send : tracedSend(traced.tracing, traced.span, engine.send),

@@ -2,9 +2,9 @@
  * The OpenAI Batch API on fleetgate's own URL, enough for the `openai` SDKs' `files.create`,
  * `files.retrieve`, `files.content` and `batches.create/retrieve/list/cancel` to work unchanged:
  *
- *   POST /v1/files                  multipart: file, purpose=batch   200 File object; 400; 413 over batch.max_file_size
+ *   POST /v1/files                  multipart: file, purpose=batch   200 File object; 400; 413 over batch.max_file_size (streamed to disk)
  *   GET  /v1/files/:id              200 File object; 404
- *   GET  /v1/files/:id/content      200 the file's bytes; 404
+ *   GET  /v1/files/:id/content      200 the file's bytes, streamed; 404
  *   POST /v1/batches                {input_file_id, endpoint, completion_window: "24h", metadata?}  200 Batch object
  *   GET  /v1/batches                ?limit=20&after=ID  a list page, newest first
  *   GET  /v1/batches/:id            200 Batch object; 404
@@ -14,13 +14,14 @@
  * Registered before the traffic path, which would otherwise proxy these paths to a backend. With
  * `auth.api_keys` set, each needs one of them (or `admin.token`), as the traffic path does.
  */
-import { createReadStream } from 'node:fs';
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Config } from '../config/types.js';
 import { apiKeyGuard } from '../http/api-key-guard.js';
 import { sendError } from '../http/openai-error.js';
 import { type BatchJobs, BatchRequestError, type CreateParams } from './batch-jobs.js';
 import type { BatchStore, FileObject } from './batch-store.js';
+import { type ReceivedUpload, receiveUpload } from './upload.js';
 
 export interface BatchRouteOptions {
   jobs: BatchJobs;
@@ -31,15 +32,21 @@ export interface BatchRouteOptions {
 
 type IdRoute = { Params: { id: string } };
 
-/** Room for the multipart envelope around a file of `batch.max_file_size`. */
-const MULTIPART_OVERHEAD = 64 * 1024;
 const MAX_PAGE = 100;
 
-async function readUpload(body: Buffer, contentType: string): Promise<{ purpose: string | null; file: File | null }> {
-  const form = await new Response(new Uint8Array(body), { headers: { 'content-type': contentType } }).formData();
-  const purpose = form.get('purpose');
-  const file = form.get('file');
-  return { purpose: typeof purpose === 'string' ? purpose : null, file: file instanceof File ? file : null };
+/** Why an upload read whole is refused; null: it is kept. */
+function uploadRefusal(
+  { purpose, file }: ReceivedUpload,
+  maxFileSize: number,
+): { status: 400 | 413; message: string } | null {
+  if (purpose !== 'batch')
+    return {
+      status: 400,
+      message: `purpose must be 'batch' (fleetgate keeps batch files only), got ${JSON.stringify(purpose)}`,
+    };
+  if (file === null) return { status: 400, message: 'the multipart body has no file' };
+  if (file.overLimit) return { status: 413, message: `the file is over batch.max_file_size (${maxFileSize} bytes)` };
+  return null;
 }
 
 export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOptions): void {
@@ -59,36 +66,24 @@ export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOption
   };
 
   app.register(async (scope) => {
-    scope.addContentTypeParser(
-      'multipart/form-data',
-      { parseAs: 'buffer', bodyLimit: maxFileSize + MULTIPART_OVERHEAD },
-      (_request, body, done) => done(null, body),
-    );
-    scope.post('/v1/files', { onRequest, bodyLimit: maxFileSize + MULTIPART_OVERHEAD }, async (request, reply) => {
-      const contentType = request.headers['content-type'] ?? '';
-      if (!contentType.startsWith('multipart/form-data') || !Buffer.isBuffer(request.body))
+    // The body stays a stream: upload.ts reads it, the file straight to disk.
+    scope.addContentTypeParser('multipart/form-data', (_request, payload, done) => done(null, payload));
+    scope.post('/v1/files', { onRequest }, async (request, reply) => {
+      if (!(request.body instanceof Readable))
         return sendError(reply, 400, 'POST /v1/files takes multipart/form-data with a file and purpose=batch');
-      let upload: Awaited<ReturnType<typeof readUpload>>;
+      let upload: ReceivedUpload;
       try {
-        upload = await readUpload(request.body, contentType);
+        upload = await receiveUpload(request.body, request.headers, store, maxFileSize);
       } catch (error) {
         return sendError(reply, 400, `cannot read the multipart body: ${(error as Error).message}`);
       }
-      if (upload.purpose !== 'batch')
-        return sendError(
-          reply,
-          400,
-          `purpose must be 'batch' (fleetgate keeps batch files only), got ${JSON.stringify(upload.purpose)}`,
-        );
-      if (upload.file === null) return sendError(reply, 400, 'the multipart body has no file');
-      if (upload.file.size > maxFileSize)
-        return sendError(
-          reply,
-          413,
-          `the file is ${upload.file.size} bytes, over batch.max_file_size (${maxFileSize})`,
-        );
-      const content = Buffer.from(await upload.file.arrayBuffer());
-      return store.putFile(content, upload.file.name || 'upload.jsonl', 'batch', Math.floor(Date.now() / 1000));
+      const refusal = uploadRefusal(upload, maxFileSize);
+      if (refusal !== null || upload.file === null) {
+        if (upload.file !== null) store.removeContent(upload.file.id);
+        return sendError(reply, refusal?.status ?? 400, refusal?.message ?? 'the multipart body has no file');
+      }
+      const now = Math.floor(Date.now() / 1000);
+      return store.describeFile(upload.file.id, upload.file.name || 'upload.jsonl', 'batch', now);
     });
   });
 
@@ -101,7 +96,7 @@ export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOption
   app.get<IdRoute>('/v1/files/:id/content', { onRequest }, async (request, reply) => {
     const file = fileOr404(request.params.id, reply);
     if (file === null) return reply;
-    return reply.type('application/octet-stream').send(createReadStream(store.contentPath(file.id) as string));
+    return reply.type('application/octet-stream').send(store.readContent(file.id));
   });
 
   app.post('/v1/batches', { onRequest }, async (request, reply) => {

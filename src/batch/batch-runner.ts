@@ -90,7 +90,14 @@ function errorRecord(request: BatchRequest, outcome: SendOutcome): BatchOutputRe
   return { ...base, response: null, error: { code: 'request_failed', message } };
 }
 
-export async function runBatch(requests: readonly BatchRequest[], opts: RunnerOptions): Promise<RunnerSummary> {
+/**
+ * Sends `requests`, pulled one at a time as there is room: a stream of them (the input read again)
+ * is never read further ahead than the requests in flight.
+ */
+export async function runBatch(
+  requests: Iterable<BatchRequest> | AsyncIterable<BatchRequest>,
+  opts: RunnerOptions,
+): Promise<RunnerSummary> {
   const signal = opts.signal ?? new AbortController().signal;
   // Every request in flight and every backoff listens to it.
   setMaxListeners(0, signal);
@@ -100,8 +107,10 @@ export async function runBatch(requests: readonly BatchRequest[], opts: RunnerOp
   const observe = opts.observe ?? (() => {});
   const summary: RunnerSummary = { completed: 0, failed: 0, abandoned: 0 };
   // A retry keeps its slot through its backoff: the fleet is not sent more than `limit()` at once.
-  const queue: Pending[] = requests.map((request) => ({ request, attempts: 0, notSent: 0 }));
-  let next = 0;
+  const source = Symbol.asyncIterator in requests ? requests[Symbol.asyncIterator]() : requests[Symbol.iterator]();
+  let exhausted = false;
+  let sourceError: { error: unknown } | null = null;
+  let started = 0;
   let active = 0;
   let wake: (() => void) | null = null;
   const poke = () => {
@@ -156,20 +165,41 @@ export async function runBatch(requests: readonly BatchRequest[], opts: RunnerOp
     });
   };
 
-  while (!signal.aborted) {
-    while (next < queue.length && active < opts.limit()) start(queue[next++]);
-    if (active === 0 && next >= queue.length) break;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(poke, LIMIT_POLL_MS);
-      const onAbort = () => poke();
-      signal.addEventListener('abort', onAbort, { once: true });
-      wake = () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      };
-    });
+  try {
+    while (!signal.aborted) {
+      while (!exhausted && active < opts.limit() && !signal.aborted) {
+        let next: IteratorResult<BatchRequest>;
+        try {
+          next = await source.next();
+        } catch (error) {
+          // The source failed (the input changed under it): what is in flight finishes, then it is thrown.
+          sourceError = { error };
+          exhausted = true;
+          break;
+        }
+        if (next.done) exhausted = true;
+        else {
+          started++;
+          start({ request: next.value, attempts: 0, notSent: 0 });
+        }
+      }
+      if (active === 0 && exhausted) break;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(poke, LIMIT_POLL_MS);
+        const onAbort = () => poke();
+        signal.addEventListener('abort', onAbort, { once: true });
+        wake = () => {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        };
+      });
+    }
+  } finally {
+    // Stopped early: the source (a file being read) is closed.
+    if (!exhausted) await source.return?.();
   }
-  summary.abandoned = requests.length - summary.completed - summary.failed;
+  if (sourceError !== null) throw sourceError.error;
+  summary.abandoned = started - summary.completed - summary.failed;
   return summary;
 }

@@ -2,11 +2,27 @@
  * The Batch API's storage under `batch.dir`: `files/<id>.jsonl` holds a file's bytes and
  * `files/<id>.json` its OpenAI File object; `batches/<id>.json` a job's Batch object and where its
  * output goes. Metadata is written to a temporary name and renamed, so a restart finds either the
- * old or the new state of a job, never half of one.
+ * old or the new state of a job, never half of one. A file's bytes only ever pass through as
+ * streams (`writeContent`, `readContent`; a job's run reads and appends at `contentPath`): a file
+ * of GBs costs no memory. A file has no File object until its bytes are whole, so an upload cut
+ * short is never listed.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import {
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 
 export type FilePurpose = 'batch' | 'batch_output';
 
@@ -105,10 +121,28 @@ export class BatchStore {
     return ID_PATTERN.test(id) ? join(this.#files, `${id}.jsonl`) : null;
   }
 
-  putFile(content: Buffer, filename: string, purpose: FilePurpose, nowSeconds: number): FileObject {
+  /** The bytes of a new file, streamed from `source` to disk; its id (no File object yet: `describeFile`). */
+  async writeContent(source: Readable): Promise<string> {
     const id = newId('file-');
-    writeFileSync(join(this.#files, `${id}.jsonl`), content);
-    return this.describeFile(id, filename, purpose, nowSeconds);
+    const path = join(this.#files, `${id}.jsonl`);
+    try {
+      await pipeline(source, createWriteStream(path));
+    } catch (error) {
+      rmSync(path, { force: true });
+      throw error;
+    }
+    return id;
+  }
+
+  /** Drops the bytes of a file that got no File object (an upload refused once read). */
+  removeContent(id: string): void {
+    const path = this.contentPath(id);
+    if (path !== null) rmSync(path, { force: true });
+  }
+
+  /** A file's bytes, as a stream. */
+  readContent(id: string): Readable {
+    return createReadStream(join(this.#files, `${id}.jsonl`));
   }
 
   /** Writes the File object of content already at `contentPath(id)`. */

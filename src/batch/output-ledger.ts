@@ -2,10 +2,14 @@
  * A JSONL file that is also the job's ledger: each record is one line written by one `write`, so a
  * kill of the process leaves every earlier line whole and at most the last one torn; `fsync` runs at
  * a bounded interval (and at close), so a machine crash loses at most that interval's lines, which a
- * re-run sends again. Opening reads what is there, drops a torn last line, and returns the
- * `custom_id`s already written: the caller skips them, so no `custom_id` is written twice.
+ * re-run sends again. `scanLedger` reads what is there as a stream (a 10 GB output as a 10 KB one),
+ * handing each line's `custom_id` to the caller, who skips them, so no `custom_id` is written twice;
+ * `OutputLedger` then opens the file with a torn last line cut off.
  */
-import { closeSync, existsSync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, ftruncateSync, openSync, statSync, writeSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { isBlank } from './batch-input.js';
+import { lineBatches } from './line-reader.js';
 
 /** OpenAI's Batch output line. */
 export interface BatchOutputRecord {
@@ -21,53 +25,96 @@ export class LedgerError extends Error {}
 export interface LedgerOptions {
   /** Longest time a written line waits for `fsync`, ms. */
   fsyncMs?: number;
-  /** Start empty: the errors file of a new run. */
-  truncate?: boolean;
 }
 
 export const DEFAULT_FSYNC_MS = 1000;
 
+const CUSTOM_ID_KEY = Buffer.from('"custom_id":"');
+/** How far into a line the key is looked for: a record written here has it after its `id`. */
+const KEY_WINDOW = 256;
+
+/**
+ * The `custom_id` of a record line, or null when it has none. A line written by `append` is read
+ * without parsing the whole of it (an answer runs to KBs; a scan of GBs must not parse them): the
+ * string after `"custom_id":"` near its start, the line ending in `}`. Anything else is parsed.
+ */
+export function customIdOf(line: Buffer): string | null {
+  const key = line.subarray(0, KEY_WINDOW).indexOf(CUSTOM_ID_KEY);
+  if (key !== -1 && line[0] === 0x7b && line[line.length - 1] === 0x7d) {
+    const start = key + CUSTOM_ID_KEY.length;
+    const end = line.indexOf(0x22, start);
+    if (end > start && line.subarray(start, end).indexOf(0x5c) === -1) return line.toString('utf8', start, end);
+  }
+  let record: Partial<BatchOutputRecord>;
+  try {
+    record = JSON.parse(line.toString('utf8')) as Partial<BatchOutputRecord>;
+  } catch {
+    return null;
+  }
+  return typeof record?.custom_id === 'string' ? record.custom_id : null;
+}
+
+export interface LedgerScan {
+  /** Bytes of whole lines: where the next record goes. */
+  wholeBytes: number;
+  /** Bytes of a torn last line, dropped (0: none). */
+  droppedBytes: number;
+  /** Records read. */
+  records: number;
+}
+
+/**
+ * Reads the ledger at `path` (none: empty) line by line, handing each record's `custom_id` to
+ * `onRecord`; `progress(bytes read, size, records)` after each chunk. A complete line that is not a
+ * record is a `LedgerError`.
+ */
+export async function scanLedger(
+  path: string,
+  onRecord: (customId: string) => void,
+  progress?: (bytes: number, total: number, records: number) => void,
+): Promise<LedgerScan> {
+  if (!existsSync(path)) return { wholeBytes: 0, droppedBytes: 0, records: 0 };
+  const { size } = await stat(path);
+  let wholeBytes = 0;
+  let records = 0;
+  for await (const batch of lineBatches(path, size)) {
+    for (const line of batch.lines) {
+      if (!line.complete) continue;
+      wholeBytes += line.bytes.length + 1;
+      if (isBlank(line.bytes)) continue;
+      const id = customIdOf(line.bytes);
+      if (id === null)
+        throw new LedgerError(
+          `${path} line ${line.number} is not a record with a custom_id: not an output file of fleetgate batch?`,
+        );
+      records++;
+      onRecord(id);
+    }
+    progress?.(batch.bytesRead, size, records);
+  }
+  return { wholeBytes, droppedBytes: size - wholeBytes, records };
+}
+
 export class OutputLedger {
   readonly path: string;
-  /** `custom_id`s written, read at open and added by `append`. */
-  readonly written = new Set<string>();
-  /** Bytes of a torn last line dropped at open (0: none). */
-  readonly droppedBytes: number;
   #fd: number | null;
   #dirty = false;
   #timer: NodeJS.Timeout;
+  #position: number;
 
-  constructor(path: string, { fsyncMs = DEFAULT_FSYNC_MS, truncate = false }: LedgerOptions = {}) {
+  /** Opens `path` to append after its first `size` bytes (what a scan found whole); 0 starts it empty. */
+  constructor(path: string, size: number, { fsyncMs = DEFAULT_FSYNC_MS }: LedgerOptions = {}) {
     this.path = path;
-    const existing = !truncate && existsSync(path) ? readFileSync(path) : Buffer.alloc(0);
-    const whole = existing.lastIndexOf(0x0a) + 1;
-    this.droppedBytes = existing.length - whole;
-    let lineNo = 0;
-    for (const text of existing.subarray(0, whole).toString('utf8').split('\n')) {
-      lineNo++;
-      if (text.trim() === '') continue;
-      let record: Partial<BatchOutputRecord>;
-      try {
-        record = JSON.parse(text) as Partial<BatchOutputRecord>;
-      } catch {
-        throw new LedgerError(`${path} line ${lineNo} is not JSON: not an output file of fleetgate batch?`);
-      }
-      if (typeof record.custom_id !== 'string')
-        throw new LedgerError(`${path} line ${lineNo} has no custom_id: not an output file of fleetgate batch?`);
-      this.written.add(record.custom_id);
-    }
-    this.#fd = openSync(path, truncate ? 'w' : existsSync(path) ? 'r+' : 'w');
+    this.#fd = openSync(path, existsSync(path) ? 'r+' : 'w');
     // A torn line is cut off before anything is appended after it.
-    if (this.droppedBytes > 0 || truncate) {
-      ftruncateSync(this.#fd, whole);
+    if (statSync(path).size > size) {
+      ftruncateSync(this.#fd, size);
       fsyncSync(this.#fd);
     }
-    this.#position = whole;
+    this.#position = size;
     this.#timer = setInterval(() => this.flush(), fsyncMs);
     this.#timer.unref();
   }
-
-  #position: number;
 
   /** Appends one whole line. */
   append(record: BatchOutputRecord): void {
@@ -78,7 +125,6 @@ export class OutputLedger {
       offset += writeSync(this.#fd, line, offset, line.length - offset, this.#position + offset);
     }
     this.#position += line.length;
-    this.written.add(record.custom_id);
     this.#dirty = true;
   }
 

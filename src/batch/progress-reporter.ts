@@ -49,3 +49,49 @@ export class ProgressReporter {
     return this.#print(true);
   }
 }
+
+const SCAN_INTERVAL_MS: Record<ProgressMode, number> = { tty: 250, plain: 5000, json: JSON_INTERVAL_MS };
+
+function sizeIn(bytes: number, unit: number): string {
+  return (bytes / unit).toFixed(1);
+}
+
+/** `reading out.jsonl: 3.1 of 5.0 GB, 540,000 answers` */
+function scanLine(verb: string, file: string, bytes: number, total: number, count: number, noun: string): string {
+  const [unit, name] = total >= 1e9 ? [1e9, 'GB'] : [1e6, 'MB'];
+  return `${verb} ${file}: ${sizeIn(bytes, unit)} of ${sizeIn(total, unit)} ${name}, ${count.toLocaleString('en-US')} ${noun}`;
+}
+
+/**
+ * Progress of a pass over a file (the input's check, the output's read on resume), at most once per
+ * mode's interval and once at its end; `now` injected for tests.
+ */
+export function scanReporter(
+  out: Writable,
+  mode: ProgressMode,
+  what: { verb: string; file: string; noun: string },
+  now: () => number = Date.now,
+): (bytes: number, total: number, count: number) => void {
+  const started = now();
+  let last = started;
+  let printed = false;
+  let ended = false;
+  return (bytes, total, count) => {
+    const end = bytes >= total;
+    if (ended) return;
+    ended = end;
+    // A pass of under a second says nothing; a longer one says where it is, and where it ended.
+    if (end ? !printed && now() - started < 1000 : now() - last < SCAN_INTERVAL_MS[mode]) return;
+    last = now();
+    printed = true;
+    if (mode === 'json') {
+      out.write(
+        `${JSON.stringify({ event: what.verb, file: what.file, bytes, total_bytes: total, [what.noun]: count })}\n`,
+      );
+      return;
+    }
+    const line = scanLine(what.verb, what.file, bytes, total, count, what.noun);
+    if (mode === 'tty') out.write(`\r\x1b[2K${line}${end ? '\n' : ''}`);
+    else out.write(`${line}\n`);
+  };
+}

@@ -5,18 +5,18 @@
  * requests failed for good (or fleetgate unreachable, or its backends not ready in time), 2 usage,
  * config or input error (nothing is sent).
  */
-import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { basename } from 'node:path';
 import type { parseArgs } from 'node:util';
 import { batchClassOf, ConcurrencyControl } from '../batch/auto-concurrency.js';
-import { BatchInputError, type BatchRequest, oversizeError, parseBatchInput } from '../batch/batch-input.js';
+import { BatchInputError } from '../batch/batch-input.js';
 import { BatchProgress } from '../batch/batch-progress.js';
 import { BatchSender } from '../batch/batch-sender.js';
 import { fleetViewReader } from '../batch/fleet-view-client.js';
+import { type CheckedInput, checkInputFile } from '../batch/input-file.js';
 import { runLedgered } from '../batch/ledgered-run.js';
 import { LedgerError } from '../batch/output-ledger.js';
-import { type ProgressMode, ProgressReporter } from '../batch/progress-reporter.js';
-import { DEFAULT_BATCH_MAX_FILE_SIZE } from '../config/defaults.js';
-import { formatSize, parseDuration, parseSize } from '../config/duration.js';
+import { type ProgressMode, ProgressReporter, scanReporter } from '../batch/progress-reporter.js';
+import { parseDuration, parseSize } from '../config/duration.js';
 import { type InProcessOptions, startInProcess } from './batch-gateway.js';
 import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
 import { parseReadyTarget } from './render-wait.js';
@@ -41,7 +41,7 @@ options:
   --concurrency auto|N     requests in flight: auto (default) follows the fleet's ready backends, caps and queues
   --max-attempts N         tries of a request that got a 5xx or a cut answer (default 3); a 4xx is not retried
   --timeout DUR            longest wait for one answer (default 30m)
-  --max-input-size SIZE    largest INPUT accepted (default ${formatSize(DEFAULT_BATCH_MAX_FILE_SIZE)})
+  --max-input-size SIZE    largest INPUT accepted (default: no limit; INPUT is read as a stream)
   --api-key KEY            sent as Authorization: Bearer KEY (default $FLEETGATE_API_KEY; in-process, the config's first auth.api_keys)
   --json-progress          progress as JSON lines on stdout (default: a bar on a terminal, else a line every 30 s on stderr)
   -h, --help               this text
@@ -70,7 +70,8 @@ interface BatchArgs {
   concurrency: number | null;
   maxAttempts: number;
   timeoutMs: number;
-  maxInputSize: number;
+  /** Null: no limit. */
+  maxInputSize: number | null;
   apiKey: string | null;
   jsonProgress: boolean;
   /** `--serve`/`--launch`: the fleetgate built in this process; null: the one at `url`. */
@@ -123,9 +124,8 @@ function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
   const timeoutMs = parseDuration(values.timeout);
   if (timeoutMs === null || timeoutMs <= 0)
     throw new UsageError(`--timeout must be a duration such as 10m, got '${values.timeout}'`);
-  const maxInputSize =
-    values['max-input-size'] === undefined ? DEFAULT_BATCH_MAX_FILE_SIZE : parseSize(values['max-input-size']);
-  if (maxInputSize === null || maxInputSize <= 0)
+  const maxInputSize = values['max-input-size'] === undefined ? null : parseSize(values['max-input-size']);
+  if (values['max-input-size'] !== undefined && (maxInputSize === null || maxInputSize <= 0))
     throw new UsageError(`--max-input-size must be a size such as 200MiB, got '${values['max-input-size']}'`);
   if (positionals[0] === values.output) throw new UsageError('INPUT and OUTPUT are the same file');
   const gateway = gatewayArgs(values, tokens);
@@ -182,33 +182,36 @@ function gatewayArgs(values: GatewayValues, tokens: Token[]): BatchArgs['gateway
   };
 }
 
-/** INPUT checked whole; a file over the limit is refused before it is read. */
-function readInput(args: BatchArgs): BatchRequest[] {
-  let size: number;
+function progressMode(args: BatchArgs): ProgressMode {
+  return args.jsonProgress ? 'json' : process.stderr.isTTY ? 'tty' : 'plain';
+}
+
+function progressOut(args: BatchArgs): NodeJS.WritableStream {
+  return args.jsonProgress ? process.stdout : process.stderr;
+}
+
+/** INPUT checked whole, as a stream, before anything starts. */
+async function checkInput(args: BatchArgs): Promise<CheckedInput> {
   try {
-    size = statSync(args.input).size;
+    return await checkInputFile(args.input, {
+      maxBytes: args.maxInputSize,
+      progress: scanReporter(progressOut(args), progressMode(args), {
+        verb: 'checking',
+        file: basename(args.input),
+        noun: 'requests',
+      }),
+    });
   } catch (error) {
-    throw new UsageError(
-      `cannot read ${args.input}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
-    );
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === undefined) throw error;
+    throw new UsageError(`cannot read ${args.input}: ${code}`);
   }
-  if (size > args.maxInputSize) {
-    const head = Buffer.alloc(args.maxInputSize + 1);
-    const fd = openSync(args.input, 'r');
-    try {
-      readSync(fd, head, 0, head.length, 0);
-    } finally {
-      closeSync(fd);
-    }
-    throw oversizeError(head, args.maxInputSize, size);
-  }
-  return parseBatchInput(readFileSync(args.input), { maxBytes: args.maxInputSize });
 }
 
 export async function run(argv: string[]): Promise<number> {
   let args: BatchArgs;
-  let requests: BatchRequest[];
-  let input = 'INPUT';
+  let input: CheckedInput;
+  let inputName = 'INPUT';
   try {
     const parsed = parseBatchArgs(argv);
     if (parsed === 'help') {
@@ -216,11 +219,11 @@ export async function run(argv: string[]): Promise<number> {
       return 0;
     }
     args = parsed;
-    input = args.input;
-    requests = readInput(args);
+    inputName = args.input;
+    input = await checkInput(args);
   } catch (error) {
     if (error instanceof BatchInputError) {
-      process.stderr.write(`fleetgate batch: ${input}: ${error.message}\n`);
+      process.stderr.write(`fleetgate batch: ${inputName}: ${error.message}\n`);
       process.stderr.write('nothing was sent\n');
       return 2;
     }
@@ -230,16 +233,16 @@ export async function run(argv: string[]): Promise<number> {
     }
     throw error;
   }
-  if (args.url !== null) return runBatchCommand(args, args.url, requests);
+  if (args.url !== null) return runBatchCommand(args, args.url, input);
   if (args.gateway === null) throw new Error('neither --url nor an in-process fleetgate');
-  return runInProcess(args, args.gateway, requests);
+  return runInProcess(args, args.gateway, input);
 }
 
 /** `--serve`/`--launch`: the batch through a fleetgate of its own, stopped (engines too) at the end. */
 async function runInProcess(
   args: BatchArgs,
   gateway: NonNullable<BatchArgs['gateway']>,
-  requests: BatchRequest[],
+  input: CheckedInput,
 ): Promise<number> {
   const stop = new AbortController();
   const onSignal = () => stop.abort();
@@ -257,13 +260,13 @@ async function runInProcess(
     return started.code;
   }
   try {
-    return await runBatchCommand({ ...args, apiKey: args.apiKey ?? started.apiKey }, started.url, requests);
+    return await runBatchCommand({ ...args, apiKey: args.apiKey ?? started.apiKey }, started.url, input);
   } finally {
     await started.stop();
   }
 }
 
-async function runBatchCommand(args: BatchArgs, url: URL, requests: BatchRequest[]): Promise<number> {
+async function runBatchCommand(args: BatchArgs, url: URL, input: CheckedInput): Promise<number> {
   const control = new ConcurrencyControl({ fixed: args.concurrency, fetchStatus: fleetViewReader(url) });
   await control.poll();
   if (control.view === null) {
@@ -286,7 +289,7 @@ async function runBatchCommand(args: BatchArgs, url: URL, requests: BatchRequest
   process.once('SIGTERM', onSignal);
   let progress: BatchProgress | null = null;
   let reporter: ProgressReporter | null = null;
-  const mode: ProgressMode = args.jsonProgress ? 'json' : process.stderr.isTTY ? 'tty' : 'plain';
+  const mode = progressMode(args);
   const fleetTick = setInterval(() => {
     const view = control.view;
     if (view) progress?.fleet(view.ready, view.total);
@@ -294,24 +297,25 @@ async function runBatchCommand(args: BatchArgs, url: URL, requests: BatchRequest
   fleetTick.unref();
   try {
     const result = await runLedgered({
-      requests,
+      input,
       outputPath: args.output,
       errorsPath: args.errors,
       send: sender.send,
       limit: control.limit,
       maxAttempts: args.maxAttempts,
       signal: stop.signal,
+      reading: scanReporter(progressOut(args), mode, { verb: 'reading', file: basename(args.output), noun: 'answers' }),
       resumed: (done, dropped) => {
         if (done > 0 || dropped > 0) {
           const torn = dropped > 0 ? `; dropped a torn last line of ${dropped} bytes` : '';
           process.stderr.write(
-            `fleetgate batch: resuming ${args.output}: ${done} of ${requests.length} already written${torn}\n`,
+            `fleetgate batch: resuming ${args.output}: ${done} of ${input.requests} already written${torn}\n`,
           );
         }
-        progress = new BatchProgress(requests.length, done);
+        progress = new BatchProgress(input.requests, done);
         const view = control.view;
         if (view) progress.fleet(view.ready, view.total);
-        reporter = new ProgressReporter(progress, args.jsonProgress ? process.stdout : process.stderr, mode);
+        reporter = new ProgressReporter(progress, progressOut(args), mode);
         reporter.start();
       },
       observe: (event) => {
@@ -341,6 +345,11 @@ async function runBatchCommand(args: BatchArgs, url: URL, requests: BatchRequest
     if (error instanceof LedgerError) {
       process.stderr.write(`fleetgate batch: ${error.message} (nothing was sent)\n`);
       return 2;
+    }
+    if (error instanceof BatchInputError) {
+      // INPUT changed under the run: what was written stays, a run again checks it anew.
+      process.stderr.write(`fleetgate batch: ${error.message}\n`);
+      return 1;
     }
     throw error;
   } finally {

@@ -4,21 +4,24 @@ import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { AutoConcurrency, batchClassOf, UNCAPPED_ROOM } from '../../src/batch/auto-concurrency.js';
-import { OutputLedger } from '../../src/batch/output-ledger.js';
+import { customIdOf, OutputLedger, scanLedger } from '../../src/batch/output-ledger.js';
 import { tempDir } from '../helpers/batch.js';
 
 const record = (id: string) => ({ id: `batch_req_${id}`, custom_id: id, response: null, error: null });
 
-test('a torn last line is dropped at open and the next line starts clean', (t) => {
+test('a torn last line is dropped at open and the next line starts clean', async (t) => {
   const path = join(tempDir(t), 'out.jsonl');
-  const first = new OutputLedger(path);
+  const first = new OutputLedger(path, 0);
   first.append(record('a'));
   first.append(record('b'));
   first.close();
   appendFileSync(path, '{"id": "batch_req_c", "custom_id": "c", "resp');
-  const second = new OutputLedger(path);
-  assert.deepEqual([...second.written], ['a', 'b']);
-  assert.ok(second.droppedBytes > 0);
+  const read: string[] = [];
+  const scan = await scanLedger(path, (id) => read.push(id));
+  assert.deepEqual(read, ['a', 'b']);
+  assert.ok(scan.droppedBytes > 0);
+  assert.equal(scan.records, 2);
+  const second = new OutputLedger(path, scan.wholeBytes);
   second.append(record('c'));
   second.close();
   const ids = readFileSync(path, 'utf8')
@@ -26,6 +29,15 @@ test('a torn last line is dropped at open and the next line starts clean', (t) =
     .split('\n')
     .map((l) => JSON.parse(l).custom_id);
   assert.deepEqual(ids, ['a', 'b', 'c']);
+});
+
+test('a custom_id is read without a parse of the line, and any JSON record is read by a parse', () => {
+  const written = Buffer.from(JSON.stringify({ ...record('q-1'), response: { body: '"custom_id":"not-this"' } }));
+  assert.equal(customIdOf(written), 'q-1');
+  assert.equal(customIdOf(Buffer.from('{"id": "x", "custom_id": "spaced"}')), 'spaced', 'written by another tool');
+  assert.equal(customIdOf(Buffer.from(JSON.stringify(record('a"b\\c')))), 'a"b\\c', 'escapes parsed');
+  assert.equal(customIdOf(Buffer.from('{"custom_id":"torn')), null);
+  assert.equal(customIdOf(Buffer.from('not json')), null);
 });
 
 test('auto concurrency: the ready backends’ caps plus one each; 0 with none ready', () => {

@@ -1,6 +1,6 @@
 /**
- * bench/results holds only the summaries the documents cite (issue #33): at most 32 files (25 until round 4 added its scale, database, tracing and TTFC benches), each
- * linked from docs/benchmarks.md (current figures) or CHANGELOG.md's benchmark history, and each
+ * bench/results holds only the summaries the documents cite (issue #33): at most 32 files (25
+ * until round 4 added its scale, database, tracing and TTFC benches), each linked from docs/benchmarks.md (current figures) or CHANGELOG.md's benchmark history, and each
  * named by one scheme: `<bench>[-<variant>]-<YYYY-MM-DD>[-<n>].<ext>`, `n` numbering same-day runs
  * of one variant. Raw runs go to the ignored bench/results/raw/.
  */
