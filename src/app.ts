@@ -144,7 +144,12 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     supervisorOf: (name) => launcher?.get(name),
     reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
   };
-  const stats = new ServingStats({ registry, events, waiting: () => routing.queue.waiting });
+  const stats = new ServingStats({
+    registry,
+    events,
+    waiting: () => routing.queue.waiting,
+    latency: metrics.tokenLatency,
+  });
   app.addHook('onReady', async () => stats.start());
   app.addHook('onClose', async () => stats.stop());
   await registerAdminRoutes(app, control, { stats, queue: routing.queue }, () => phase);
