@@ -119,6 +119,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   let closing = false;
   let phase: ServingPhase = config.upstream.warm_up ? 'warming' : 'serving';
   const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix, config.routing.replicas);
+  if (!config.metrics.token_latency) events.tokens = null;
   registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
 
   const app = Fastify({
