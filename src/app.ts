@@ -39,7 +39,7 @@ import type { CapController } from './routing/load/cap-controller.js';
 import type { ModelRouter } from './routing/model-route.js';
 import type { ModelQueues } from './routing/queue/model-queues.js';
 import { promptTraits } from './routing/request-traits.js';
-import { createTracing } from './tracing/tracing.js';
+import { createTracing } from './tracing/create-tracing.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -119,7 +119,8 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   let closing = false;
   let phase: ServingPhase = config.upstream.warm_up ? 'warming' : 'serving';
   const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix, config.routing.replicas);
-  if (!config.metrics.token_latency) events.tokens = null;
+  const tokenLatency = config.metrics.token_latency ? metrics.tokenLatency : undefined;
+  if (tokenLatency === undefined) events.tokens = null;
   registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
 
   const app = Fastify({
@@ -149,12 +150,12 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     registry,
     events,
     waiting: () => routing.queue.waiting,
-    latency: metrics.tokenLatency,
+    latency: tokenLatency,
   });
   app.addHook('onReady', async () => stats.start());
   app.addHook('onClose', async () => stats.stop());
   await registerAdminRoutes(app, control, { stats, queue: routing.queue }, () => phase);
-  const tracing = createTracing(config.tracing);
+  const tracing = await createTracing(config.tracing);
   const batch = createBatchService(
     app,
     config,

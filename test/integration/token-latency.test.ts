@@ -153,6 +153,12 @@ test('metrics.token_latency false: no token-latency series, no medians in the se
     messages: [{ role: 'user', content: 'hi' }],
   }).done;
   assertWholeStream(got, 5);
+  // The serving view samples once a second: two samples, and still nothing bound.
+  await new Promise((resolve) => setTimeout(resolve, 2100));
+  const status = (await (await fetch(`${url}/fleet/status`)).json()) as {
+    backends: Array<{ serving: { ttft_p50_seconds: number | null } }>;
+  };
+  assert.equal(status.backends[0].serving.ttft_p50_seconds, null);
   const text = await gateway.metrics.render();
   assert.doesNotMatch(text, /^fleetgate_(time_to_first_token|inter_token_latency)_seconds_count/m);
   assert.match(
