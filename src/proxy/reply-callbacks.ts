@@ -21,7 +21,7 @@ import type { ProxyEventBus, RequestOutcome, RequestRecord } from './proxy-event
 import type { RequestSpan } from './request-trace.js';
 import { completionTokensIn, finishReasonIn, promptTokensIn, type RelayResult, relayBody } from './response-relay.js';
 import { type ResumeSettings, StreamResume } from './stream-resume.js';
-import { TokenClock } from './token-timing.js';
+import { CHAT_CONTENT, TEXT_CONTENT, TokenClock } from './token-timing.js';
 
 /** What the proxy keeps per request: the context the dispatcher reads, and what the access record needs. */
 export interface Traffic {
@@ -199,7 +199,8 @@ export function createReplyCallbacks(opts: ReplyCallbackOptions): ReplyCallbacks
     const observer = events.tokens;
     const backend = traffic.context.backend;
     if (observer === null || backend === null || status !== 200 || request.raw.method !== 'POST') return undefined;
-    return new TokenClock(observer, backend, sse, traffic.started);
+    const key = apiOf(request.raw.url ?? '/') === 'chat' ? CHAT_CONTENT : TEXT_CONTENT;
+    return new TokenClock(observer, backend, sse, traffic.started, key);
   };
 
   /** A streamed chat or completions answer continues after a cut unless resume is off for it. */

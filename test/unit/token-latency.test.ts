@@ -7,22 +7,31 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { HistogramSeries } from '../../src/metrics/backend-histogram.js';
 import { bucketQuantile, WindowQuantile } from '../../src/metrics/window-quantile.js';
-import { contentEventsIn, TokenClock, type TokenSeries } from '../../src/proxy/token-timing.js';
+import {
+  CHAT_CONTENT,
+  contentEventsIn,
+  TEXT_CONTENT,
+  TokenClock,
+  type TokenSeries,
+} from '../../src/proxy/token-timing.js';
 
 const event = (delta: object) => `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta }] })}\n\n`;
 
-test('content events: non-empty content or text, not a role chunk, an empty delta or reasoning', () => {
-  const chunk = Buffer.from(
+test('content events: non-empty content (chat) or text (completions), not a role chunk, an empty delta or reasoning', () => {
+  const chat = Buffer.from(
     event({ role: 'assistant', content: '' }) +
       event({ content: 'Hello' }) +
       event({ content: ' "quoted"' }) +
       event({ reasoning_content: 'hmm' }) +
-      `data: ${JSON.stringify({ choices: [{ index: 0, text: 'x', finish_reason: null }] })}\n\n` +
-      `data: ${JSON.stringify({ choices: [{ index: 0, text: '', finish_reason: 'stop' }] })}\n\n` +
       'data: [DONE]\n\n',
   );
-  assert.equal(contentEventsIn(chunk), 3);
-  assert.equal(contentEventsIn(Buffer.from(': keep-alive\n\n')), 0);
+  assert.equal(contentEventsIn(chat, CHAT_CONTENT), 2);
+  const completions = Buffer.from(
+    `data: ${JSON.stringify({ choices: [{ index: 0, text: 'x', finish_reason: null }] })}\n\n` +
+      `data: ${JSON.stringify({ choices: [{ index: 0, text: '', finish_reason: 'stop' }] })}\n\n`,
+  );
+  assert.equal(contentEventsIn(completions, TEXT_CONTENT), 1);
+  assert.equal(contentEventsIn(Buffer.from(': keep-alive\n\n'), CHAT_CONTENT), 0);
 });
 
 class Recorder implements TokenSeries {
