@@ -38,7 +38,8 @@ import type { CapController } from './routing/load/cap-controller.js';
 import type { ModelRouter } from './routing/model-route.js';
 import type { ModelQueues } from './routing/queue/model-queues.js';
 import { promptTraits } from './routing/request-traits.js';
-import { createTracing, type Tracing } from './tracing/tracing.js';
+import { createTracing } from './tracing/create-tracing.js';
+import type { Tracing } from './tracing/tracing.js';
 import { warmUp } from './warm-up/warm-up.js';
 
 export interface GatewayOptions {
@@ -106,6 +107,8 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const pools = new UpstreamPools(registry, config.upstream);
   const dispatcher = createDispatcher(config, fleet, routing.queue, pools, events);
   const metrics = new GatewayMetrics(registry, events, routing.queue, routing.prefix, config.routing.replicas);
+  const tokenLatency = config.metrics.token_latency ? metrics.tokenLatency : undefined;
+  if (tokenLatency === undefined) events.tokens = null;
   registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
   const state = new ServingState(config.upstream.warm_up);
 
@@ -119,8 +122,9 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     supervisorOf: (name) => launcher?.get(name),
     reload: reloadConfig ? () => reload(fleet, config, reloadConfig, launcher) : null,
   };
-  await registerOwnEndpoints(app, control, routing.queue, events, () => state.phase);
-  const tracing = createTracing(config.tracing);
+  const stats = new ServingStats({ registry, events, waiting: () => routing.queue.waiting, latency: tokenLatency });
+  await registerOwnEndpoints(app, control, stats, routing.queue, () => state.phase);
+  const tracing = await createTracing(config.tracing);
   const onJobError = (id: string, err: unknown) => logger.error({ err, batch: id }, 'batch job failed');
   const batch = createBatchService(app, config, onJobError, tracing);
   if (batch) metrics.observeBatches(batch.jobs);
@@ -199,11 +203,10 @@ function createApp(config: Config, logger: Logger): FastifyInstance {
 async function registerOwnEndpoints(
   app: FastifyInstance,
   control: ControlPlane,
+  stats: ServingStats,
   queue: ModelQueues,
-  events: ProxyEventBus,
   phase: () => ServingPhase,
 ): Promise<void> {
-  const stats = new ServingStats({ registry: control.fleet.registry, events, waiting: () => queue.waiting });
   app.addHook('onReady', async () => stats.start());
   app.addHook('onClose', async () => stats.stop());
   await registerAdminRoutes(app, control, { stats, queue }, phase);

@@ -45,6 +45,10 @@ export interface TargetSpec {
   balanceFactor?: number;
   /** fleetgate only: `routing.replicas` (default: fleetgate's own). */
   routingReplicas?: number;
+  /** fleetgate only: top-level YAML sections added to its config (e.g. `tracing:`), keys the build knows. */
+  extraYaml?: string;
+  /** fleetgate only: the build's CLI to run (another commit's `dist/cli/index.js`); default FLEETGATE_CLI. */
+  cli?: string;
 }
 
 export interface RunningTarget {
@@ -188,12 +192,12 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         warmUp: spec.warmUp,
         balanceFactor: spec.balanceFactor,
         routingReplicas: spec.routingReplicas,
-      }),
+      }) + (spec.extraYaml ?? ''),
     );
     proc = spawnPinned(
       'fleetgate',
       process.execPath,
-      [...(opts.nodeArgs ?? []), FLEETGATE_CLI, 'serve', '--config', conf],
+      [...(opts.nodeArgs ?? []), spec.cli ?? FLEETGATE_CLI, 'serve', '--config', conf],
       { cpu: opts.cpu, logFile: log, cwd: opts.dir },
     );
   }

@@ -31,6 +31,11 @@ const COMPARISONS: [ScenarioId, string, string, string][] = [
   ['b-cpu', 'cpuPer100kChunks', 'nginx', 'cpuVsNginx'],
   ['c', 'chunksPerSec', 'nginx', 'rateVsNginx'],
   ['c', 'cpuPer100kChunks', 'haproxy', 'cpuVsHaproxy'],
+  // Issue #41: against the build before token latency and traces, and this build with its histograms off.
+  ['a-cpu', 'cpuPer1kReq', 'fleetgate-before', 'cpuVsBefore'],
+  ['b-cpu', 'cpuPer100kChunks', 'fleetgate-before', 'cpuVsBefore'],
+  ['a-cpu', 'cpuPer1kReq', 'fleetgate-no-token-latency', 'cpuVsNoTokenLatency'],
+  ['b-cpu', 'cpuPer100kChunks', 'fleetgate-no-token-latency', 'cpuVsNoTokenLatency'],
   // A difference, not a ratio: time added to the first chunk over direct.
   ['d', 'ttfcP50Ms', 'direct', 'addedTtfcMs'],
 ];
@@ -216,6 +221,20 @@ export function checkTargets(medians: Medians): TargetCheck[] {
   add('added TTFC p50 <= 1 ms over direct at concurrency 1 (d)', fg('d')?.addedTtfcMs, 1, 'le', 'ms');
   add('1000 paced streams: chunk rate >= 0.95x NGINX (c)', fg('c')?.rateVsNginx, 0.95, 'ge');
   add('1000 paced streams: peak RSS <= 200 MB (c)', fg('c')?.peakRssMB, 200, 'le', 'MB');
+  const of = (s: ScenarioId, target: string) => medians[s]?.[target];
+  add('#41 tracing off: CPU per 1k requests <= 1.02x the build before (a-cpu)', fg('a-cpu')?.cpuVsBefore, 1.02, 'le');
+  add(
+    '#41 tracing on, ratio 1.0: CPU per 1k requests <= 1.15x the build before (a-cpu)',
+    of('a-cpu', 'fleetgate-tracing')?.cpuVsBefore,
+    1.15,
+    'le',
+  );
+  add(
+    '#41 token-latency histograms alone: CPU per 100k chunks <= 1.03x without (b-cpu)',
+    fg('b-cpu')?.cpuVsNoTokenLatency,
+    1.03,
+    'le',
+  );
   return checks;
 }
 

@@ -5,7 +5,7 @@
  * `--runs` times (targets interleaved within a run), medians reported as a markdown table on
  * stdout and JSON in bench/results/raw/. Progress goes to stderr.
  */
-import { rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
@@ -19,6 +19,7 @@ import {
   writeResults,
 } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
+import { OtlpSink } from '../lib/otlp-sink.js';
 import { SimHost } from '../lib/sim-control.js';
 import { type RunningTarget, startTarget, type TargetKind, type TargetSpec } from '../lib/targets.js';
 import { checkTargets, mediansOf, type RunRecord, renderChecks, renderTables } from './report.js';
@@ -34,7 +35,11 @@ const usage = `usage: npm run bench:overhead -- [options]
                         node-floor: a bare node:http + undici.dispatch proxy (bench/lib/node-floor-proxy.ts),
                         what any Node proxy costs at least; fleetgate-models: fleetgate routing by
                         model (each body parsed for its model); fleetgate-no-resume: fleetgate with
-                        retry.resume_limit 0 (no stream resume: no body parse, no event journal)
+                        retry.resume_limit 0 (no stream resume: no body parse, no event journal);
+                        fleetgate-before: the build that
+                        FLEETGATE_BEFORE_CLI names (another commit's dist/cli/index.js);
+                        fleetgate-no-token-latency: metrics.token_latency false; fleetgate-tracing:
+                        every request traced (sample_ratio 1) to an OTLP sink in this process
   --scenarios LIST      a,a-cpu,b,b-cpu,c,d (default all); a-cpu and b-cpu run (a)'s and (b)'s load
                         on every proxy target at once (same core, requests in turn), for CPU ratios
                         that a machine drifting in speed moves alike
@@ -62,7 +67,16 @@ const usage = `usage: npm run bench:overhead -- [options]
  * is parsed for its `model`); against `fleetgate` it prices that parse. A single-model fleet
  * without aliases does not parse at all.
  */
-type TargetId = TargetKind | 'fleetgate-models' | 'fleetgate-no-resume';
+type TargetId =
+  | TargetKind
+  | 'fleetgate-models'
+  | 'fleetgate-no-resume'
+  | 'fleetgate-before'
+  | 'fleetgate-no-token-latency'
+  | 'fleetgate-tracing';
+
+/** Where `fleetgate-tracing` exports its spans: an OTLP/HTTP sink in this process (bench/lib/otlp-sink.ts). */
+let tracingSink = '';
 
 const TARGETS: Record<TargetId, TargetSpec> = {
   direct: { name: 'direct', kind: 'direct' },
@@ -73,6 +87,21 @@ const TARGETS: Record<TargetId, TargetSpec> = {
     modelAliases: { bench: 'meta-llama/Llama-3.1-8B-Instruct' },
   },
   'fleetgate-no-resume': { name: 'fleetgate-no-resume', kind: 'fleetgate', resumeLimit: 0 },
+  // Issue #41: the build before token latency and traces (FLEETGATE_BEFORE_CLI: that commit's dist/cli/index.js),
+  // this one with its histograms off, and this one tracing every request (sample_ratio 1) to a local sink.
+  'fleetgate-before': { name: 'fleetgate-before', kind: 'fleetgate', cli: process.env.FLEETGATE_BEFORE_CLI ?? '' },
+  'fleetgate-no-token-latency': {
+    name: 'fleetgate-no-token-latency',
+    kind: 'fleetgate',
+    extraYaml: 'metrics:\n  token_latency: false\n',
+  },
+  'fleetgate-tracing': {
+    name: 'fleetgate-tracing',
+    kind: 'fleetgate',
+    get extraYaml() {
+      return `tracing:\n  otlp_endpoint: ${tracingSink}\n  sample_ratio: 1\n`;
+    },
+  },
   nginx: { name: 'nginx', kind: 'nginx', balance: 'least_conn' },
   haproxy: { name: 'haproxy', kind: 'haproxy', balance: 'leastconn' },
   'node-floor': { name: 'node-floor', kind: 'node-floor' },
@@ -117,6 +146,10 @@ function parse(argv: string[]) {
   const targets = (values.targets ?? 'direct,fleetgate,fastify-floor,nginx,haproxy').split(',').map((t) => t.trim());
   for (const t of targets) {
     if (!(t in TARGETS)) throw new Error(`--targets: unknown target '${t}' (${Object.keys(TARGETS).join(', ')})`);
+    const cli = TARGETS[t as TargetId].cli;
+    if (cli !== undefined && !existsSync(cli)) {
+      throw new Error(`--targets ${t}: set FLEETGATE_BEFORE_CLI to a built dist/cli/index.js (got '${cli}')`);
+    }
   }
   const scenarios = (values.scenarios ?? SCENARIO_IDS.join(',')).split(',').map((s) => s.trim()) as ScenarioId[];
   for (const s of scenarios) {
@@ -137,6 +170,8 @@ async function main(argv: string[]): Promise<number> {
   const { opts, machine, work, progress } = start;
   const records: RunRecord[] = [];
   const started = Date.now();
+  const sink = opts.targets.includes('fleetgate-tracing') ? await OtlpSink.start() : null;
+  tracingSink = sink?.url ?? '';
   try {
     for (const id of opts.scenarios) {
       const scenario = SCENARIOS[id];
@@ -190,6 +225,8 @@ async function main(argv: string[]): Promise<number> {
       }
     }
   } finally {
+    await sink?.close();
+    if (sink !== null) progress(`OTLP sink received ${sink.exports} exports, ${sink.bytes} bytes`);
     if (!opts.keep) rmSync(work, { recursive: true, force: true });
   }
   const medians = mediansOf(records);

@@ -97,6 +97,7 @@ export const DEFAULT_BATCH_ENABLED = true;
 export const DEFAULT_BATCH_DIR = 'fleetgate-batches';
 /** OpenAI's own limit for a Batch input file. */
 export const DEFAULT_BATCH_MAX_FILE_SIZE = 200 * 2 ** 20;
+export const DEFAULT_METRICS_TOKEN_LATENCY = true;
 export const DEFAULT_TRACING_PROTOCOL = 'http/protobuf';
 export const DEFAULT_TRACING_SAMPLE_RATIO = 1;
 export const DEFAULT_TRACING_SERVICE_NAME = 'fleetgate';

@@ -192,6 +192,10 @@ export interface Config {
     /** Largest input file accepted, bytes. */
     max_file_size: number;
   };
+  metrics: {
+    /** The token-latency histograms (time to first token, inter-token, per output token, output tokens). */
+    token_latency: boolean;
+  };
   /** OpenTelemetry traces (docs/operations.md, "Traces"); off while `otlp_endpoint` is null. */
   tracing: TracingConfig;
   /** Engines `fleetgate launch` starts and supervises; under `serve` only their backends are used. */

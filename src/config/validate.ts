@@ -171,6 +171,7 @@ const topLevel = section({
     dir: text(defaults.DEFAULT_BATCH_DIR),
     max_file_size: size(defaults.DEFAULT_BATCH_MAX_FILE_SIZE),
   }),
+  metrics: section({ token_latency: boolean(defaults.DEFAULT_METRICS_TOKEN_LATENCY) }),
   tracing: section({
     otlp_endpoint: nullable(text(undefined, httpUrl)),
     otlp_protocol: oneOf(OTLP_PROTOCOLS, defaults.DEFAULT_TRACING_PROTOCOL),

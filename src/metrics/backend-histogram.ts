@@ -10,20 +10,21 @@
 import type { Metric, Registry } from 'prom-client';
 
 export class HistogramSeries {
-  readonly #bounds: readonly number[];
+  /** Upper bounds of the buckets, ascending (`+Inf` not among them). */
+  readonly bounds: readonly number[];
   /** Per bucket, not cumulative: observations in (bounds[i-1], bounds[i]]. */
   readonly counts: Float64Array;
   sum = 0;
   count = 0;
 
   constructor(bounds: readonly number[]) {
-    this.#bounds = bounds;
+    this.bounds = bounds;
     this.counts = new Float64Array(bounds.length);
   }
 
   observe(value: number): void {
     if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
-    const bounds = this.#bounds;
+    const bounds = this.bounds;
     let i = 0;
     while (i < bounds.length && value > bounds[i]) i++;
     if (i < bounds.length) this.counts[i]++;

@@ -109,6 +109,11 @@ export class GatewayMetrics {
     events.on('rate_limited', this.#onRateLimited);
   }
 
+  /** The token-latency series of each backend, for the serving view's quantiles. */
+  get tokenLatency(): TokenMetrics {
+    return this.#tokens;
+  }
+
   get contentType(): string {
     return this.registry.contentType;
   }

@@ -8,6 +8,7 @@ import type { Backend, FleetRegistry } from '../fleet/registry.js';
 import type { ProxyEventBus, RequestRecord } from '../proxy/proxy-events.js';
 import { SERVING_WINDOW_MS, SlidingWindow } from './rate-window.js';
 import { findStragglers, tokensPerRequest } from './stragglers.js';
+import { type BucketCounts, WindowQuantile } from './window-quantile.js';
 
 const SAMPLE_MS = 1_000;
 
@@ -34,6 +35,14 @@ export interface BackendServing {
   queued: number | null;
   kv_cache_usage: number | null;
   straggler: boolean;
+  /** Medians over the window of its streams' time to first token and inter-token gaps, seconds; null with none. */
+  ttft_p50_seconds: number | null;
+  inter_token_p50_seconds: number | null;
+}
+
+/** Where the serving view reads a backend's token-latency histograms (metrics/token-metrics.ts). */
+export interface LatencySource {
+  latencyOf(backend: string): { firstToken: BucketCounts; interToken: BucketCounts } | undefined;
 }
 
 export interface ServingView {
@@ -46,6 +55,8 @@ export interface ServingStatsOptions {
   events: ProxyEventBus;
   /** Requests in fleetgate's wait queue now. */
   waiting: () => number;
+  /** The token-latency histograms; absent, the medians stay null. */
+  latency?: LatencySource;
   now?: () => number;
   windowMs?: number;
 }
@@ -57,6 +68,9 @@ class BackendWindows {
   /** Started at the counter's first reading, so its rate covers only the time it was read. */
   counterTokens: SlidingWindow | null = null;
   lastCounter: number | null = null;
+  firstToken: WindowQuantile | null = null;
+  interToken: WindowQuantile | null = null;
+  #sources: { firstToken: BucketCounts; interToken: BucketCounts } | null = null;
 
   constructor(
     now: number,
@@ -78,6 +92,18 @@ class BackendWindows {
     this.counterTokens.add(now, counter >= last ? counter - last : counter);
   }
 
+  /** Copies the latency histograms' counts (new ones when the backend's series were rebound). */
+  sampleLatency(now: number, sources: { firstToken: BucketCounts; interToken: BucketCounts } | undefined): void {
+    if (sources === undefined) return;
+    if (this.#sources?.firstToken !== sources.firstToken || this.#sources.interToken !== sources.interToken) {
+      this.#sources = sources;
+      this.firstToken = new WindowQuantile(sources.firstToken, this.windowMs);
+      this.interToken = new WindowQuantile(sources.interToken, this.windowMs);
+    }
+    this.firstToken?.sample(now);
+    this.interToken?.sample(now);
+  }
+
   tokensPerSecond(now: number): number {
     return (this.counterTokens ?? this.usageTokens).rate(now);
   }
@@ -89,6 +115,10 @@ export function isServingError(record: RequestRecord): boolean {
   return record.outcome !== 'ok' || record.status >= 500;
 }
 
+function roundOrNull(value: number | null, digits: number): number | null {
+  return value === null ? null : round(value, digits);
+}
+
 function round(value: number, digits: number): number {
   const f = 10 ** digits;
   return Math.round(value * f) / f;
@@ -98,6 +128,7 @@ export class ServingStats {
   readonly #registry: FleetRegistry;
   readonly #events: ProxyEventBus;
   readonly #waiting: () => number;
+  readonly #latency: LatencySource | null;
   readonly #now: () => number;
   readonly #windowMs: number;
   readonly #backends = new Map<string, BackendWindows>();
@@ -111,6 +142,7 @@ export class ServingStats {
     this.#registry = opts.registry;
     this.#events = opts.events;
     this.#waiting = opts.waiting;
+    this.#latency = opts.latency ?? null;
     this.#now = opts.now ?? Date.now;
     this.#windowMs = opts.windowMs ?? SERVING_WINDOW_MS;
     const now = this.#now();
@@ -148,6 +180,7 @@ export class ServingStats {
       windows.running.add(now, reported?.running ?? backend.inflight);
       const counter = reported?.generationTokens ?? null;
       if (counter !== null) windows.readCounter(now, counter);
+      if (this.#latency !== null) windows.sampleLatency(now, this.#latency.latencyOf(backend.name));
     }
   }
 
@@ -169,12 +202,15 @@ export class ServingStats {
       const sample = samples[i];
       tokens += sample.tokensPerSecond;
       const perRequest = tokensPerRequest(sample);
+      const windows = this.#windows(backend.name, now);
       backends[backend.name] = {
-        requests_per_second: round(this.#windows(backend.name, now).requests.rate(now), 2),
+        requests_per_second: round(windows.requests.rate(now), 2),
         tokens_per_second: round(sample.tokensPerSecond, 1),
         tokens_per_second_per_request: perRequest === null ? null : round(perRequest, 1),
         ...reportedLoad(backend),
         straggler: stragglers.has(backend.name),
+        ttft_p50_seconds: roundOrNull(windows.firstToken?.quantile(0.5) ?? null, 4),
+        inter_token_p50_seconds: roundOrNull(windows.interToken?.quantile(0.5) ?? null, 4),
       };
     });
     return {

@@ -12,6 +12,12 @@ import type { MetricFamilies } from './definitions.js';
 /** `model` of a backend whose model is not known yet. */
 const UNKNOWN_MODEL = 'unknown';
 
+/** A backend's two latency series the serving view reads (window-quantile.ts). */
+export interface LatencySeries {
+  readonly firstToken: HistogramSeries;
+  readonly interToken: HistogramSeries;
+}
+
 class BoundTokenSeries implements TokenSeries {
   readonly #ttftStream: HistogramSeries;
   readonly #ttftWhole: HistogramSeries;
@@ -26,6 +32,10 @@ class BoundTokenSeries implements TokenSeries {
     this.#interToken = families.interTokenLatency.series(backend, labels);
     this.#perToken = families.timePerOutputToken.series(backend, labels);
     this.#tokens = families.outputTokens.series(backend, labels);
+  }
+
+  get latency(): LatencySeries {
+    return { firstToken: this.#ttftStream, interToken: this.#interToken };
   }
 
   firstToken(stream: boolean, seconds: number): void {
@@ -59,8 +69,13 @@ export class TokenMetrics implements TokenObserver {
     this.#fleet.off('removed', this.#forget);
   }
 
+  /** The backend's streamed time-to-first-token and inter-token series; undefined for one not in the fleet. */
+  latencyOf(name: string): LatencySeries | undefined {
+    return this.seriesOf(name)?.latency;
+  }
+
   /** Undefined for a backend no longer in the fleet: its series are gone and stay gone. */
-  seriesOf(name: string): TokenSeries | undefined {
+  seriesOf(name: string): BoundTokenSeries | undefined {
     let series = this.#bound.get(name);
     if (series !== undefined) return series;
     const backend = this.#fleet.get(name);

@@ -21,16 +21,17 @@ export interface TokenObserver {
   seriesOf(backend: string): TokenSeries | undefined;
 }
 
-const CONTENT = Buffer.from('"content":"');
-const TEXT = Buffer.from('"text":"');
+/** The key of generated text in a chat stream's events. */
+export const CHAT_CONTENT = Buffer.from('"content":"');
+/** ...and in a completions (or SGLang `/generate`) stream's. */
+export const TEXT_CONTENT = Buffer.from('"text":"');
 const QUOTE = 0x22;
 
-/** Content events in a chunk of SSE events: each `"content":"` or `"text":"` not followed by its closing quote. */
-function contentEventsIn(chunk: Buffer): number {
-  return countNonEmpty(chunk, CONTENT) + countNonEmpty(chunk, TEXT);
-}
-
-function countNonEmpty(chunk: Buffer, key: Buffer): number {
+/**
+ * Content events in a chunk of SSE events: each `key` (CHAT_CONTENT or TEXT_CONTENT) not followed by
+ * its closing quote. One key per stream: a search that misses reads the whole chunk.
+ */
+export function contentEventsIn(chunk: Buffer, key: Buffer): number {
   let count = 0;
   let at = chunk.indexOf(key);
   while (at >= 0) {
@@ -45,14 +46,19 @@ export class TokenClock {
   readonly #observer: TokenObserver;
   readonly #startedAt: number;
   readonly #stream: boolean;
+  readonly #key: Buffer;
   #series: TokenSeries | undefined;
   #firstAt: number | null = null;
   #lastAt = 0;
   #events = 0;
 
-  /** `startedAt`: when the request arrived, on the clock `seen` and `finished` are given. */
-  constructor(observer: TokenObserver, backend: string, stream: boolean, startedAt: number) {
+  /**
+   * `startedAt`: when the request arrived, on the clock `seen` and `finished` are given; `key`: where
+   * its events carry generated text (CHAT_CONTENT, TEXT_CONTENT).
+   */
+  constructor(observer: TokenObserver, backend: string, stream: boolean, startedAt: number, key = CHAT_CONTENT) {
     this.#observer = observer;
+    this.#key = key;
     this.#series = observer.seriesOf(backend);
     this.#stream = stream;
     this.#startedAt = startedAt;
@@ -75,7 +81,7 @@ export class TokenClock {
 
   /** Client bytes of a stream went out at `now`. */
   seen(chunk: Buffer, now: number): void {
-    const events = contentEventsIn(chunk);
+    const events = contentEventsIn(chunk, this.#key);
     if (events === 0) return;
     const series = this.#series;
     this.#events += events;

@@ -41,7 +41,7 @@ export class ClientGone implements AbortLike {
  * resume tell it. Null on the context when tracing is off, so the request path checks one field.
  */
 export interface RequestTrace {
-  /** The request waited in its queue from `from` to `to` (performance.now()). */
+  /** The request waited in its queue from `from` to `to` (performance.now()), leased or refused. */
   queued(from: number, to: number): void;
   /** An attempt leaves for `backend` (`retry`: attempts before it); it carries the returned headers. */
   attempt(backend: string, retry: number): AttemptTrace;

@@ -1,7 +1,7 @@
 /**
  * fleetgate's OpenTelemetry tracer (docs/operations.md, "Traces"): the JS SDK's tracer provider with
  * a parent-based ratio sampler, a batch span processor and the OTLP/HTTP exporter (protobuf or
- * JSON), built only when `tracing.otlp_endpoint` is set. No global provider or context manager:
+ * JSON), built only when `tracing.otlp_endpoint` is set (create-tracing.ts loads this module then). No global provider or context manager:
  * each span's parent context is handed on explicitly, and the W3C `traceparent`/`tracestate`
  * headers are read and written with @opentelemetry/core's propagator.
  */
@@ -81,12 +81,6 @@ export class Tracing {
   shutdown(): Promise<void> {
     return this.#provider.shutdown();
   }
-}
-
-/** A tracer for `config`, or null while tracing is off. */
-export function createTracing(config: TracingConfig): Tracing | null {
-  const endpoint = config.otlp_endpoint;
-  return endpoint === null ? null : new Tracing({ ...config, otlp_endpoint: endpoint });
 }
 
 /** `otlp_endpoint` as the exporter's URL: a base URL gets OTLP's `/v1/traces`. */

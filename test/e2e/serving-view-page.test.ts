@@ -1,7 +1,7 @@
 /**
  * The serving view on the status page in headless Chromium, under real streamed traffic through
  * fleetgate to simulated servers: fleet totals in the header, per-backend rates and reported load,
- * a slowed backend marked a straggler, live without a reload, and no sideways overflow on a phone.
+ * the streams' median time to first token and inter-token gap, a slowed backend marked a straggler, live without a reload, and no sideways overflow on a phone.
  * Its own file so that the status page's files each stay well inside the per-file test timeout.
  */
 import assert from 'node:assert/strict';
@@ -53,6 +53,26 @@ test('the serving view under load: fleet totals, per-backend rates and reported 
   assert.match((await page.locator('.card[data-name="gpu0"] .load').textContent()) ?? '', /^\d+ running · \d+ queued$/);
   assert.match((await page.locator('.card[data-name="gpu0"] .kv').textContent()) ?? '', /^KV \d+%$/);
   assert.match((await page.locator('#serving').textContent()) ?? '', /req\/s.*waiting.*retries.*errors/);
+  // The streams' medians: the slowed backend's inter-token gap is far above the others'.
+  const latency = async (name: string) => {
+    const text = (await page.locator(`.card[data-name="${name}"] .latency`).textContent()) ?? '';
+    const match = /^p50 TTFT ([\d.]+) (m?s) · inter-token ([\d.]+) (m?s)$/.exec(text);
+    assert.ok(match, `${name}: ${text}`);
+    const ms = (value: string, unit: string) => Number(value) * (unit === 's' ? 1000 : 1);
+    return { ttft: ms(match[1], match[2]), interToken: ms(match[3], match[4]) };
+  };
+  await page.waitForFunction(
+    () => document.querySelector('.card[data-name="gpu2"] .latency')?.textContent?.includes('inter-token') === true,
+    undefined,
+    { timeout: UI_TIMEOUT },
+  );
+  const fast = await latency('gpu0');
+  const slow = await latency('gpu2');
+  assert.ok(slow.ttft > fast.ttft, `TTFT p50: gpu2 ${slow.ttft} ms, gpu0 ${fast.ttft} ms`);
+  assert.ok(
+    slow.interToken > 3 * fast.interToken,
+    `inter-token p50: gpu2 ${slow.interToken} ms, gpu0 ${fast.interToken} ms`,
+  );
 
   await mkdir(OUTPUT, { recursive: true });
   await page.screenshot({ path: join(OUTPUT, 'serving-view.png'), fullPage: true });

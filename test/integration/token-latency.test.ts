@@ -31,9 +31,9 @@ async function histogramOf(gateway: Gateway, name: string, backend: string, extr
   return { sum, count, mean: count > 0 ? sum / count : Number.NaN };
 }
 
-const PACE_MS = 20;
+const PACE_MS = 50;
 const SLOWDOWN = 3;
-const TOKENS = 40;
+const TOKENS = 30;
 
 test('a known token pace: inter-token and TPOT means within 20 % of it, TTFT within its bound, the slowed backend slower', async (t) => {
   const engine = { tokenMs: PACE_MS, prefillTokensPerMs: 0, batchPenalty: 0 };
@@ -140,4 +140,30 @@ test('a stream resumed after a SIGKILL: one TTFT, inter-token gaps on both backe
   assert.equal(tokens.count, 1, 'counted once, on the backend that ended it');
   assert.equal(tokens.sum, received);
   assert.equal(tokens.sum, maxTokens);
+});
+
+test('metrics.token_latency false: no token-latency series, no medians in the serving view', async (t) => {
+  const { gateway, url } = await startReadyFleet(t, [{ engine: { tokenMs: 2 } }], {
+    metrics: { token_latency: false },
+  });
+  const got = await streamFrom(url, '/v1/chat/completions', {
+    model: 'default',
+    stream: true,
+    max_tokens: 5,
+    messages: [{ role: 'user', content: 'hi' }],
+  }).done;
+  assertWholeStream(got, 5);
+  // The serving view samples once a second: two samples, and still nothing bound.
+  await new Promise((resolve) => setTimeout(resolve, 2100));
+  const status = (await (await fetch(`${url}/fleet/status`)).json()) as {
+    backends: Array<{ serving: { ttft_p50_seconds: number | null } }>;
+  };
+  assert.equal(status.backends[0].serving.ttft_p50_seconds, null);
+  const text = await gateway.metrics.render();
+  assert.doesNotMatch(text, /^fleetgate_(time_to_first_token|inter_token_latency)_seconds_count/m);
+  assert.match(
+    text,
+    /^fleetgate_request_duration_seconds_count\{backend="gpu0"\} 1$/m,
+    'the request itself is counted',
+  );
 });

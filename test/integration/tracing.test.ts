@@ -3,11 +3,15 @@
  * OTLP/HTTP receiver the test runs (http/json, read as OTLP's JSON mapping). A streamed request
  * with an incoming `traceparent` keeps its trace id; the upstream request carries a `traceparent`
  * naming the attempt's span; the server, queue and attempt spans carry their attributes (GenAI
- * conventions and fleetgate's); a retried request and a resumed stream show one span per attempt.
+ * conventions and fleetgate's); a retried request and a resumed stream show one span per attempt; a
+ * Batch API job has a span with one span per request, which the proxied request continues.
  * Off by default: nothing is added to an upstream request.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { tempDir, writeChatInput } from '../helpers/batch.js';
 import { createSims, startGateway } from '../helpers/fleet.js';
 import { type Collector, type ReceivedSpan, startCollector, startHeaderTap } from '../helpers/otlp-collector.js';
 import { resumeFleet } from '../helpers/resume-fleet.js';
@@ -225,4 +229,59 @@ test('http/protobuf (the default) exports protobuf; tracing off (the default) ad
   assert.equal(tap.posts.length, 2);
   assert.match(String(tap.posts[0].headers.traceparent), new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
   assert.equal(tap.posts[1].headers.traceparent, undefined, 'off: nothing added');
+});
+
+test('a Batch API job: a span per job, a span per request under it, and each proxied request a child of its request span', async (t) => {
+  const collector = await startCollector(t);
+  const dir = tempDir(t);
+  const count = 5;
+  const input = writeChatInput(dir, count, 3);
+  const [sim] = await createSims(t, [{ engine: { tokenMs: 1 } }]);
+  sim.start();
+  await sim.whenReady();
+  const { gateway, url } = await startGateway(t, {
+    backends: [{ url: sim.url, name: 'gpu0' }],
+    batch: { dir: join(dir, 'batches') },
+    tracing: tracingTo(collector),
+  });
+  await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: 'gpu0 ready' });
+  const form = new FormData();
+  form.append('purpose', 'batch');
+  form.append('file', new Blob([readFileSync(input)]), 'input.jsonl');
+  const file = (await (await fetch(`${url}/v1/files`, { method: 'POST', body: form })).json()) as { id: string };
+  const created = (await (
+    await fetch(`${url}/v1/batches`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' }),
+    })
+  ).json()) as { id: string };
+  await waitFor(
+    async () =>
+      ((await (await fetch(`${url}/v1/batches/${created.id}`)).json()) as { status: string }).status === 'completed',
+    { what: 'the job completed' },
+  );
+  await gateway.close();
+
+  await waitFor(() => collector.spans.some((s) => s.name === 'fleetgate.batch'), { what: 'the job span' });
+  const job = collector.spans.find((s) => s.name === 'fleetgate.batch') as ReceivedSpan;
+  assert.equal(job.attributes['fleetgate.batch.id'], created.id);
+  assert.equal(job.attributes['fleetgate.batch.status'], 'completed');
+  assert.equal(job.attributes['fleetgate.batch.requests.completed'], count);
+  const spans = inTrace(collector, job.traceId);
+  const requests = spans.filter((s) => s.name === 'fleetgate.batch.request');
+  assert.equal(requests.length, count, 'one span per request');
+  for (const span of requests) {
+    assert.equal(span.parentSpanId, job.spanId);
+    assert.equal(span.attributes['fleetgate.outcome'], 'answer');
+    const server = spans.filter((s) => s.kind === SERVER && s.parentSpanId === span.spanId);
+    assert.equal(server.length, 1, 'the proxied request continues the request span');
+    assert.equal(server[0].attributes['gen_ai.usage.output_tokens'], 3);
+    assert.equal(spans.filter((s) => s.kind === CLIENT && s.parentSpanId === server[0].spanId).length, 1);
+  }
+  assert.deepEqual(
+    [...new Set(requests.map((s) => s.attributes['fleetgate.batch.custom_id']))].length,
+    count,
+    'each custom_id once',
+  );
 });

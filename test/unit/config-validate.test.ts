@@ -83,6 +83,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   log: { level: 'info', destination: 'stdout', access: true },
   shutdown: { grace: 25_000 },
   batch: { enabled: true, dir: 'fleetgate-batches', max_file_size: 200 * 2 ** 20 },
+  metrics: { token_latency: true },
   tracing: { otlp_endpoint: null, otlp_protocol: 'http/protobuf', sample_ratio: 1, service_name: 'fleetgate' },
   launch: null,
 };
@@ -149,6 +150,7 @@ test('every key is read and converted', () => {
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
     shutdown: { drain_timeout: '90s' },
     batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: '1MiB' },
+    metrics: { token_latency: false },
     tracing: {
       otlp_endpoint: 'http://127.0.0.1:4318',
       otlp_protocol: 'http/json',
@@ -238,6 +240,7 @@ test('every key is read and converted', () => {
     // Its former name drain_timeout still sets it.
     shutdown: { grace: 90_000 },
     batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: 2 ** 20 },
+    metrics: { token_latency: false },
     tracing: {
       otlp_endpoint: 'http://127.0.0.1:4318',
       otlp_protocol: 'http/json',

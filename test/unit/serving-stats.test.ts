@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FleetRegistry } from '../../src/fleet/registry.js';
+import { HistogramSeries } from '../../src/metrics/backend-histogram.js';
 import { SlidingWindow } from '../../src/metrics/rate-window.js';
 import { isServingError, ServingStats } from '../../src/metrics/serving-stats.js';
 import { findStragglers, STRAGGLER_RATIO } from '../../src/metrics/stragglers.js';
@@ -215,4 +216,44 @@ test('errors are what fleetgate or a backend failed, not clients that left', () 
   assert.equal(isServingError(record({ status: 400 })), false);
   assert.equal(isServingError(record({ outcome: 'queue_full', status: 503 })), true);
   assert.equal(isServingError(record({ outcome: 'client_abort', status: 502 })), false);
+});
+
+test("stats: each backend's median time to first token and inter-token gap over the minute, null without streams", (t) => {
+  let now = T0;
+  const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: 60_000, defaultCap: 0, now: () => now });
+  for (const name of ['gpu0', 'gpu1'])
+    registry.add({ url: `http://127.0.0.1:1/${name}`, name, kind: 'sglang', log: null });
+  const bounds = [0.01, 0.02, 0.05, 0.1, 0.5];
+  const series = new Map(
+    ['gpu0', 'gpu1'].map((name) => [
+      name,
+      { firstToken: new HistogramSeries(bounds), interToken: new HistogramSeries(bounds) },
+    ]),
+  );
+  const stats = new ServingStats({
+    registry,
+    events: new ProxyEventBus(),
+    waiting: () => 0,
+    now: () => now,
+    latency: { latencyOf: (name) => series.get(name) },
+  });
+  t.after(() => stats.stop());
+  stats.sample();
+  const gpu0 = series.get('gpu0') as { firstToken: HistogramSeries; interToken: HistogramSeries };
+  for (let i = 0; i < 10; i++) {
+    gpu0.firstToken.observe(0.3);
+    gpu0.interToken.observe(0.015);
+  }
+  now += 1000;
+  stats.sample();
+  const view = stats.view();
+  assert.ok(
+    (view.backends.gpu0.ttft_p50_seconds as number) > 0.1 && (view.backends.gpu0.ttft_p50_seconds as number) <= 0.5,
+  );
+  assert.ok(
+    (view.backends.gpu0.inter_token_p50_seconds as number) > 0.01 &&
+      (view.backends.gpu0.inter_token_p50_seconds as number) <= 0.02,
+  );
+  assert.equal(view.backends.gpu1.ttft_p50_seconds, null);
+  assert.equal(view.backends.gpu1.inter_token_p50_seconds, null);
 });

@@ -162,7 +162,10 @@ class FleetRequest implements AttemptOwner {
           context.trace?.queued(waitFrom, performance.now());
           this.#send(lease);
         },
-        (error: unknown) => this.#fail(this.#reason ?? (error as Error)),
+        (error: unknown) => {
+          context.trace?.queued(waitFrom, performance.now());
+          this.#fail(this.#reason ?? (error as Error));
+        },
       );
     } else {
       this.#send(admitted);

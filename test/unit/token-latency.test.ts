@@ -1,0 +1,101 @@
+/**
+ * The pure parts of token latency: content events found in SSE bytes, the clock's observations
+ * (first token once, gaps per token, per-request figures on the backend that ended the stream), and
+ * the serving view's windowed median of a histogram, with a fake clock.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { HistogramSeries } from '../../src/metrics/backend-histogram.js';
+import { bucketQuantile, WindowQuantile } from '../../src/metrics/window-quantile.js';
+import {
+  CHAT_CONTENT,
+  contentEventsIn,
+  TEXT_CONTENT,
+  TokenClock,
+  type TokenSeries,
+} from '../../src/proxy/token-timing.js';
+
+const event = (delta: object) => `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta }] })}\n\n`;
+
+test('content events: non-empty content (chat) or text (completions), not a role chunk, an empty delta or reasoning', () => {
+  const chat = Buffer.from(
+    event({ role: 'assistant', content: '' }) +
+      event({ content: 'Hello' }) +
+      event({ content: ' "quoted"' }) +
+      event({ reasoning_content: 'hmm' }) +
+      'data: [DONE]\n\n',
+  );
+  assert.equal(contentEventsIn(chat, CHAT_CONTENT), 2);
+  const completions = Buffer.from(
+    `data: ${JSON.stringify({ choices: [{ index: 0, text: 'x', finish_reason: null }] })}\n\n` +
+      `data: ${JSON.stringify({ choices: [{ index: 0, text: '', finish_reason: 'stop' }] })}\n\n`,
+  );
+  assert.equal(contentEventsIn(completions, TEXT_CONTENT), 1);
+  assert.equal(contentEventsIn(Buffer.from(': keep-alive\n\n'), CHAT_CONTENT), 0);
+});
+
+class Recorder implements TokenSeries {
+  readonly seen: string[] = [];
+  constructor(readonly name: string) {}
+  firstToken(stream: boolean, seconds: number) {
+    this.seen.push(`ttft ${stream} ${seconds.toFixed(3)}`);
+  }
+  interToken(seconds: number) {
+    this.seen.push(`itl ${seconds.toFixed(3)}`);
+  }
+  finished(tokens: number, perToken: number | null) {
+    this.seen.push(`end ${tokens} ${perToken === null ? null : perToken.toFixed(3)}`);
+  }
+}
+
+test('clock: one first token, a gap per token (split evenly inside a chunk), the end on the last backend', () => {
+  const a = new Recorder('a');
+  const b = new Recorder('b');
+  const observer = { seriesOf: (name: string) => (name === 'a' ? a : b) };
+  const clock = new TokenClock(observer, 'a', true, 1000);
+  clock.seen(Buffer.from(event({ role: 'assistant', content: '' })), 1010);
+  clock.seen(Buffer.from(event({ content: 'one' })), 1100);
+  clock.seen(Buffer.from(event({ content: 'two' }) + event({ content: 'three' })), 1140);
+  clock.switchTo('b');
+  clock.seen(Buffer.from(event({ content: 'four' })), 1400);
+  clock.finished(1450, null);
+  assert.deepEqual(a.seen, ['ttft true 0.100', 'itl 0.020', 'itl 0.020']);
+  assert.deepEqual(b.seen, ['itl 0.260', 'end 4 0.100']);
+  assert.equal(clock.events, 4);
+});
+
+test('clock: a non-streamed answer is one first token at its end, counted by its usage; none without one', () => {
+  const a = new Recorder('a');
+  const clock = new TokenClock({ seriesOf: () => a }, 'a', false, 0);
+  clock.finished(2500, 40);
+  assert.deepEqual(a.seen, ['ttft false 2.500', 'end 40 null']);
+  const embeddings = new Recorder('e');
+  new TokenClock({ seriesOf: () => embeddings }, 'e', false, 0).finished(10, null);
+  assert.deepEqual(embeddings.seen, []);
+});
+
+test('bucket quantile: linear inside the bucket, as histogram_quantile; null when empty', () => {
+  const bounds = [0.1, 0.2, 0.4];
+  assert.equal(bucketQuantile(0.5, bounds, [0, 0, 0]), null);
+  assert.equal(bucketQuantile(0.5, bounds, [10, 0, 0]), 0.05);
+  assert.ok(Math.abs((bucketQuantile(0.5, bounds, [0, 10, 10]) as number) - 0.2) < 1e-9);
+  assert.ok(Math.abs((bucketQuantile(0.75, bounds, [0, 10, 10]) as number) - 0.3) < 1e-9);
+});
+
+test('window quantile: the median of what was observed in the last minute only', () => {
+  const series = new HistogramSeries([0.01, 0.02, 0.05, 0.1, 1]);
+  const window = new WindowQuantile(series, 60_000);
+  window.sample(0);
+  assert.equal(window.quantile(0.5), null);
+  for (let i = 0; i < 100; i++) series.observe(0.08);
+  window.sample(1_000);
+  assert.ok((window.quantile(0.5) as number) > 0.05 && (window.quantile(0.5) as number) <= 0.1);
+  for (let s = 2; s <= 70; s++) {
+    if (s === 40) for (let i = 0; i < 100; i++) series.observe(0.015);
+    window.sample(s * 1000);
+  }
+  const median = window.quantile(0.5) as number;
+  assert.ok(median > 0.01 && median <= 0.02, `the slow minute left the window: ${median}`);
+  for (let s = 71; s <= 140; s++) window.sample(s * 1000);
+  assert.equal(window.quantile(0.5), null, 'nothing observed in the last minute');
+});
