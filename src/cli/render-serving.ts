@@ -19,7 +19,7 @@ function rateText(value: number): string {
 }
 
 /** `8.5ms`, `412ms`, `12.4s`; `-` for none (or an older fleetgate that sends none). */
-export function secondsText(value: number | null | undefined): string {
+function secondsText(value: number | null | undefined): string {
   if (value == null) return '-';
   if (value < 0.01) return `${(value * 1000).toFixed(1)}ms`;
   if (value < 10) return `${Math.round(value * 1000)}ms`;
