@@ -147,7 +147,10 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   app.addHook('onReady', async () => stats.start());
   app.addHook('onClose', async () => stats.stop());
   await registerAdminRoutes(app, control, { stats, queue: routing.queue }, () => phase);
-  const batch = createBatchService(app, config, (id, err) => logger.error({ err, batch: id }, 'batch job failed'));
+  const batch = createBatchService(app, config, {
+    jobError: (id, err) => logger.error({ err, batch: id }, 'batch job failed'),
+    warn: (message) => logger.warn(message),
+  });
   if (batch) metrics.observeBatches(batch.jobs);
   const prefix = config.routing.prefix;
   const traitsOptions = { blockChars: prefix.block_chars, sessionHeader: prefix.session_header?.toLowerCase() ?? null };

@@ -12,7 +12,8 @@
  *   GET  /fleet/batches             the running jobs' progress, for the status page (no key needed: counts only)
  *
  * Registered before the traffic path, which would otherwise proxy these paths to a backend. With
- * `auth.api_keys` set, each needs one of them (or `admin.token`), as the traffic path does.
+ * `auth.api_keys` set, each needs one of them (or `admin.token`), as the traffic path does. A store
+ * that cannot be reached (the database is down) is a 503 naming why; so is `refusal`, when set.
  */
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -20,7 +21,7 @@ import type { Config } from '../config/types.js';
 import { hasValidKey, keyDigest } from '../http/bearer-keys.js';
 import { sendError } from '../http/openai-error.js';
 import { type BatchJobs, BatchRequestError, type CreateParams } from './batch-jobs.js';
-import type { BatchStore, FileObject } from './batch-store.js';
+import { type BatchStore, type FileObject, StoreUnavailableError } from './batch-store.js';
 import { type ReceivedUpload, receiveUpload } from './upload.js';
 
 export interface BatchRouteOptions {
@@ -28,6 +29,8 @@ export interface BatchRouteOptions {
   store: BatchStore;
   /** The running config, read per request (a reload may change the keys). */
   config: () => Config;
+  /** Set: every endpoint answers 503 with it (the Batch API cannot work in this setup). */
+  refusal: string | null;
 }
 
 type IdRoute = { Params: { id: string } };
@@ -53,109 +56,127 @@ function keyGuard(config: () => Config) {
 export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOptions): void {
   const { jobs, store } = opts;
   const maxFileSize = opts.config().batch.max_file_size;
-  const onRequest = keyGuard(opts.config);
+  const { refusal } = opts;
+  const guard = keyGuard(opts.config);
+  const onRequest = async (request: FastifyRequest, reply: FastifyReply) =>
+    refusal === null ? guard(request, reply) : sendError(reply, 503, refusal);
 
-  const fileOr404 = (id: string, reply: FastifyReply): FileObject | null => {
-    const file = store.file(id);
+  const fileOr404 = async (id: string, reply: FastifyReply): Promise<FileObject | null> => {
+    const file = await store.file(id);
     if (file === null) void sendError(reply, 404, `No file found with id '${id}'`);
     return file;
   };
 
   const answerError = (error: unknown, reply: FastifyReply) => {
     if (error instanceof BatchRequestError) return sendError(reply, error.status, error.message);
+    if (error instanceof StoreUnavailableError) return sendError(reply, 503, error.message);
     throw error;
   };
+  /** The handler's answer; a refusal or an unreachable store as its error answer. */
+  const answer =
+    <R extends FastifyRequest>(handler: (request: R, reply: FastifyReply) => Promise<unknown>) =>
+    async (request: R, reply: FastifyReply) => {
+      try {
+        return await handler(request, reply);
+      } catch (error) {
+        return answerError(error, reply);
+      }
+    };
 
   app.register(async (scope) => {
     // The body stays a stream: upload.ts reads it, the file straight to disk.
     scope.addContentTypeParser('multipart/form-data', (_request, payload, done) => done(null, payload));
-    scope.post('/v1/files', { onRequest }, async (request, reply) => {
-      if (!(request.body instanceof Readable))
-        return sendError(reply, 400, 'POST /v1/files takes multipart/form-data with a file and purpose=batch');
-      let upload: ReceivedUpload;
-      try {
-        upload = await receiveUpload(request.body, request.headers, store, maxFileSize);
-      } catch (error) {
-        return sendError(reply, 400, `cannot read the multipart body: ${(error as Error).message}`);
-      }
-      const { file, purpose } = upload;
-      const refusal =
-        purpose !== 'batch'
-          ? ([
-              400,
-              `purpose must be 'batch' (fleetgate keeps batch files only), got ${JSON.stringify(purpose)}`,
-            ] as const)
-          : file === null
-            ? ([400, 'the multipart body has no file'] as const)
-            : file.overLimit
-              ? ([413, `the file is over batch.max_file_size (${maxFileSize} bytes)`] as const)
-              : null;
-      if (refusal !== null) {
-        if (file !== null) store.removeContent(file.id);
-        return sendError(reply, refusal[0], refusal[1]);
-      }
-      return store.describeFile(
-        (file as NonNullable<typeof file>).id,
-        file?.name || 'upload.jsonl',
-        'batch',
-        Math.floor(Date.now() / 1000),
-      );
-    });
+    scope.post(
+      '/v1/files',
+      { onRequest },
+      answer(async (request, reply) => {
+        if (!(request.body instanceof Readable))
+          return sendError(reply, 400, 'POST /v1/files takes multipart/form-data with a file and purpose=batch');
+        let upload: ReceivedUpload;
+        try {
+          upload = await receiveUpload(request.body, request.headers, store, maxFileSize);
+        } catch (error) {
+          if (error instanceof StoreUnavailableError) throw error;
+          return sendError(reply, 400, `cannot read the multipart body: ${(error as Error).message}`);
+        }
+        const { file, purpose } = upload;
+        const refusal =
+          purpose !== 'batch'
+            ? ([
+                400,
+                `purpose must be 'batch' (fleetgate keeps batch files only), got ${JSON.stringify(purpose)}`,
+              ] as const)
+            : file === null
+              ? ([400, 'the multipart body has no file'] as const)
+              : file.overLimit
+                ? ([413, `the file is over batch.max_file_size (${maxFileSize} bytes)`] as const)
+                : null;
+        if (refusal !== null) {
+          if (file !== null) await store.removeContent(file.id);
+          return sendError(reply, refusal[0], refusal[1]);
+        }
+        return store.describeFile(
+          (file as NonNullable<typeof file>).id,
+          file?.name || 'upload.jsonl',
+          'batch',
+          Math.floor(Date.now() / 1000),
+        );
+      }),
+    );
   });
 
   app.get<IdRoute>(
     '/v1/files/:id',
     { onRequest },
-    async (request, reply) => fileOr404(request.params.id, reply) ?? reply,
+    answer(async (request: FastifyRequest<IdRoute>, reply) => (await fileOr404(request.params.id, reply)) ?? reply),
   );
 
-  app.get<IdRoute>('/v1/files/:id/content', { onRequest }, async (request, reply) => {
-    const file = fileOr404(request.params.id, reply);
-    if (file === null) return reply;
-    return reply.type('application/octet-stream').send(store.readContent(file.id));
-  });
+  app.get<IdRoute>(
+    '/v1/files/:id/content',
+    { onRequest },
+    answer(async (request: FastifyRequest<IdRoute>, reply) => {
+      const file = await fileOr404(request.params.id, reply);
+      if (file === null) return reply;
+      return reply.type('application/octet-stream').send(store.readContent(file.id));
+    }),
+  );
 
-  app.post('/v1/batches', { onRequest }, async (request, reply) => {
-    try {
-      return jobs.create((request.body ?? {}) as CreateParams);
-    } catch (error) {
-      return answerError(error, reply);
-    }
-  });
+  app.post(
+    '/v1/batches',
+    { onRequest },
+    answer(async (request) => jobs.create((request.body ?? {}) as CreateParams)),
+  );
 
-  app.get<{ Querystring: { limit?: string; after?: string } }>('/v1/batches', { onRequest }, async (request, reply) => {
-    const limit = request.query.limit === undefined ? 20 : Number(request.query.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE)
-      return sendError(reply, 400, `limit must be an integer from 1 to ${MAX_PAGE}`);
-    const all = jobs.list();
-    const after = request.query.after;
-    const start = after === undefined ? 0 : all.findIndex((b) => b.id === after) + 1;
-    const data = all.slice(start, start + limit);
-    return {
-      object: 'list',
-      data,
-      first_id: data[0]?.id ?? null,
-      last_id: data.at(-1)?.id ?? null,
-      has_more: start + limit < all.length,
-    };
-  });
+  type ListRoute = { Querystring: { limit?: string; after?: string } };
+  app.get<ListRoute>(
+    '/v1/batches',
+    { onRequest },
+    answer(async (request: FastifyRequest<ListRoute>, reply) => {
+      const limit = request.query.limit === undefined ? 20 : Number(request.query.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE)
+        return sendError(reply, 400, `limit must be an integer from 1 to ${MAX_PAGE}`);
+      const { data, has_more } = await jobs.list(limit, request.query.after);
+      return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more };
+    }),
+  );
 
-  app.get<IdRoute>('/v1/batches/:id', { onRequest }, async (request, reply) => {
-    const batch = jobs.get(request.params.id);
-    return batch ?? sendError(reply, 404, `No batch found with id '${request.params.id}'`);
-  });
+  app.get<IdRoute>(
+    '/v1/batches/:id',
+    { onRequest },
+    answer(async (request: FastifyRequest<IdRoute>, reply) => {
+      const batch = await jobs.get(request.params.id);
+      return batch ?? sendError(reply, 404, `No batch found with id '${request.params.id}'`);
+    }),
+  );
 
-  app.post<IdRoute>('/v1/batches/:id/cancel', { onRequest }, async (request, reply) => {
-    try {
-      return jobs.cancel(request.params.id);
-    } catch (error) {
-      return answerError(error, reply);
-    }
-  });
+  app.post<IdRoute>(
+    '/v1/batches/:id/cancel',
+    { onRequest },
+    answer(async (request: FastifyRequest<IdRoute>) => jobs.cancel(request.params.id)),
+  );
 
   app.get('/fleet/batches', async () => ({
-    batches: jobs
-      .list()
+    batches: (refusal === null ? (await jobs.list(MAX_PAGE).catch(() => ({ data: [] }))).data : [])
       .filter(
         (b) =>
           b.status === 'validating' ||

@@ -97,6 +97,7 @@ export const DEFAULT_BATCH_ENABLED = true;
 export const DEFAULT_BATCH_DIR = 'fleetgate-batches';
 /** OpenAI's own limit for a Batch input file. */
 export const DEFAULT_BATCH_MAX_FILE_SIZE = 200 * 2 ** 20;
+export const DEFAULT_BATCH_LEASE = 15_000;
 export const DEFAULT_RATE_LIMIT_ENABLED = false;
 export const DEFAULT_RATE_LIMIT_MAX = 60;
 export const DEFAULT_RATE_LIMIT_WINDOW = 60_000;

@@ -82,7 +82,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   discovery: null,
   log: { level: 'info', destination: 'stdout', access: true },
   shutdown: { grace: 25_000 },
-  batch: { enabled: true, dir: 'fleetgate-batches', max_file_size: 200 * 2 ** 20 },
+  batch: { enabled: true, dir: 'fleetgate-batches', max_file_size: 200 * 2 ** 20, database_url: null, lease: 15_000 },
   launch: null,
 };
 
@@ -147,7 +147,13 @@ test('every key is read and converted', () => {
     discovery: { dns: 'sglang.svc.cluster.local', port: 30000, interval: '30s', kind: 'sglang' },
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
     shutdown: { drain_timeout: '90s' },
-    batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: '1MiB' },
+    batch: {
+      enabled: false,
+      dir: '/var/lib/fleetgate/batches',
+      max_file_size: '1MiB',
+      database_url: 'postgres://fg:pw@db:5432/fleetgate',
+      lease: '20s',
+    },
   };
   const expected: Config = {
     listen: { host: '127.0.0.1', port: 9000 },
@@ -230,7 +236,13 @@ test('every key is read and converted', () => {
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
     // Its former name drain_timeout still sets it.
     shutdown: { grace: 90_000 },
-    batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: 2 ** 20 },
+    batch: {
+      enabled: false,
+      dir: '/var/lib/fleetgate/batches',
+      max_file_size: 2 ** 20,
+      database_url: 'postgres://fg:pw@db:5432/fleetgate',
+      lease: 20_000,
+    },
     launch: null,
   };
   assert.deepEqual(validateConfig(raw, 'test'), expected);
