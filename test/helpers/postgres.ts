@@ -4,10 +4,11 @@
  * port, one database per test, stopped and removed after. `initdb` and `postgres` refuse to run as
  * root, so they run as the `postgres` user.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { freePorts } from './net.js';
 
@@ -17,8 +18,9 @@ export interface PgCluster {
   readonly port: number;
   /** A new empty database; its URL. */
   createDatabase(): Promise<string>;
-  stop(): void;
-  start(): void;
+  /** Stops the server (fast: connections cut), the test's process free meanwhile. */
+  stop(): Promise<void>;
+  start(): Promise<void>;
 }
 
 function binDir(): string {
@@ -28,11 +30,11 @@ function binDir(): string {
   return join(root, versions[0], 'bin');
 }
 
-function asPostgres(command: string, args: string[]): void {
+const run = promisify(execFile);
+
+async function asPostgres(command: string, args: string[]): Promise<void> {
   const asRoot = userInfo().uid === 0;
-  execFileSync(asRoot ? 'runuser' : command, asRoot ? ['-u', 'postgres', '--', command, ...args] : args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  await run(asRoot ? 'runuser' : command, asRoot ? ['-u', 'postgres', '--', command, ...args] : args);
 }
 
 let databases = 0;
@@ -46,20 +48,20 @@ export async function startPostgres(t: After): Promise<PgCluster> {
     chownSync(dir, uid, gid);
   }
   const data = join(dir, 'data');
-  asPostgres(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync']);
+  await asPostgres(join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync']);
   const [port] = (await freePorts(1)) as [number];
   const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
   let running = false;
   const cluster: PgCluster = {
     port,
-    start() {
-      asPostgres(join(bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', 'start']);
+    async start() {
+      await asPostgres(join(bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(dir, 'log'), '-w', 'start']);
       running = true;
     },
-    stop() {
+    async stop() {
       if (!running) return;
       running = false;
-      asPostgres(join(bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
+      await asPostgres(join(bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
     },
     async createDatabase() {
       const name = `fleetgate_test_${process.pid}_${++databases}`;
@@ -70,9 +72,9 @@ export async function startPostgres(t: After): Promise<PgCluster> {
       return `postgres://postgres@127.0.0.1:${port}/${name}`;
     },
   };
-  cluster.start();
-  t.after(() => {
-    cluster.stop();
+  await cluster.start();
+  t.after(async () => {
+    await cluster.stop();
     rmSync(dir, { recursive: true, force: true });
   });
   return cluster;
