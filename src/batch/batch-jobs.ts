@@ -152,7 +152,8 @@ export class BatchJobs {
     while (!this.#stopped) {
       const stored = await store.claim(this.owner, this.#leaseMs);
       if (stored === null) return;
-      this.#launch(stored);
+      // Ours already (its lease ran out while the store was down): the claim renewed it.
+      if (!this.#running.has(stored.batch.id)) this.#launch(stored);
     }
   }
 
