@@ -615,3 +615,18 @@ test('strings from env and flags are coerced to what the schema wants', () => {
   assert.deepEqual(coerceSettingText(['auth', 'api_keys'], '[k1, k2]'), ['k1', 'k2']);
   assert.equal(coerceSettingText(['routing', 'polcy'], '3'), '3');
 });
+
+test('batch.database_url: a postgres:// URL, else an error naming the key', () => {
+  for (const bad of ['mysql://db/x', 'not a url', 'postgres://']) {
+    assert.throws(
+      () => validateConfig({ ...ONE_BACKEND, batch: { database_url: bad } }, 'test'),
+      (error: unknown) =>
+        error instanceof ConfigError && error.key === 'batch.database_url' && /postgres:\/\//.test(error.message),
+      bad,
+    );
+  }
+  assert.equal(
+    validateConfig({ ...ONE_BACKEND, batch: { database_url: 'postgresql://u@db/x' } }, 'test').batch.database_url,
+    'postgresql://u@db/x',
+  );
+});
