@@ -94,6 +94,7 @@ export class BatchJobs {
   readonly #leaseMs: number;
   readonly #running = new Map<string, Running>();
   #byStatus: Partial<Record<BatchStatus, number>> = {};
+  #storeReachable = true;
   #engine: JobEngine | null = null;
   #stopped = false;
   #poller: NodeJS.Timeout | null = null;
@@ -134,8 +135,12 @@ export class BatchJobs {
       return;
     }
     this.#claiming = this.#claimAll()
+      .then(() => {
+        this.#storeReachable = true;
+      })
       .catch((error: unknown) => {
-        if (!(error instanceof StoreUnavailableError)) this.#opts.onError?.('', error);
+        if (error instanceof StoreUnavailableError) this.#storeReachable = false;
+        else this.#opts.onError?.('', error);
       })
       .finally(() => {
         this.#claiming = null;
@@ -164,6 +169,11 @@ export class BatchJobs {
   /** Newest first. */
   list(limit: number, after?: string): Promise<BatchPage> {
     return this.#opts.store.listBatches(limit, after);
+  }
+
+  /** As of the last poll (a third of the lease). */
+  get storeReachable(): boolean {
+    return this.#storeReachable;
   }
 
   /** As of the last look (each poll and each change this process made). */

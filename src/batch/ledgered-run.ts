@@ -114,8 +114,8 @@ export async function runLedgered(opts: LedgeredRunOptions): Promise<LedgeredRun
     const pending = pendingRequests(opts.input, (line) => answered[line] === 1, opts.endpoint ?? null);
     const summary = await runBatch(pending, {
       send: opts.send,
-      // An answer not yet stored holds its slot: what is lost with the process stays within the limit.
-      limit: () => Math.max(0, opts.limit() - results.unsaved),
+      // Answers not yet stored, a limit's worth, pause new sends: a kill loses at most twice the limit.
+      limit: () => (results.unsaved >= opts.limit() ? 0 : opts.limit()),
       output: results.output,
       errors: results.errors,
       maxAttempts: opts.maxAttempts,

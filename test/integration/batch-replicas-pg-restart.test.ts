@@ -28,6 +28,12 @@ test('PostgreSQL restarted mid-job: the job completes, nothing lost or twice; or
   });
   await cluster.stop();
   const downSince = Date.now();
+  const form = new FormData();
+  form.append('purpose', 'batch');
+  form.append('file', new Blob(['{}\n']), 'input.jsonl');
+  const upload = await fetch(`${replica.url}/v1/files`, { method: 'POST', body: form });
+  assert.equal(upload.status, 503, 'an upload while the database is down is refused, not hung');
+  assert.match(await upload.text(), /batch\.database_url/);
   let ordinary = 0;
   let refusals = 0;
   while (Date.now() - downSince < 4000) {
@@ -46,6 +52,8 @@ test('PostgreSQL restarted mid-job: the job completes, nothing lost or twice; or
   }
   assert.ok(ordinary > 10, `${ordinary} ordinary requests while the database was down`);
   assert.ok(refusals > 0, 'the Batch API answered 503 with the reason');
+  const metrics = await get(replica.url, '/metrics');
+  assert.match(metrics.text, /fleetgate_batch_store_up 0/, 'the store counted down');
   await cluster.start();
   await db.end().catch(() => {});
   await assertCompletes(replica, id, 60_000);
