@@ -2,15 +2,19 @@
  * PostgreSQL restarted under a running Batch API job (a replica as a child process, sims in this
  * process): the job pauses and completes once the database is back, every custom_id exactly once;
  * meanwhile the traffic path serves every ordinary request and the Batch API answers 503 naming why.
+ * A cancel through one replica stops the job on the replica running it at its next lease renewal.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { generationRequests } from '../helpers/batch.js';
 import {
   assertCompletes,
   type BatchReplica,
   COUNT,
   createJob,
   get,
+  LEASE_MS,
+  leaseHolder,
   post,
   setUpShared,
   storedAnswers,
@@ -57,4 +61,37 @@ test('PostgreSQL restarted mid-job: the job completes, nothing lost or twice; or
   await cluster.start();
   await db.end().catch(() => {});
   await assertCompletes(replica, id, 60_000);
+});
+
+test('a cancel through a replica not running the job reaches its runner within one lease renewal', async (t) => {
+  const { db, sims, replicas } = await setUpShared(t, 2);
+  const id = await createJob(t, replicas[0] as BatchReplica);
+  await waitFor(async () => (await storedAnswers(db, id)) >= COUNT / 5, {
+    timeoutMs: 60_000,
+    intervalMs: 50,
+    what: 'a fifth of the answers stored',
+  });
+  const runner = await leaseHolder(db, id, replicas);
+  const other = replicas.find((r) => r !== runner) as BatchReplica;
+  assert.ok(runner && other);
+  const cancelledAt = Date.now();
+  const cancel = await post(other.url, `/v1/batches/${id}/cancel`, {});
+  assert.equal(cancel.status, 200);
+  assert.equal((cancel.json as { status: string }).status, 'cancelling');
+  const done = await waitFor(
+    async () => {
+      const batch = JSON.parse((await get(other.url, `/v1/batches/${id}`)).text) as {
+        status: string;
+        request_counts: { completed: number };
+      };
+      return batch.status === 'cancelled' ? batch : null;
+    },
+    { timeoutMs: LEASE_MS / 3 + 5000, intervalMs: 50, what: 'cancelled within one renewal' },
+  );
+  const tookMs = Date.now() - cancelledAt;
+  const sentAtCancel = generationRequests(sims);
+  await new Promise((resolve) => setTimeout(resolve, LEASE_MS / 3 + 500));
+  assert.equal(generationRequests(sims), sentAtCancel, 'the runner sends nothing more');
+  assert.ok(done.request_counts.completed < COUNT, 'stopped before the end');
+  t.diagnostic(`cancel reached the runner in ${tookMs} ms (renewal every ${LEASE_MS / 3} ms)`);
 });
