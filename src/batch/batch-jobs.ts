@@ -257,7 +257,8 @@ export class BatchJobs {
     renewer.unref();
     running.done = this.#run(stored, running)
       .catch((error: unknown) => {
-        if (running.stop.signal.aborted && !running.cancelled) return;
+        // Stopped, or the store went away mid-step: left resumable, claimed again once it is back.
+        if ((running.stop.signal.aborted && !running.cancelled) || error instanceof StoreUnavailableError) return;
         this.#opts.onError?.(id, error);
         return this.#fail(stored, 'internal_error', `the job stopped: ${(error as Error).message}`, null);
       })
