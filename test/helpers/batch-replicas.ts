@@ -78,8 +78,8 @@ export interface SharedSetup {
   replicas: BatchReplica[];
 }
 
-/** PostgreSQL, two sims and `replicas` replicas sharing one database; a client of it for the test. */
-export async function setUpShared(t: After, replicas: number): Promise<SharedSetup> {
+/** PostgreSQL, two sims and `replicas` replicas sharing one database; a client of it for the test (not connected with `stopDatabase`). */
+export async function setUpShared(t: After, replicas: number, { stopDatabase = false } = {}): Promise<SharedSetup> {
   const cluster = await startPostgres(t);
   const url = await cluster.createDatabase();
   const sims = await createSims(t, [
@@ -88,6 +88,8 @@ export async function setUpShared(t: After, replicas: number): Promise<SharedSet
   ]);
   for (const sim of sims) sim.start();
   await Promise.all(sims.map((sim) => sim.whenReady()));
+  // Down before the replicas start: they come up without it.
+  if (stopDatabase) await cluster.stop();
   const started = await startBatchReplicas(
     t,
     replicas,
@@ -96,7 +98,7 @@ export async function setUpShared(t: After, replicas: number): Promise<SharedSet
   );
   const db = new pg.Client(url);
   db.on('error', () => {});
-  await db.connect();
+  if (!stopDatabase) await db.connect();
   t.after(() => db.end().catch(() => {}));
   return { cluster, db, sims, replicas: started };
 }

@@ -95,3 +95,23 @@ test('a cancel through a replica not running the job reaches its runner within o
   assert.ok(done.request_counts.completed < COUNT, 'stopped before the end');
   t.diagnostic(`cancel reached the runner in ${tookMs} ms (renewal every ${LEASE_MS / 3} ms)`);
 });
+
+test('PostgreSQL down at start: fleetgate starts and serves traffic, the Batch API is a 503 until it is up', async (t) => {
+  const { cluster, replicas } = await setUpShared(t, 1, { stopDatabase: true });
+  const replica = replicas[0] as BatchReplica;
+  const chat = await post(replica.url, '/v1/chat/completions', {
+    model: 'default',
+    max_tokens: 2,
+    messages: [{ role: 'user', content: 'hi' }],
+  });
+  assert.equal(chat.status, 200, 'the traffic path is up');
+  const down = await get(replica.url, '/v1/batches');
+  assert.equal(down.status, 503);
+  assert.match(down.text, /batch database \(batch\.database_url\) cannot be reached/);
+  await cluster.start();
+  await waitFor(async () => (await get(replica.url, '/v1/batches')).status === 200, {
+    timeoutMs: 15_000,
+    intervalMs: 200,
+    what: 'the Batch API once the database is up (schema created then)',
+  });
+});
