@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The end-to-end tests talk to real peers: Prometheus (promtool for the alert rules) and headless
-# Chromium for the status page. Install them from Debian's packages when they are missing.
+# The end-to-end tests talk to real peers: Prometheus (promtool for the alert rules), headless
+# Chromium for the status page, and PostgreSQL (the Batch API's shared store; the tests start their
+# own cluster). Install them from Debian's packages when they are missing.
 set -euo pipefail
 missing=()
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 echo "fleetgate tests need Debian packages: ${missing[*]}" >&2

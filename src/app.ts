@@ -10,7 +10,7 @@ import type { ControlPlane } from './admin/control-plane.js';
 import type { ServingPhase } from './admin/probe-routes.js';
 import { type ReloadOutcome, reload } from './admin/reload.js';
 import { registerAdminRoutes } from './admin/routes.js';
-import { type BatchService, createBatchService } from './batch/batch-service.js';
+import { type BatchService, type BatchServiceLog, createBatchService } from './batch/batch-service.js';
 import type { Config } from './config/types.js';
 import type { DnsResolver } from './fleet/dns-discovery.js';
 import { Fleet } from './fleet/fleet.js';
@@ -125,8 +125,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const stats = new ServingStats({ registry, events, waiting: () => routing.queue.waiting, latency: tokenLatency });
   await registerOwnEndpoints(app, control, stats, routing.queue, () => state.phase);
   const tracing = await createTracing(config.tracing);
-  const onJobError = (id: string, err: unknown) => logger.error({ err, batch: id }, 'batch job failed');
-  const batch = createBatchService(app, config, onJobError, tracing);
+  const batch = createBatchService(app, config, batchLog(logger), tracing);
   if (batch) metrics.observeBatches(batch.jobs);
   registerTraffic(app, config, { fleet, routing, dispatcher, events, tracing }, () => state.closing);
 
@@ -178,6 +177,13 @@ function createDispatcher(
     watchdog: fleet.watchdog,
     drains: fleet.drains,
   });
+}
+
+function batchLog(logger: Logger): BatchServiceLog {
+  return {
+    jobError: (id, err) => logger.error({ err, batch: id }, 'batch job failed'),
+    warn: (message) => logger.warn(message),
+  };
 }
 
 /** One fastify app on fleetgate's HTTP server, with the server-level refusals and error answers. */

@@ -12,15 +12,16 @@
  *   GET  /fleet/batches             the running jobs' progress, for the status page (no key needed: counts only)
  *
  * Registered before the traffic path, which would otherwise proxy these paths to a backend. With
- * `auth.api_keys` set, each needs one of them (or `admin.token`), as the traffic path does.
+ * `auth.api_keys` set, each needs one of them (or `admin.token`), as the traffic path does. A store
+ * that cannot be reached (the database is down) is a 503 naming why; so is `refusal`, when set.
  */
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/types.js';
 import { apiKeyGuard } from '../http/api-key-guard.js';
 import { sendError } from '../http/openai-error.js';
 import { type BatchJobs, BatchRequestError, type CreateParams } from './batch-jobs.js';
-import type { BatchStore, FileObject } from './batch-store.js';
+import { type BatchStore, type FileObject, StoreUnavailableError } from './batch-store.js';
 import { type ReceivedUpload, receiveUpload } from './upload.js';
 
 export interface BatchRouteOptions {
@@ -28,9 +29,13 @@ export interface BatchRouteOptions {
   store: BatchStore;
   /** The running config, read per request (a reload may change the keys). */
   config: () => Config;
+  /** Set: every endpoint answers 503 with it (the Batch API cannot work in this setup). */
+  refusal: string | null;
 }
 
 type IdRoute = { Params: { id: string } };
+type ListRoute = { Querystring: { limit?: string; after?: string } };
+type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 
 const MAX_PAGE = 100;
 
@@ -49,97 +54,28 @@ function uploadRefusal(
   return null;
 }
 
+/** The handler's answer; a request error or an unreachable store as its error answer. */
+function answer<R extends FastifyRequest>(handler: (request: R, reply: FastifyReply) => Promise<unknown>) {
+  return async (request: R, reply: FastifyReply) => {
+    try {
+      return await handler(request, reply);
+    } catch (error) {
+      if (error instanceof BatchRequestError) return sendError(reply, error.status, error.message);
+      if (error instanceof StoreUnavailableError) return sendError(reply, 503, error.message);
+      throw error;
+    }
+  };
+}
+
 export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOptions): void {
-  const { jobs, store } = opts;
-  const maxFileSize = opts.config().batch.max_file_size;
-  const onRequest = apiKeyGuard(opts.config, { adminToken: true });
-
-  const fileOr404 = (id: string, reply: FastifyReply): FileObject | null => {
-    const file = store.file(id);
-    if (file === null) void sendError(reply, 404, `No file found with id '${id}'`);
-    return file;
-  };
-
-  const answerError = (error: unknown, reply: FastifyReply) => {
-    if (error instanceof BatchRequestError) return sendError(reply, error.status, error.message);
-    throw error;
-  };
-
-  app.register(async (scope) => {
-    // The body stays a stream: upload.ts reads it, the file straight to disk.
-    scope.addContentTypeParser('multipart/form-data', (_request, payload, done) => done(null, payload));
-    scope.post('/v1/files', { onRequest }, async (request, reply) => {
-      if (!(request.body instanceof Readable))
-        return sendError(reply, 400, 'POST /v1/files takes multipart/form-data with a file and purpose=batch');
-      let upload: ReceivedUpload;
-      try {
-        upload = await receiveUpload(request.body, request.headers, store, maxFileSize);
-      } catch (error) {
-        return sendError(reply, 400, `cannot read the multipart body: ${(error as Error).message}`);
-      }
-      const refusal = uploadRefusal(upload, maxFileSize);
-      if (refusal !== null || upload.file === null) {
-        if (upload.file !== null) store.removeContent(upload.file.id);
-        return sendError(reply, refusal?.status ?? 400, refusal?.message ?? 'the multipart body has no file');
-      }
-      const now = Math.floor(Date.now() / 1000);
-      return store.describeFile(upload.file.id, upload.file.name || 'upload.jsonl', 'batch', now);
-    });
-  });
-
-  app.get<IdRoute>(
-    '/v1/files/:id',
-    { onRequest },
-    async (request, reply) => fileOr404(request.params.id, reply) ?? reply,
-  );
-
-  app.get<IdRoute>('/v1/files/:id/content', { onRequest }, async (request, reply) => {
-    const file = fileOr404(request.params.id, reply);
-    if (file === null) return reply;
-    return reply.type('application/octet-stream').send(store.readContent(file.id));
-  });
-
-  app.post('/v1/batches', { onRequest }, async (request, reply) => {
-    try {
-      return jobs.create((request.body ?? {}) as CreateParams);
-    } catch (error) {
-      return answerError(error, reply);
-    }
-  });
-
-  app.get<{ Querystring: { limit?: string; after?: string } }>('/v1/batches', { onRequest }, async (request, reply) => {
-    const limit = request.query.limit === undefined ? 20 : Number(request.query.limit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE)
-      return sendError(reply, 400, `limit must be an integer from 1 to ${MAX_PAGE}`);
-    const all = jobs.list();
-    const after = request.query.after;
-    const start = after === undefined ? 0 : all.findIndex((b) => b.id === after) + 1;
-    const data = all.slice(start, start + limit);
-    return {
-      object: 'list',
-      data,
-      first_id: data[0]?.id ?? null,
-      last_id: data.at(-1)?.id ?? null,
-      has_more: start + limit < all.length,
-    };
-  });
-
-  app.get<IdRoute>('/v1/batches/:id', { onRequest }, async (request, reply) => {
-    const batch = jobs.get(request.params.id);
-    return batch ?? sendError(reply, 404, `No batch found with id '${request.params.id}'`);
-  });
-
-  app.post<IdRoute>('/v1/batches/:id/cancel', { onRequest }, async (request, reply) => {
-    try {
-      return jobs.cancel(request.params.id);
-    } catch (error) {
-      return answerError(error, reply);
-    }
-  });
-
+  const { refusal } = opts;
+  const guard = apiKeyGuard(opts.config, { adminToken: true });
+  const onRequest: Hook = async (request, reply) =>
+    refusal === null ? guard(request, reply) : sendError(reply, 503, refusal);
+  registerFileRoutes(app, opts, onRequest);
+  registerJobRoutes(app, opts, onRequest);
   app.get('/fleet/batches', async () => ({
-    batches: jobs
-      .list()
+    batches: (refusal === null ? (await opts.jobs.list(MAX_PAGE).catch(() => ({ data: [] }))).data : [])
       .filter(
         (b) =>
           b.status === 'validating' ||
@@ -149,4 +85,93 @@ export function registerBatchRoutes(app: FastifyInstance, opts: BatchRouteOption
       )
       .map((b) => ({ id: b.id, status: b.status, endpoint: b.endpoint, ...b.request_counts })),
   }));
+}
+
+/** `/v1/files`: uploads streamed to the store, a file's object and its content streamed back. */
+function registerFileRoutes(app: FastifyInstance, { store, config }: BatchRouteOptions, onRequest: Hook): void {
+  const maxFileSize = config().batch.max_file_size;
+  const fileOr404 = async (id: string, reply: FastifyReply): Promise<FileObject | null> => {
+    const file = await store.file(id);
+    if (file === null) void sendError(reply, 404, `No file found with id '${id}'`);
+    return file;
+  };
+
+  app.register(async (scope) => {
+    // The body stays a stream: upload.ts reads it, the file straight to the store.
+    scope.addContentTypeParser('multipart/form-data', (_request, payload, done) => done(null, payload));
+    scope.post(
+      '/v1/files',
+      { onRequest },
+      answer(async (request, reply) => {
+        if (!(request.body instanceof Readable))
+          return sendError(reply, 400, 'POST /v1/files takes multipart/form-data with a file and purpose=batch');
+        let upload: ReceivedUpload;
+        try {
+          upload = await receiveUpload(request.body, request.headers, store, maxFileSize);
+        } catch (error) {
+          if (error instanceof StoreUnavailableError) throw error;
+          return sendError(reply, 400, `cannot read the multipart body: ${(error as Error).message}`);
+        }
+        const refused = uploadRefusal(upload, maxFileSize);
+        const { file } = upload;
+        if (refused !== null || file === null) {
+          if (file !== null) await store.removeContent(file.id);
+          return sendError(reply, refused?.status ?? 400, refused?.message ?? 'the multipart body has no file');
+        }
+        return store.describeFile(file.id, file.name || 'upload.jsonl', 'batch', Math.floor(Date.now() / 1000));
+      }),
+    );
+  });
+
+  app.get<IdRoute>(
+    '/v1/files/:id',
+    { onRequest },
+    answer(async (request: FastifyRequest<IdRoute>, reply) => (await fileOr404(request.params.id, reply)) ?? reply),
+  );
+
+  app.get<IdRoute>(
+    '/v1/files/:id/content',
+    { onRequest },
+    answer(async (request: FastifyRequest<IdRoute>, reply) => {
+      const file = await fileOr404(request.params.id, reply);
+      if (file === null) return reply;
+      return reply.type('application/octet-stream').send(store.readContent(file.id));
+    }),
+  );
+}
+
+/** `/v1/batches`: create, list, retrieve and cancel jobs. */
+function registerJobRoutes(app: FastifyInstance, { jobs }: BatchRouteOptions, onRequest: Hook): void {
+  app.post(
+    '/v1/batches',
+    { onRequest },
+    answer(async (request) => jobs.create((request.body ?? {}) as CreateParams)),
+  );
+
+  app.get<ListRoute>(
+    '/v1/batches',
+    { onRequest },
+    answer(async (request: FastifyRequest<ListRoute>, reply) => {
+      const limit = request.query.limit === undefined ? 20 : Number(request.query.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE)
+        return sendError(reply, 400, `limit must be an integer from 1 to ${MAX_PAGE}`);
+      const { data, has_more } = await jobs.list(limit, request.query.after);
+      return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more };
+    }),
+  );
+
+  app.get<IdRoute>(
+    '/v1/batches/:id',
+    { onRequest },
+    answer(async (request: FastifyRequest<IdRoute>, reply) => {
+      const batch = await jobs.get(request.params.id);
+      return batch ?? sendError(reply, 404, `No batch found with id '${request.params.id}'`);
+    }),
+  );
+
+  app.post<IdRoute>(
+    '/v1/batches/:id/cancel',
+    { onRequest },
+    answer(async (request: FastifyRequest<IdRoute>) => jobs.cancel(request.params.id)),
+  );
 }

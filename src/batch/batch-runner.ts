@@ -94,6 +94,58 @@ function errorRecord(request: BatchRequest, outcome: SendOutcome): BatchOutputRe
  * Sends `requests`, pulled one at a time as there is room: a stream of them (the input read again)
  * is never read further ahead than the requests in flight.
  */
+/** What one run's attempts share. */
+interface RunContext {
+  opts: RunnerOptions;
+  signal: AbortSignal;
+  summary: RunnerSummary;
+  observe: (event: RunnerEvent) => void;
+  sleep: NonNullable<RunnerOptions['sleep']>;
+  backoff: NonNullable<RunnerOptions['backoff']>;
+  maxNotSent: number;
+}
+
+/** A request settled: its answer to the output, or its last failure to the errors file. */
+function finish(ctx: RunContext, item: Pending, outcome: SendOutcome): void {
+  if (outcome.kind === 'answer') {
+    ctx.opts.output.append({
+      id: recordId(),
+      custom_id: item.request.custom_id,
+      response: { status_code: outcome.status, request_id: outcome.requestId, body: outcome.body },
+      error: null,
+    });
+    ctx.summary.completed++;
+    ctx.observe({ type: 'completed', tokens: outcome.tokens });
+  } else {
+    ctx.opts.errors.append(errorRecord(item.request, outcome));
+    ctx.summary.failed++;
+    ctx.observe({ type: 'failed' });
+  }
+}
+
+/** Sends `item` until it is answered, rejected, out of attempts, or the run stops. */
+async function attempt(ctx: RunContext, item: Pending): Promise<void> {
+  const { opts, signal } = ctx;
+  for (;;) {
+    let outcome: SendOutcome;
+    try {
+      outcome = await opts.send(item.request, signal);
+    } catch (error) {
+      if (signal.aborted) return;
+      outcome = { kind: 'retry', reason: (error as Error).message, status: null, requestId: null, body: null };
+    }
+    if (signal.aborted) return;
+    if (outcome.kind === 'answer' || outcome.kind === 'rejected') return finish(ctx, item, outcome);
+    const counted = outcome.kind === 'retry';
+    if (counted) item.attempts++;
+    else item.notSent++;
+    if (item.attempts >= opts.maxAttempts || item.notSent > ctx.maxNotSent) return finish(ctx, item, outcome);
+    ctx.observe({ type: 'retried', reason: outcome.reason, counted });
+    await ctx.sleep(ctx.backoff(item.attempts + item.notSent), signal);
+    if (signal.aborted) return;
+  }
+}
+
 export async function runBatch(
   requests: Iterable<BatchRequest> | AsyncIterable<BatchRequest>,
   opts: RunnerOptions,
@@ -101,11 +153,16 @@ export async function runBatch(
   const signal = opts.signal ?? new AbortController().signal;
   // Every request in flight and every backoff listens to it.
   setMaxListeners(0, signal);
-  const sleep = opts.sleep ?? sleepUnlessAborted;
-  const backoff = opts.backoff ?? defaultBackoff;
-  const maxNotSent = opts.maxNotSent ?? DEFAULT_MAX_NOT_SENT;
-  const observe = opts.observe ?? (() => {});
   const summary: RunnerSummary = { completed: 0, failed: 0, abandoned: 0 };
+  const ctx: RunContext = {
+    opts,
+    signal,
+    summary,
+    observe: opts.observe ?? (() => {}),
+    sleep: opts.sleep ?? sleepUnlessAborted,
+    backoff: opts.backoff ?? defaultBackoff,
+    maxNotSent: opts.maxNotSent ?? DEFAULT_MAX_NOT_SENT,
+  };
   // A retry keeps its slot through its backoff: the fleet is not sent more than `limit()` at once.
   const source = Symbol.asyncIterator in requests ? requests[Symbol.asyncIterator]() : requests[Symbol.iterator]();
   let exhausted = false;
@@ -119,52 +176,13 @@ export async function runBatch(
     w?.();
   };
 
-  const finish = (item: Pending, outcome: SendOutcome) => {
-    if (outcome.kind === 'answer') {
-      opts.output.append({
-        id: recordId(),
-        custom_id: item.request.custom_id,
-        response: { status_code: outcome.status, request_id: outcome.requestId, body: outcome.body },
-        error: null,
-      });
-      summary.completed++;
-      observe({ type: 'completed', tokens: outcome.tokens });
-    } else {
-      opts.errors.append(errorRecord(item.request, outcome));
-      summary.failed++;
-      observe({ type: 'failed' });
-    }
-  };
-
-  const attempt = async (item: Pending): Promise<void> => {
-    for (;;) {
-      let outcome: SendOutcome;
-      try {
-        outcome = await opts.send(item.request, signal);
-      } catch (error) {
-        if (signal.aborted) return;
-        outcome = { kind: 'retry', reason: (error as Error).message, status: null, requestId: null, body: null };
-      }
-      if (signal.aborted) return;
-      if (outcome.kind === 'answer' || outcome.kind === 'rejected') return finish(item, outcome);
-      const counted = outcome.kind === 'retry';
-      if (counted) item.attempts++;
-      else item.notSent++;
-      if (item.attempts >= opts.maxAttempts || item.notSent > maxNotSent) return finish(item, outcome);
-      observe({ type: 'retried', reason: outcome.reason, counted });
-      await sleep(backoff(item.attempts + item.notSent), signal);
-      if (signal.aborted) return;
-    }
-  };
-
   const start = (item: Pending) => {
     active++;
-    void attempt(item).finally(() => {
+    void attempt(ctx, item).finally(() => {
       active--;
       poke();
     });
   };
-
   try {
     while (!signal.aborted) {
       while (!exhausted && active < opts.limit() && !signal.aborted) {

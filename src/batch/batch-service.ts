@@ -1,5 +1,6 @@
 /**
- * The Batch API as one piece for the composition root: storage under `batch.dir`, the jobs, their
+ * The Batch API as one piece for the composition root: its store (PostgreSQL with
+ * `batch.database_url`, else `batch.dir`), the jobs, their
  * routes, and the client that sends their requests to fleetgate's own listener (so they take the
  * whole traffic path: the `batch` priority class, queues, retries, metrics). Jobs start once
  * fleetgate listens and stop, resumable, before it closes.
@@ -12,8 +13,10 @@ import type { Tracing } from '../tracing/tracing.js';
 import { BatchJobs } from './batch-jobs.js';
 import { registerBatchRoutes } from './batch-routes.js';
 import { BatchSender } from './batch-sender.js';
-import { BatchStore } from './batch-store.js';
+import type { BatchStore } from './batch-store.js';
+import { DirStore } from './dir-store.js';
 import { fleetViewReader } from './fleet-view-client.js';
+import { PgStore } from './pg-store.js';
 
 export interface BatchService {
   readonly jobs: BatchJobs;
@@ -28,21 +31,42 @@ function batchClass(config: Config): string | null {
   return names.includes('batch') ? 'batch' : (names.at(-1) ?? null);
 }
 
+export interface BatchServiceLog {
+  /** A job hit a problem (a crash of its run). */
+  jobError(batchId: string, error: unknown): void;
+  warn(message: string): void;
+}
+
+/** Why the Batch API refuses to work without a database: each replica would keep its own jobs. */
+export const REPLICAS_NEED_DATABASE =
+  'the Batch API needs batch.database_url when routing.replicas is above 1: without a shared database each replica keeps its own files and jobs';
+
 /** Null when `batch.enabled` is false: the paths then go to the backends like any other. */
 export function createBatchService(
   app: FastifyInstance,
   config: Config,
-  onError: (batchId: string, error: unknown) => void,
+  log: BatchServiceLog,
   tracing: Tracing | null = null,
 ): BatchService | null {
   if (!config.batch.enabled) return null;
-  const store = new BatchStore(resolve(config.batch.dir));
-  const jobs = new BatchJobs({ store, maxFileSize: config.batch.max_file_size, onError, tracing });
-  registerBatchRoutes(app, { jobs, store, config: () => config });
+  const { database_url, dir, lease } = config.batch;
+  const refusal = database_url === null && config.routing.replicas > 1 ? REPLICAS_NEED_DATABASE : null;
+  if (refusal !== null) log.warn(`${refusal}; its endpoints answer 503`);
+  const store: BatchStore =
+    database_url === null ? new DirStore(resolve(dir)) : new PgStore(database_url, resolve(dir, 'cache'));
+  const jobs = new BatchJobs({
+    store,
+    maxFileSize: config.batch.max_file_size,
+    leaseMs: lease,
+    onError: log.jobError,
+    tracing,
+  });
+  registerBatchRoutes(app, { jobs, store, config: () => config, refusal });
   let sender: BatchSender | null = null;
   return {
     jobs,
     start(port) {
+      if (refusal !== null) return;
       const base = new URL(`${loopbackOrigin(config.listen.host, port)}/`);
       sender = new BatchSender({
         base,
@@ -59,6 +83,7 @@ export function createBatchService(
       const closing = sender;
       sender = null;
       await closing?.close();
+      await store.close();
     },
   };
 }

@@ -1,28 +1,12 @@
 /**
- * The Batch API's storage under `batch.dir`: `files/<id>.jsonl` holds a file's bytes and
- * `files/<id>.json` its OpenAI File object; `batches/<id>.json` a job's Batch object and where its
- * output goes. Metadata is written to a temporary name and renamed, so a restart finds either the
- * old or the new state of a job, never half of one. A file's bytes only ever pass through as
- * streams (`writeContent`, `readContent`; a job's run reads and appends at `contentPath`): a file
- * of GBs costs no memory. A file has no File object until its bytes are whole, so an upload cut
- * short is never listed.
+ * What the Batch API keeps, and the one interface both stores implement: `dir-store.ts` (files
+ * under `batch.dir`, one process) and `pg-store.ts` (PostgreSQL, shared by every replica). A file's
+ * bytes only ever pass through as streams. A job is run by whoever holds its lease (`claim`,
+ * `renew`, `release`); its answers go to `openResults`, one per `custom_id` by construction.
  */
 import { randomBytes } from 'node:crypto';
-import {
-  createReadStream,
-  createWriteStream,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import type { LedgerSink } from './batch-runner.js';
 
 export type FilePurpose = 'batch' | 'batch_output';
 
@@ -97,86 +81,78 @@ export function newId(prefix: 'file-' | 'batch_'): string {
   return `${prefix}${randomBytes(12).toString('hex')}`;
 }
 
-const ID_PATTERN = /^(file-|batch_)[0-9a-f]{24}$/;
+export const ID_PATTERN = /^(file-|batch_)[0-9a-f]{24}$/;
 
-function writeAtomically(path: string, text: string): void {
-  const tmp = `${path}.tmp`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
+const TERMINAL: ReadonlySet<BatchStatus> = new Set(['completed', 'failed', 'cancelled', 'expired']);
+
+/**
+ * Whether a job saved as `current` may be saved as `next`: an ended job stays as it ended, and a
+ * cancel (from any replica) is not undone by the runner's save of an older copy.
+ */
+export function mayReplace(current: BatchStatus, next: BatchStatus): boolean {
+  if (current === next) return true;
+  if (TERMINAL.has(current)) return false;
+  return current !== 'cancelling' || next === 'cancelled';
 }
 
-export class BatchStore {
-  readonly #files: string;
-  readonly #batches: string;
+/** The store cannot be reached now (the database is down): a 503 with `message`, and a pause for a job. */
+export class StoreUnavailableError extends Error {}
 
-  constructor(dir: string) {
-    this.#files = join(dir, 'files');
-    this.#batches = join(dir, 'batches');
-    mkdirSync(this.#files, { recursive: true });
-    mkdirSync(this.#batches, { recursive: true });
-  }
+/** What a renewal found: the lease still ours, ours but the job was cancelled, or taken by another. */
+export type LeaseState = 'held' | 'cancelling' | 'lost';
 
-  /** Where a file's bytes are; null for an id that is not one of ours. */
-  contentPath(id: string): string | null {
-    return ID_PATTERN.test(id) ? join(this.#files, `${id}.jsonl`) : null;
-  }
+export interface BatchPage {
+  data: BatchObject[];
+  has_more: boolean;
+}
 
-  /** The bytes of a new file, streamed from `source` to disk; its id (no File object yet: `describeFile`). */
-  async writeContent(source: Readable): Promise<string> {
-    const id = newId('file-');
-    const path = join(this.#files, `${id}.jsonl`);
-    try {
-      await pipeline(source, createWriteStream(path));
-    } catch (error) {
-      rmSync(path, { force: true });
-      throw error;
-    }
-    return id;
-  }
+/** Where a job's answers go: once per `custom_id`, whoever writes them. */
+export interface JobResults {
+  /** Hands the `custom_id` of each answer already stored to `onAnswered`. */
+  scanAnswered(onAnswered: (customId: string) => void): Promise<void>;
+  readonly output: LedgerSink;
+  readonly errors: LedgerSink;
+  /** Answers taken but not yet stored (the runner keeps that many fewer in flight). */
+  readonly unsaved: number;
+  /** Completed and failed requests as stored; null when the store keeps no count of its own. */
+  counts(): Promise<{ completed: number; failed: number } | null>;
+  /** Stores what is pending and closes. */
+  close(): Promise<void>;
+}
 
+/** An input file as a local path, for the two reads of a run. */
+export interface LocalInput {
+  readonly path: string;
+  close(): Promise<void>;
+}
+
+export interface BatchStore {
+  /** The bytes of a new file, streamed in; its id (no File object yet: `describeFile`). */
+  writeContent(source: Readable): Promise<string>;
   /** Drops the bytes of a file that got no File object (an upload refused once read). */
-  removeContent(id: string): void {
-    const path = this.contentPath(id);
-    if (path !== null) rmSync(path, { force: true });
-  }
-
-  /** A file's bytes, as a stream. */
-  readContent(id: string): Readable {
-    return createReadStream(join(this.#files, `${id}.jsonl`));
-  }
-
-  /** Writes the File object of content already at `contentPath(id)`. */
-  describeFile(id: string, filename: string, purpose: FilePurpose, nowSeconds: number): FileObject {
-    const path = join(this.#files, `${id}.jsonl`);
-    const file: FileObject = {
-      id,
-      object: 'file',
-      bytes: existsSync(path) ? statSync(path).size : 0,
-      created_at: nowSeconds,
-      filename,
-      purpose,
-      status: 'processed',
-      expires_at: null,
-    };
-    writeAtomically(join(this.#files, `${id}.json`), JSON.stringify(file));
-    return file;
-  }
-
-  file(id: string): FileObject | null {
-    if (!ID_PATTERN.test(id)) return null;
-    const path = join(this.#files, `${id}.json`);
-    return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as FileObject) : null;
-  }
-
-  saveBatch(stored: StoredBatch): void {
-    writeAtomically(join(this.#batches, `${stored.batch.id}.json`), JSON.stringify(stored));
-  }
-
-  /** Every stored job, newest first. */
-  loadBatches(): StoredBatch[] {
-    return readdirSync(this.#batches)
-      .filter((name) => name.endsWith('.json'))
-      .map((name) => JSON.parse(readFileSync(join(this.#batches, name), 'utf8')) as StoredBatch)
-      .sort((a, b) => b.batch.created_at - a.batch.created_at || (a.batch.id < b.batch.id ? 1 : -1));
-  }
+  removeContent(id: string): Promise<void>;
+  /** A described file's bytes (an upload, or a job's output or error file), as a stream. */
+  readContent(id: string): Readable;
+  /** Writes the File object of content already stored under `id`. */
+  describeFile(id: string, filename: string, purpose: FilePurpose, nowSeconds: number): Promise<FileObject>;
+  /** Describes a job's output or error file, made of its stored answers. */
+  describeResults(stored: StoredBatch, kind: 'output' | 'error', nowSeconds: number): Promise<FileObject>;
+  file(id: string): Promise<FileObject | null>;
+  insertBatch(stored: StoredBatch): Promise<void>;
+  /** Saves `stored` unless `mayReplace` refuses it; false when refused. */
+  saveBatch(stored: StoredBatch): Promise<boolean>;
+  batch(id: string): Promise<StoredBatch | null>;
+  /** Newest first, after the job `after`. */
+  listBatches(limit: number, after: string | undefined): Promise<BatchPage>;
+  countByStatus(): Promise<Partial<Record<BatchStatus, number>>>;
+  /** A validating or in-progress job becomes `cancelling`; the job as it is after. */
+  requestCancel(id: string, nowSeconds: number): Promise<StoredBatch | null>;
+  /** A job to run (active, its lease free or expired), leased to `owner` for `leaseMs`; null: none. */
+  claim(owner: string, leaseMs: number): Promise<StoredBatch | null>;
+  renew(id: string, owner: string, leaseMs: number): Promise<LeaseState>;
+  release(id: string, owner: string): Promise<void>;
+  openInput(fileId: string): Promise<LocalInput>;
+  /** `signal` aborted: answers the store cannot take now may be dropped at close (a later run sends them again). */
+  openResults(stored: StoredBatch, signal?: AbortSignal): Promise<JobResults>;
+  close(): Promise<void>;
 }

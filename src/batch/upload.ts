@@ -37,8 +37,9 @@ export async function receiveUpload(
       return;
     }
     file = store.writeContent(stream).then((id) => ({ id, name: filename, overLimit: stream.truncated }));
-    // Awaited after the body is read; a rejection meanwhile is not unhandled.
-    file.catch(() => {});
+    // Awaited after the body is read. The store refused (its database is down): the rest of the
+    // part is read and dropped, so the body ends and the refusal is answered.
+    file.catch(() => stream.resume());
   });
   await pipeline(body, parser);
   return { purpose, file: file === null ? null : await file };

@@ -101,6 +101,7 @@ export const DEFAULT_METRICS_TOKEN_LATENCY = true;
 export const DEFAULT_TRACING_PROTOCOL = 'http/protobuf';
 export const DEFAULT_TRACING_SAMPLE_RATIO = 1;
 export const DEFAULT_TRACING_SERVICE_NAME = 'fleetgate';
+export const DEFAULT_BATCH_LEASE = 15_000;
 export const DEFAULT_RATE_LIMIT_ENABLED = false;
 export const DEFAULT_RATE_LIMIT_MAX = 60;
 export const DEFAULT_RATE_LIMIT_WINDOW = 60_000;

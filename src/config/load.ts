@@ -144,7 +144,7 @@ const NAMED_ENV: Readonly<Record<string, string>> = {
  * the named variables above win over it. Empty named variables count as unset (`FLEETGATE_LISTEN=` in a
  * compose file). Other `FLEETGATE_*` variables belong to other verbs and are left alone.
  */
-function settingsFromEnv(env: NodeJS.ProcessEnv): Setting[] {
+export function settingsFromEnv(env: NodeJS.ProcessEnv): Setting[] {
   const settings: Setting[] = [];
   for (const name of Object.keys(env).sort()) {
     const value = env[name];

@@ -191,6 +191,10 @@ export interface Config {
     dir: string;
     /** Largest input file accepted, bytes. */
     max_file_size: number;
+    /** A `postgres://` URL: files, jobs and outputs shared by every replica; null keeps them under `dir`. */
+    database_url: string | null;
+    /** A running job's lease in the database, ms: a job whose replica died is taken over after it. */
+    lease: number;
   };
   metrics: {
     /** The token-latency histograms (time to first token, inter-token, per output token, output tokens). */

@@ -36,6 +36,15 @@ function headerName(value: string, key: string): void {
   if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(value)) fail(key, `"${value}" is not an HTTP header name`);
 }
 
+function postgresUrl(value: string, key: string): void {
+  let url: URL | null = null;
+  try {
+    url = new URL(value);
+  } catch {}
+  if (url === null || (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') || url.hostname === '')
+    fail(key, 'expected a postgres:// URL (e.g. postgres://fleetgate:secret@postgres:5432/fleetgate)');
+}
+
 const maxInflight: Rule<number | 'auto'> = {
   fallback: () => defaults.DEFAULT_MAX_INFLIGHT_PER_BACKEND,
   fromText: (text) => (text.trim() === 'auto' ? 'auto' : textToInteger(text)),
@@ -170,6 +179,8 @@ const topLevel = section({
     enabled: boolean(defaults.DEFAULT_BATCH_ENABLED),
     dir: text(defaults.DEFAULT_BATCH_DIR),
     max_file_size: size(defaults.DEFAULT_BATCH_MAX_FILE_SIZE),
+    database_url: nullable(text(undefined, postgresUrl)),
+    lease: duration(defaults.DEFAULT_BATCH_LEASE, { mayBeZero: false }),
   }),
   metrics: section({ token_latency: boolean(defaults.DEFAULT_METRICS_TOKEN_LATENCY) }),
   tracing: section({

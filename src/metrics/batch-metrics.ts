@@ -1,6 +1,7 @@
 /**
  * The Batch API's series: `fleetgate_batch_requests_total{status}` (completed, failed for good,
- * retried) and `fleetgate_batch_jobs{status}`, both read from the jobs at scrape time. Jobs run by
+ * retried), `fleetgate_batch_jobs{status}` and `fleetgate_batch_store_up` (0 while the store's
+ * database cannot be reached), read from the jobs at scrape time. Jobs run by
  * `fleetgate batch` in its own process are not counted here (their requests are, as traffic).
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -9,6 +10,8 @@ import { BATCH_STATUSES, type BatchStatus } from '../batch/batch-store.js';
 
 export interface BatchSource {
   readonly counts: BatchRequestCounts;
+  /** False while the jobs' store (the database) cannot be reached. */
+  readonly storeReachable: boolean;
   countByStatus(): Partial<Record<BatchStatus, number>>;
 }
 
@@ -37,5 +40,11 @@ export function registerBatchMetrics(registry: Registry, source: BatchSource): v
       const counts = source.countByStatus();
       for (const status of BATCH_STATUSES) jobs.set({ status }, counts[status] ?? 0);
     },
+  });
+  const up: Gauge = new Gauge({
+    name: 'fleetgate_batch_store_up',
+    help: 'Whether the Batch API store answered its last call (0: its database cannot be reached; always 1 for batch.dir).',
+    registers: [registry],
+    collect: () => up.set(source.storeReachable ? 1 : 0),
   });
 }

@@ -82,7 +82,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   discovery: null,
   log: { level: 'info', destination: 'stdout', access: true },
   shutdown: { grace: 25_000 },
-  batch: { enabled: true, dir: 'fleetgate-batches', max_file_size: 200 * 2 ** 20 },
+  batch: { enabled: true, dir: 'fleetgate-batches', max_file_size: 200 * 2 ** 20, database_url: null, lease: 15_000 },
   metrics: { token_latency: true },
   tracing: { otlp_endpoint: null, otlp_protocol: 'http/protobuf', sample_ratio: 1, service_name: 'fleetgate' },
   launch: null,
@@ -149,7 +149,13 @@ test('every key is read and converted', () => {
     discovery: { dns: 'sglang.svc.cluster.local', port: 30000, interval: '30s', kind: 'sglang' },
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
     shutdown: { drain_timeout: '90s' },
-    batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: '1MiB' },
+    batch: {
+      enabled: false,
+      dir: '/var/lib/fleetgate/batches',
+      max_file_size: '1MiB',
+      database_url: 'postgres://fg:pw@db:5432/fleetgate',
+      lease: '20s',
+    },
     metrics: { token_latency: false },
     tracing: {
       otlp_endpoint: 'http://127.0.0.1:4318',
@@ -239,7 +245,13 @@ test('every key is read and converted', () => {
     log: { level: 'debug', destination: '/var/log/fleetgate.log', access: false },
     // Its former name drain_timeout still sets it.
     shutdown: { grace: 90_000 },
-    batch: { enabled: false, dir: '/var/lib/fleetgate/batches', max_file_size: 2 ** 20 },
+    batch: {
+      enabled: false,
+      dir: '/var/lib/fleetgate/batches',
+      max_file_size: 2 ** 20,
+      database_url: 'postgres://fg:pw@db:5432/fleetgate',
+      lease: 20_000,
+    },
     metrics: { token_latency: false },
     tracing: {
       otlp_endpoint: 'http://127.0.0.1:4318',
@@ -618,4 +630,19 @@ test('strings from env and flags are coerced to what the schema wants', () => {
   assert.deepEqual(coerceSettingText(['fleet', 'ports'], '[30000, 30002]'), [30000, 30002]);
   assert.deepEqual(coerceSettingText(['auth', 'api_keys'], '[k1, k2]'), ['k1', 'k2']);
   assert.equal(coerceSettingText(['routing', 'polcy'], '3'), '3');
+});
+
+test('batch.database_url: a postgres:// URL, else an error naming the key', () => {
+  for (const bad of ['mysql://db/x', 'not a url', 'postgres://']) {
+    assert.throws(
+      () => validateConfig({ ...ONE_BACKEND, batch: { database_url: bad } }, 'test'),
+      (error: unknown) =>
+        error instanceof ConfigError && error.key === 'batch.database_url' && /postgres:\/\//.test(error.message),
+      bad,
+    );
+  }
+  assert.equal(
+    validateConfig({ ...ONE_BACKEND, batch: { database_url: 'postgresql://u@db/x' } }, 'test').batch.database_url,
+    'postgresql://u@db/x',
+  );
 });

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
+import { settingsFromEnv } from '../../src/config/load.js';
 import { validateConfig } from '../../src/config/validate.js';
 
 const root = join(import.meta.dirname, '../..');
@@ -131,4 +132,23 @@ test('PrometheusRule: the same groups as config/prometheus/alerts.yml', () => {
   const shipped = parse(readFileSync(join(root, 'config/prometheus/alerts.yml'), 'utf8'));
   assert.ok(shipped.groups.length > 0);
   assert.deepEqual(rule.spec.groups, shipped.groups);
+});
+
+test('the Batch API store: the Deployment takes batch.database_url from a Secret, the ConfigMap holds no URL', () => {
+  const fromSecret = container.env.find((e: Manifest) => e.name === 'FLEETGATE__BATCH__DATABASE_URL');
+  assert.ok(fromSecret, 'FLEETGATE__BATCH__DATABASE_URL is set');
+  assert.deepEqual(fromSecret.valueFrom.secretKeyRef, { name: 'fleetgate-batch-db', key: 'url', optional: true });
+  assert.equal(config.batch.database_url, null, 'no password in the ConfigMap');
+  assert.equal(config.routing.replicas, deployment.spec.replicas, 'routing.replicas is the replica count');
+  const env = { FLEETGATE__BATCH__DATABASE_URL: 'postgres://fleetgate:pw@postgres:5432/fleetgate' };
+  const settings = settingsFromEnv(env);
+  assert.deepEqual(
+    settings.map((s) => s.key),
+    ['batch.database_url'],
+  );
+  const raw = parse(fleetgateYaml);
+  raw.batch = { ...raw.batch, database_url: settings[0]?.value };
+  assert.equal(validateConfig(raw, 'with the Secret').batch.database_url, env.FLEETGATE__BATCH__DATABASE_URL);
+  const operations = readFileSync(join(root, 'docs/operations.md'), 'utf8');
+  assert.match(operations, /create secret generic fleetgate-batch-db --from-literal=url=postgres:\/\//);
 });
