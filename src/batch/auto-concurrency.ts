@@ -33,8 +33,8 @@ export interface FleetView {
 /** Room assumed for an uncapped backend that reports no load. */
 export const UNCAPPED_ROOM = 32;
 /** Requests per ready backend that wait in fleetgate's queue. */
-export const HEADROOM_PER_BACKEND = 1;
-export const MAX_AUTO_CONCURRENCY = 8192;
+const HEADROOM_PER_BACKEND = 1;
+const MAX_AUTO_CONCURRENCY = 8192;
 
 type BackendView = FleetView['backends'][number];
 
@@ -118,9 +118,12 @@ export class ConcurrencyControl {
   }
 }
 
+/** The class a batch's requests take among `names` (highest first): `batch` if there is one, else the lowest. */
+export function batchClassAmong(names: readonly string[]): string | null {
+  return names.includes('batch') ? 'batch' : (names.at(-1) ?? null);
+}
+
 /** The class batch requests run in: `batch` if fleetgate has one, else its lowest; null: none known. */
 export function batchClassOf(view: FleetView | null): string | null {
-  const classes = Object.keys(view?.waiting ?? {});
-  if (classes.includes('batch')) return 'batch';
-  return classes.at(-1) ?? null;
+  return batchClassAmong(Object.keys(view?.waiting ?? {}));
 }

@@ -94,7 +94,7 @@ function round(n: number): number {
   return Math.round(n * 10) / 10;
 }
 
-export function formatDuration(seconds: number | null): string {
+function formatDuration(seconds: number | null): string {
   if (seconds === null) return '?';
   const s = Math.round(seconds);
   if (s < 60) return `${s}s`;

@@ -48,9 +48,9 @@ export interface RunnerSummary {
   abandoned: number;
 }
 
-export const DEFAULT_MAX_NOT_SENT = 120;
+const DEFAULT_MAX_NOT_SENT = 120;
 
-export function defaultBackoff(failures: number): number {
+function defaultBackoff(failures: number): number {
   return Math.min(10_000, 250 * 2 ** Math.max(0, failures - 1)) * (0.75 + Math.random() * 0.5);
 }
 
@@ -76,7 +76,7 @@ interface Pending {
   notSent: number;
 }
 
-export function recordId(): string {
+function recordId(): string {
   return `batch_req_${randomUUID().replaceAll('-', '')}`;
 }
 

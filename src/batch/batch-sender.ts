@@ -35,7 +35,7 @@ export interface SenderOptions {
 }
 
 /** Completion tokens of an OpenAI answer (prompt tokens for embeddings), for tokens/s. */
-export function tokensOf(body: unknown): number {
+function tokensOf(body: unknown): number {
   const usage = (body as { usage?: { completion_tokens?: unknown; prompt_tokens?: unknown } } | null)?.usage;
   const n = usage?.completion_tokens ?? usage?.prompt_tokens;
   return typeof n === 'number' && Number.isFinite(n) ? n : 0;

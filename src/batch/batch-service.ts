@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
 import { loopbackOrigin } from '../http/loopback.js';
 import type { Tracing } from '../tracing/tracing.js';
+import { batchClassAmong } from './auto-concurrency.js';
 import { BatchJobs } from './batch-jobs.js';
 import { registerBatchRoutes } from './batch-routes.js';
 import { BatchSender } from './batch-sender.js';
@@ -25,12 +26,6 @@ export interface BatchService {
   stop(): Promise<void>;
 }
 
-/** The lowest priority class, `batch` when there is one: interactive requests overtake the jobs. */
-function batchClass(config: Config): string | null {
-  const names = config.queue.classes.map((c) => c.name);
-  return names.includes('batch') ? 'batch' : (names.at(-1) ?? null);
-}
-
 export interface BatchServiceLog {
   /** A job hit a problem (a crash of its run). */
   jobError(batchId: string, error: unknown): void;
@@ -38,7 +33,7 @@ export interface BatchServiceLog {
 }
 
 /** Why the Batch API refuses to work without a database: each replica would keep its own jobs. */
-export const REPLICAS_NEED_DATABASE =
+const REPLICAS_NEED_DATABASE =
   'the Batch API needs batch.database_url when routing.replicas is above 1: without a shared database each replica keeps its own files and jobs';
 
 /** Null when `batch.enabled` is false: the paths then go to the backends like any other. */
@@ -70,7 +65,7 @@ export function createBatchService(
       const base = new URL(`${loopbackOrigin(config.listen.host, port)}/`);
       sender = new BatchSender({
         base,
-        priorityClass: batchClass(config),
+        priorityClass: batchClassAmong(config.queue.classes.map((c) => c.name)),
         apiKey: config.auth.api_keys[0] ?? null,
         timeoutMs: config.upstream.headers_timeout || 60 * 60_000,
         connections: 1024,

@@ -5,7 +5,7 @@
  */
 import { createReadStream } from 'node:fs';
 
-export interface FileLine {
+interface FileLine {
   /** The bytes of the line, without its `\n`. */
   readonly bytes: Buffer;
   /** 1-based. */

@@ -27,7 +27,7 @@ export interface LedgerOptions {
   fsyncMs?: number;
 }
 
-export const DEFAULT_FSYNC_MS = 1000;
+const DEFAULT_FSYNC_MS = 1000;
 
 const CUSTOM_ID_KEY = Buffer.from('"custom_id":"');
 /** How far into a line the key is looked for: a record written here has it after its `id`. */

@@ -8,7 +8,7 @@ import { progressBar, progressLine } from './batch-progress.js';
 
 export type ProgressMode = 'tty' | 'plain' | 'json';
 
-export const PLAIN_INTERVAL_MS = 30_000;
+const PLAIN_INTERVAL_MS = 30_000;
 const TTY_INTERVAL_MS = 250;
 const JSON_INTERVAL_MS = 2000;
 
