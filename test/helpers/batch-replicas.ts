@@ -4,7 +4,6 @@
  * with SIGKILL after the test if still running.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,41 +14,22 @@ import { assertCompleteOutput, type OutputLine, tempDir, writeChatInput } from '
 import { createSims } from './fleet.js';
 import { freePorts } from './net.js';
 import { type PgCluster, startPostgres } from './postgres.js';
-import { readyz, replicaYaml } from './replicas.js';
+import { type Replica, readyz, replicaYaml, spawnServe } from './replicas.js';
 import { waitFor } from './wait.js';
 
 type After = { after(fn: () => unknown): void };
 
-export interface BatchReplica {
-  url: string;
+export interface BatchReplica extends Replica {
   dir: string;
-  child: ChildProcess;
-  output: () => string;
-  exited: Promise<number | null>;
 }
-
-const CLI = join(import.meta.dirname, '../../src/cli/index.ts');
-const TSX = import.meta.resolve('tsx');
 
 /** One replica in a new working directory, ready (its /readyz 200). */
 export async function startBatchReplica(t: After, sims: SimServer[], extra: string): Promise<BatchReplica> {
   const dir = mkdtempSync(join(tmpdir(), 'fleetgate-replica-'));
   writeFileSync(join(dir, 'fleetgate.yaml'), replicaYaml(sims, extra));
   const [port] = (await freePorts(1)) as [number];
-  const child = spawn(
-    process.execPath,
-    ['--import', TSX, CLI, 'serve', '--config', 'fleetgate.yaml', '--listen', `127.0.0.1:${port}`],
-    { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let out = '';
-  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    out += chunk;
-  });
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-    out += chunk;
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const replica = { url: `http://127.0.0.1:${port}`, dir, child, output: () => out, exited };
+  const replica = { ...spawnServe('fleetgate.yaml', port, dir), dir };
+  const { child, exited } = replica;
   t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
@@ -57,7 +37,7 @@ export async function startBatchReplica(t: After, sims: SimServer[], extra: stri
   });
   await waitFor(async () => (await readyz(replica.url).catch(() => 0)) === 200, {
     timeoutMs: 60_000,
-    what: `replica ${replica.url} ready: ${out}`,
+    what: `replica ${replica.url} ready: ${replica.output()}`,
   });
   return replica;
 }

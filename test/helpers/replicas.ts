@@ -22,6 +22,28 @@ export interface Replica {
 }
 
 const REPO = join(import.meta.dirname, '../..');
+const CLI = join(REPO, 'src/cli/index.ts');
+const TSX = import.meta.resolve('tsx');
+
+/** `fleetgate serve --config CONFIG --listen 127.0.0.1:PORT` as a child process in `cwd`, its output kept. */
+export function spawnServe(config: string, port: number, cwd: string = REPO): Replica {
+  const child = spawn(
+    process.execPath,
+    ['--import', TSX, CLI, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`],
+    {
+      cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let out = '';
+  const keep = (chunk: string) => {
+    out += chunk;
+  };
+  child.stdout?.setEncoding('utf8').on('data', keep);
+  child.stderr?.setEncoding('utf8').on('data', keep);
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { url: `http://127.0.0.1:${port}`, child, output: () => out, exited };
+}
 
 /** The YAML every replica runs: the sims as backends named like them, then `extra` (top-level YAML). */
 export function replicaYaml(sims: SimServer[], extra: string): string {
@@ -46,22 +68,7 @@ export async function startReplicas(
   const file = join(dir, 'fleetgate.yaml');
   await writeFile(file, replicaYaml(sims, extra));
   const ports = await freePorts(count);
-  const replicas = ports.map((port) => {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli/index.ts', 'serve', '--config', file, '--listen', `127.0.0.1:${port}`],
-      { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-    });
-    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-    });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    return { url: `http://127.0.0.1:${port}`, child, output: () => out, exited };
-  });
+  const replicas = ports.map((port) => spawnServe(file, port));
   t.after(async () => {
     for (const replica of replicas)
       if (replica.child.exitCode === null && replica.child.signalCode === null) replica.child.kill('SIGKILL');
