@@ -61,8 +61,14 @@ test('the serving view under load: fleet totals, per-backend rates and reported 
     const ms = (value: string, unit: string) => Number(value) * (unit === 's' ? 1000 : 1);
     return { ttft: ms(match[1], match[2]), interToken: ms(match[3], match[4]) };
   };
+  // Both medians known on both cards ("–" until a backend's streams have given one).
   await page.waitForFunction(
-    () => document.querySelector('.card[data-name="gpu2"] .latency')?.textContent?.includes('inter-token') === true,
+    () =>
+      ['gpu0', 'gpu2'].every((name) =>
+        /TTFT [\d.]+ m?s · inter-token [\d.]+ m?s$/.test(
+          document.querySelector(`.card[data-name="${name}"] .latency`)?.textContent ?? '',
+        ),
+      ),
     undefined,
     { timeout: UI_TIMEOUT },
   );
