@@ -60,10 +60,6 @@ test('a 1 GB file: uploaded with the SDK, run as a job, downloaded; fleetgate un
     'batch.max_file_size=2GiB',
     '--set',
     'routing.max_inflight_per_backend=8',
-    '--set',
-    'log.access=false',
-    '--set',
-    'upstream.warm_up=false',
   ]);
   t.after(() => serve.child.kill('SIGKILL'));
   const rss = watchPeakRss(serve.child.pid as number);
