@@ -21,7 +21,7 @@ import {
   type BatchStatus,
   type BatchStore,
   type JobResults,
-  newId,
+  newStoredBatch,
   type StoredBatch,
   StoreUnavailableError,
 } from './batch-store.js';
@@ -208,33 +208,8 @@ export class BatchJobs {
       throw new BatchRequestError(400, 'metadata must be an object of strings');
     if (this.#engine === null || this.#stopped)
       throw new BatchRequestError(409, 'fleetgate is not taking batch jobs now');
-    const now = this.#seconds();
-    const stored: StoredBatch = {
-      batch: {
-        id: newId('batch_'),
-        object: 'batch',
-        endpoint,
-        errors: null,
-        input_file_id,
-        completion_window,
-        status: 'validating',
-        output_file_id: null,
-        error_file_id: null,
-        created_at: now,
-        in_progress_at: null,
-        expires_at: now + 24 * 3600,
-        finalizing_at: null,
-        completed_at: null,
-        failed_at: null,
-        expired_at: null,
-        cancelling_at: null,
-        cancelled_at: null,
-        request_counts: { total: 0, completed: 0, failed: 0 },
-        metadata: (metadata as Record<string, string> | null | undefined) ?? null,
-      },
-      outputId: newId('file-'),
-      errorsId: newId('file-'),
-    };
+    const metadataOrNull = (metadata as Record<string, string> | null | undefined) ?? null;
+    const stored = newStoredBatch({ endpoint, input_file_id, metadata: metadataOrNull }, this.#seconds());
     await store.insertBatch(stored);
     this.#poke();
     return stored.batch;

@@ -81,6 +81,39 @@ export function newId(prefix: 'file-' | 'batch_'): string {
   return `${prefix}${randomBytes(12).toString('hex')}`;
 }
 
+/** A new job in `validating`, created at `createdAt` (unix seconds), with the ids of its output files. */
+export function newStoredBatch(
+  job: { endpoint: string; input_file_id: string; metadata: Record<string, string> | null },
+  createdAt: number,
+): StoredBatch {
+  return {
+    batch: {
+      id: newId('batch_'),
+      object: 'batch',
+      endpoint: job.endpoint,
+      errors: null,
+      input_file_id: job.input_file_id,
+      completion_window: '24h',
+      status: 'validating',
+      output_file_id: null,
+      error_file_id: null,
+      created_at: createdAt,
+      in_progress_at: null,
+      expires_at: createdAt + 24 * 3600,
+      finalizing_at: null,
+      completed_at: null,
+      failed_at: null,
+      expired_at: null,
+      cancelling_at: null,
+      cancelled_at: null,
+      request_counts: { total: 0, completed: 0, failed: 0 },
+      metadata: job.metadata,
+    },
+    outputId: newId('file-'),
+    errorsId: newId('file-'),
+  };
+}
+
 export const ID_PATTERN = /^(file-|batch_)[0-9a-f]{24}$/;
 
 const TERMINAL: ReadonlySet<BatchStatus> = new Set(['completed', 'failed', 'cancelled', 'expired']);

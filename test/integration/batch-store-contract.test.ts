@@ -13,7 +13,7 @@ import { Readable } from 'node:stream';
 import { text } from 'node:stream/consumers';
 import { after, before, describe, test } from 'node:test';
 import type { BatchStore, StoredBatch } from '../../src/batch/batch-store.js';
-import { newId } from '../../src/batch/batch-store.js';
+import { newId, newStoredBatch } from '../../src/batch/batch-store.js';
 import { DirStore } from '../../src/batch/dir-store.js';
 import { PgStore } from '../../src/batch/pg-store.js';
 import { tempDir } from '../helpers/batch.js';
@@ -27,32 +27,13 @@ after(async () => {
 });
 
 function job(createdAt: number, status: StoredBatch['batch']['status'] = 'validating'): StoredBatch {
-  return {
-    batch: {
-      id: newId('batch_'),
-      object: 'batch',
-      endpoint: '/v1/chat/completions',
-      errors: null,
-      input_file_id: newId('file-'),
-      completion_window: '24h',
-      status,
-      output_file_id: null,
-      error_file_id: null,
-      created_at: createdAt,
-      in_progress_at: null,
-      expires_at: null,
-      finalizing_at: null,
-      completed_at: null,
-      failed_at: null,
-      expired_at: null,
-      cancelling_at: null,
-      cancelled_at: null,
-      request_counts: { total: 0, completed: 0, failed: 0 },
-      metadata: null,
-    },
-    outputId: newId('file-'),
-    errorsId: newId('file-'),
-  };
+  const stored = newStoredBatch(
+    { endpoint: '/v1/chat/completions', input_file_id: newId('file-'), metadata: null },
+    createdAt,
+  );
+  stored.batch.status = status;
+  stored.batch.expires_at = null;
+  return stored;
 }
 
 function answer(customId: string) {
