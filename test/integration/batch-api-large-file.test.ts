@@ -1,9 +1,10 @@
 /**
  * The Batch API with a 1 GB file, through the `openai` SDK: `files.create` uploads it (streamed to
  * disk), a job runs from it (the input read as a stream, twice), its output and the file itself are
- * downloaded (`files.content` streams); fleetgate, a process of its own, stays under 300 MB of
- * resident memory throughout. The file has few, big lines (~256 KB: a long `user` field on a short
- * chat request) so that the job, 4,096 requests, fits a test's minute on a shared machine.
+ * downloaded (`files.content` streams); fleetgate, a process of its own run as installed
+ * (`node dist/cli/index.js`, shipped config), stays under 300 MB of resident memory throughout.
+ * The file has few, big lines (~256 KB: a long `user` field on a short chat request) so that the
+ * job, 4,096 requests, fits a test's minute on a shared machine.
  */
 import assert from 'node:assert/strict';
 import { createReadStream, createWriteStream, statSync } from 'node:fs';
@@ -14,7 +15,7 @@ import { test } from 'node:test';
 import OpenAI from 'openai';
 import { generationRequests, tempDir } from '../helpers/batch.js';
 import { assertCompleteOutputStreamed, watchPeakRss, writeLines } from '../helpers/batch-files.js';
-import { spawnCli } from '../helpers/cli.js';
+import { spawnBuiltCli } from '../helpers/cli.js';
 import { createSims } from '../helpers/fleet.js';
 import { freePorts } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
@@ -22,7 +23,7 @@ import { waitFor } from '../helpers/wait.js';
 const MB = 1e6;
 const COUNT = 4096;
 const LINE_BYTES = 256 * 1024;
-/** The issue's bound for fleetgate (run under tsx, whose loader adds ~30 MB). */
+/** The issue's bound for fleetgate's resident memory. */
 const RSS_BOUND = 300 * MB;
 
 // A gigabyte in, through a job and out again takes 2-3 minutes on a shared 2-core machine; the
@@ -48,7 +49,7 @@ test('a 1 GB file: uploaded with the SDK, run as a job, downloaded; fleetgate un
   for (const sim of sims) sim.start();
   await Promise.all(sims.map((sim) => sim.whenReady()));
   const [port] = await freePorts(1);
-  const serve = spawnCli([
+  const serve = spawnBuiltCli([
     'serve',
     '--listen',
     `127.0.0.1:${port}`,
