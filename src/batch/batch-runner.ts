@@ -94,10 +94,47 @@ function errorRecord(request: BatchRequest, outcome: SendOutcome): BatchOutputRe
  * Sends `requests`, pulled one at a time as there is room: a stream of them (the input read again)
  * is never read further ahead than the requests in flight.
  */
+/**
+ * A signal of its own for each request in flight, all aborted when the run's is. undici listens on
+ * the signal it is given, and taking a listener off a signal scans its list: thousands of requests
+ * sharing the run's one signal made that scan a tenth of the batch process's CPU.
+ */
+class RequestSignals {
+  readonly #open = new Set<AbortController>();
+  readonly #run: AbortSignal;
+
+  readonly #abortAll = () => {
+    for (const controller of this.#open) controller.abort(this.#run.reason);
+  };
+
+  constructor(run: AbortSignal) {
+    this.#run = run;
+    run.addEventListener('abort', this.#abortAll, { once: true });
+  }
+
+  /** The run ended: its signal no longer holds this. */
+  dispose(): void {
+    this.#run.removeEventListener('abort', this.#abortAll);
+  }
+
+  /** A signal for one request, aborted with the run; `release` it when the request settles. */
+  take(): AbortController {
+    const controller = new AbortController();
+    if (this.#run.aborted) controller.abort(this.#run.reason);
+    else this.#open.add(controller);
+    return controller;
+  }
+
+  release(controller: AbortController): void {
+    this.#open.delete(controller);
+  }
+}
+
 /** What one run's attempts share. */
 interface RunContext {
   opts: RunnerOptions;
   signal: AbortSignal;
+  requestSignals: RequestSignals;
   summary: RunnerSummary;
   observe: (event: RunnerEvent) => void;
   sleep: NonNullable<RunnerOptions['sleep']>;
@@ -128,11 +165,14 @@ async function attempt(ctx: RunContext, item: Pending): Promise<void> {
   const { opts, signal } = ctx;
   for (;;) {
     let outcome: SendOutcome;
+    const request = ctx.requestSignals.take();
     try {
-      outcome = await opts.send(item.request, signal);
+      outcome = await opts.send(item.request, request.signal);
     } catch (error) {
       if (signal.aborted) return;
       outcome = { kind: 'retry', reason: (error as Error).message, status: null, requestId: null, body: null };
+    } finally {
+      ctx.requestSignals.release(request);
     }
     if (signal.aborted) return;
     if (outcome.kind === 'answer' || outcome.kind === 'rejected') return finish(ctx, item, outcome);
@@ -151,12 +191,13 @@ export async function runBatch(
   opts: RunnerOptions,
 ): Promise<RunnerSummary> {
   const signal = opts.signal ?? new AbortController().signal;
-  // Every request in flight and every backoff listens to it.
+  // Every backoff listens to it.
   setMaxListeners(0, signal);
   const summary: RunnerSummary = { completed: 0, failed: 0, abandoned: 0 };
   const ctx: RunContext = {
     opts,
     signal,
+    requestSignals: new RequestSignals(signal),
     summary,
     observe: opts.observe ?? (() => {}),
     sleep: opts.sleep ?? sleepUnlessAborted,
@@ -214,6 +255,7 @@ export async function runBatch(
       });
     }
   } finally {
+    ctx.requestSignals.dispose();
     // Stopped early: the source (a file being read) is closed.
     if (!exhausted) await source.return?.();
   }
