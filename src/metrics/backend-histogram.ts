@@ -22,14 +22,15 @@ export class HistogramSeries {
     this.counts = new Float64Array(bounds.length);
   }
 
-  observe(value: number): void {
+  /** `times` observations of `value` (one bucket scan). */
+  observe(value: number, times = 1): void {
     if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
     const bounds = this.bounds;
     let i = 0;
     while (i < bounds.length && value > bounds[i]) i++;
-    if (i < bounds.length) this.counts[i]++;
-    this.sum += value;
-    this.count++;
+    if (i < bounds.length) this.counts[i] += times;
+    this.sum += value * times;
+    this.count += times;
   }
 }
 

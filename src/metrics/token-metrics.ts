@@ -42,8 +42,8 @@ class BoundTokenSeries implements TokenSeries {
     (stream ? this.#ttftStream : this.#ttftWhole).observe(seconds);
   }
 
-  interToken(seconds: number): void {
-    this.#interToken.observe(seconds);
+  interToken(seconds: number, count: number): void {
+    this.#interToken.observe(seconds, count);
   }
 
   finished(tokens: number, secondsPerToken: number | null): void {

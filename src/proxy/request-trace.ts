@@ -5,7 +5,7 @@
  * attributes follow OpenTelemetry's GenAI semantic conventions where one exists, else `fleetgate.*`.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { type Attributes, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { type Attributes, type Context, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import {
   ATTR_HTTP_REQUEST_METHOD,
   ATTR_HTTP_RESPONSE_STATUS_CODE,
@@ -42,10 +42,10 @@ class AttemptSpan implements AttemptTrace {
   readonly headers: Record<string, string>;
   readonly #span: Span;
 
-  constructor(tracing: Tracing, parent: Span, backend: string, retry: number, path: string) {
-    this.#span = tracing.start(`POST ${path}`, parent, {
+  constructor(tracing: Tracing, parent: Context, backend: string, retry: number, name: string) {
+    this.#span = tracing.start(name, parent, {
       kind: SpanKind.CLIENT,
-      attributes: { 'fleetgate.backend': backend, 'fleetgate.retry': retry, [ATTR_URL_PATH]: path },
+      attributes: { 'fleetgate.backend': backend, 'fleetgate.retry': retry },
     });
     this.headers = tracing.headersOf(this.#span);
   }
@@ -64,11 +64,14 @@ class AttemptSpan implements AttemptTrace {
 export class RequestSpan implements RequestTrace {
   readonly #tracing: Tracing;
   readonly #span: Span;
-  readonly #path: string;
+  /** The context of its children's spans, made once. */
+  readonly #children: Context;
+  /** The name of its attempts' spans. */
+  readonly #attemptName: string;
 
   constructor(tracing: Tracing, method: string, path: string, headers: IncomingHttpHeaders, startedAt: number) {
     this.#tracing = tracing;
-    this.#path = path;
+    this.#attemptName = `POST ${path}`;
     const api = apiOf(path);
     const attributes: Attributes = { [ATTR_HTTP_REQUEST_METHOD]: method, [ATTR_URL_PATH]: path };
     if (api !== null) attributes[GEN_AI.operation] = api === 'chat' ? 'chat' : 'text_completion';
@@ -77,6 +80,7 @@ export class RequestSpan implements RequestTrace {
       attributes,
       startTime: startedAt,
     });
+    this.#children = tracing.contextOf(this.#span);
   }
 
   /** The request's body, as JSON: the GenAI request attributes it names. */
@@ -92,17 +96,17 @@ export class RequestSpan implements RequestTrace {
   }
 
   queued(from: number, to: number): void {
-    this.#tracing.start('fleetgate.queue', this.#span, { kind: SpanKind.INTERNAL, startTime: from }).end(to);
+    this.#tracing.start('fleetgate.queue', this.#children, { kind: SpanKind.INTERNAL, startTime: from }).end(to);
   }
 
   attempt(backend: string, retry: number): AttemptTrace {
-    return new AttemptSpan(this.#tracing, this.#span, backend, retry, this.#path);
+    return new AttemptSpan(this.#tracing, this.#children, backend, retry, this.#attemptName);
   }
 
   resumed(from: string, to: string | null, reason: string, startedAt: number): void {
     const attributes: Attributes = { 'fleetgate.resume.from': from, 'fleetgate.resume.reason': reason };
     if (to !== null) attributes['fleetgate.resume.to'] = to;
-    const span = this.#tracing.start('fleetgate.resume', this.#span, {
+    const span = this.#tracing.start('fleetgate.resume', this.#children, {
       kind: SpanKind.INTERNAL,
       attributes,
       startTime: startedAt,

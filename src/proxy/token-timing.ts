@@ -11,7 +11,8 @@
 /** A backend's bound series; metrics/token-metrics.ts implements it. */
 export interface TokenSeries {
   firstToken(stream: boolean, seconds: number): void;
-  interToken(seconds: number): void;
+  /** `count` gaps of `seconds` each (the events of one chunk share its gap). */
+  interToken(seconds: number, count: number): void;
   /** At the end of a whole answer: time per output token (streams with > 1 token) and the count. */
   finished(tokens: number, secondsPerToken: number | null): void;
 }
@@ -90,12 +91,12 @@ export class TokenClock {
       this.#lastAt = now;
       series?.firstToken(true, (now - this.#startedAt) / 1000);
       // Several events in the first chunk: the rest came with no gap.
-      for (let i = 1; i < events; i++) series?.interToken(0);
+      if (events > 1) series?.interToken(0, events - 1);
       return;
     }
     const gap = (now - this.#lastAt) / 1000 / events;
     this.#lastAt = now;
-    for (let i = 0; i < events; i++) series?.interToken(gap);
+    series?.interToken(gap, events);
   }
 
   /**

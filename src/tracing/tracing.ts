@@ -2,18 +2,18 @@
  * fleetgate's OpenTelemetry tracer (docs/operations.md, "Traces"): the JS SDK's tracer provider with
  * a parent-based ratio sampler, a batch span processor and the OTLP/HTTP exporter (protobuf or
  * JSON), built only when `tracing.otlp_endpoint` is set (create-tracing.ts loads this module then). No global provider or context manager:
- * each span's parent context is handed on explicitly, and the W3C `traceparent`/`tracestate`
- * headers are read and written with @opentelemetry/core's propagator.
+ * each span's parent context is handed on explicitly. The W3C `traceparent`/`tracestate` headers
+ * are read with @opentelemetry/core's propagator and written from the span's context (`headersOf`).
  */
 import {
   type Attributes,
   type Context,
   defaultTextMapGetter,
-  defaultTextMapSetter,
   ROOT_CONTEXT,
   type Span,
   type SpanKind,
   type TimeInput,
+  TraceFlags,
   type Tracer,
   trace,
 } from '@opentelemetry/api';
@@ -22,6 +22,7 @@ import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
+  AlwaysOnSampler,
   BasicTracerProvider,
   BatchSpanProcessor,
   ParentBasedSampler,
@@ -47,7 +48,9 @@ export class Tracing {
     const exporter = config.otlp_protocol === 'http/json' ? new JsonExporter({ url }) : new ProtobufExporter({ url });
     this.#provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.service_name }),
-      sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.sample_ratio) }),
+      sampler: new ParentBasedSampler({
+        root: config.sample_ratio >= 1 ? new AlwaysOnSampler() : new TraceIdRatioBasedSampler(config.sample_ratio),
+      }),
       spanProcessors: [new BatchSpanProcessor(exporter)],
     });
     this.#tracer = this.#provider.getTracer('fleetgate');
@@ -60,15 +63,25 @@ export class Tracing {
 
   /** Starts a span under `parent` (a context, or a span; null: a new trace). */
   start(name: string, parent: Context | Span | null, opts: SpanStart): Span {
-    const context =
-      parent === null ? ROOT_CONTEXT : 'spanContext' in parent ? trace.setSpan(ROOT_CONTEXT, parent) : parent;
+    const context = parent === null ? ROOT_CONTEXT : 'spanContext' in parent ? this.contextOf(parent) : parent;
     return this.#tracer.startSpan(name, opts, context);
   }
 
-  /** The `traceparent` (and `tracestate`) that make `span` the parent of what receives them. */
+  /** The context whose spans are children of `span` (a span with several children makes it once). */
+  contextOf(span: Span): Context {
+    return trace.setSpan(ROOT_CONTEXT, span);
+  }
+
+  /**
+   * The `traceparent` (and `tracestate`) that make `span` the parent of what receives them: W3C's
+   * format, written as the propagator's `inject` writes it for a span of this tracer (always valid),
+   * without the context that `inject` reads it from.
+   */
   headersOf(span: Span): Record<string, string> {
-    const headers: Record<string, string> = {};
-    this.#propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, defaultTextMapSetter);
+    const { traceId, spanId, traceFlags, traceState } = span.spanContext();
+    const sampled = (traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED;
+    const headers: Record<string, string> = { traceparent: `00-${traceId}-${spanId}-${sampled ? '01' : '00'}` };
+    if (traceState !== undefined) headers.tracestate = traceState.serialize();
     return headers;
   }
 

@@ -1,10 +1,14 @@
 /**
  * An OTLP/HTTP trace receiver (`POST /v1/traces`) for tests, and a header tap in front of a backend.
- * The receiver reads the `http/json` encoding (OTLP's JSON mapping of ExportTraceServiceRequest:
- * hex ids, attributes as key/value pairs) with JSON.parse; a `http/protobuf` body is kept raw.
+ * Both encodings are decoded: `http/protobuf` with OpenTelemetry's own generated protobuf code for
+ * ExportTraceServiceRequest (the protobufjs root that @opentelemetry/otlp-transformer shipped up to
+ * 0.217, installed as the dev dependency `otlp-proto-root`; later versions only encode), `http/json`
+ * (OTLP's JSON mapping: hex ids, attributes as key/value pairs) with JSON.parse. Both give the same
+ * object shape but the ids: bytes in protobuf, hex in JSON.
  */
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import protoRoot from 'otlp-proto-root/build/src/generated/root.js';
 
 type AnyValue = {
   stringValue?: string;
@@ -14,16 +18,48 @@ type AnyValue = {
   arrayValue?: { values?: AnyValue[] };
 };
 
+/** A trace or span id: hex in OTLP's JSON mapping, bytes in protobuf. */
+type Id = string | Uint8Array;
+
 interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
+  traceId: Id;
+  spanId: Id;
+  parentSpanId?: Id;
   name: string;
   kind: number;
   startTimeUnixNano: string | number;
   endTimeUnixNano: string | number;
   attributes?: Array<{ key: string; value: AnyValue }>;
   status?: { code?: number };
+}
+
+interface ExportRequest {
+  resourceSpans?: Array<{
+    resource?: { attributes?: Array<{ key: string; value: AnyValue }> };
+    scopeSpans?: Array<{ spans?: OtlpSpan[] }>;
+  }>;
+}
+
+/** The generated message type (the root is typed only as a protobufjs Root). */
+interface ExportRequestType {
+  decode(body: Uint8Array): object;
+  toObject(message: object, options: { longs: StringConstructor; enums: NumberConstructor }): ExportRequest;
+}
+
+const ExportTraceServiceRequest = (
+  protoRoot as unknown as {
+    opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceRequest: ExportRequestType } } } } };
+  }
+).opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
+
+/** An http/protobuf export body, decoded by OpenTelemetry's generated code. */
+function decodeProtobuf(body: Buffer): ExportRequest {
+  return ExportTraceServiceRequest.toObject(ExportTraceServiceRequest.decode(body), { longs: String, enums: Number });
+}
+
+function hex(id: Id | undefined): string {
+  if (id === undefined) return '';
+  return typeof id === 'string' ? id : Buffer.from(id).toString('hex');
 }
 
 export interface ReceivedSpan {
@@ -71,32 +107,10 @@ export async function startCollector(t: { after(fn: () => unknown): void }): Pro
       const body = Buffer.concat(chunks);
       const contentType = String(req.headers['content-type'] ?? '');
       exports.push({ contentType, body });
-      if (req.url === '/v1/traces' && contentType.startsWith('application/json')) {
-        const parsed = JSON.parse(body.toString()) as {
-          resourceSpans?: Array<{
-            resource?: { attributes?: Array<{ key: string; value: AnyValue }> };
-            scopeSpans?: Array<{ spans?: OtlpSpan[] }>;
-          }>;
-        };
-        for (const resourceSpans of parsed.resourceSpans ?? []) {
-          const service = attributesOf(resourceSpans.resource?.attributes)['service.name'] as string | undefined;
-          for (const scope of resourceSpans.scopeSpans ?? []) {
-            for (const span of scope.spans ?? []) {
-              spans.push({
-                traceId: span.traceId,
-                spanId: span.spanId,
-                parentSpanId: span.parentSpanId ? span.parentSpanId : null,
-                name: span.name,
-                kind: span.kind,
-                startMs: Number(BigInt(span.startTimeUnixNano) / 1000n) / 1000,
-                endMs: Number(BigInt(span.endTimeUnixNano) / 1000n) / 1000,
-                attributes: attributesOf(span.attributes),
-                service,
-                statusCode: span.status?.code ?? 0,
-              });
-            }
-          }
-        }
+      if (req.url === '/v1/traces') {
+        const json = contentType.startsWith('application/json');
+        const decoded = json ? (JSON.parse(body.toString()) as ExportRequest) : decodeProtobuf(body);
+        spans.push(...spansIn(decoded));
       }
       res.writeHead(200, { 'content-type': contentType || 'application/json' });
       res.end(contentType.startsWith('application/json') ? '{}' : '');
@@ -105,6 +119,31 @@ export async function startCollector(t: { after(fn: () => unknown): void }): Pro
   await listen(server);
   t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, spans, exports };
+}
+
+function spansIn(request: ExportRequest): ReceivedSpan[] {
+  const spans: ReceivedSpan[] = [];
+  for (const resourceSpans of request.resourceSpans ?? []) {
+    const service = attributesOf(resourceSpans.resource?.attributes)['service.name'] as string | undefined;
+    for (const scope of resourceSpans.scopeSpans ?? []) {
+      for (const span of scope.spans ?? []) {
+        const parent = hex(span.parentSpanId);
+        spans.push({
+          traceId: hex(span.traceId),
+          spanId: hex(span.spanId),
+          parentSpanId: parent === '' ? null : parent,
+          name: span.name,
+          kind: span.kind,
+          startMs: Number(BigInt(span.startTimeUnixNano) / 1000n) / 1000,
+          endMs: Number(BigInt(span.endTimeUnixNano) / 1000n) / 1000,
+          attributes: attributesOf(span.attributes),
+          service,
+          statusCode: span.status?.code ?? 0,
+        });
+      }
+    }
+  }
+  return spans;
 }
 
 export interface HeaderTap {

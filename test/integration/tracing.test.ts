@@ -1,6 +1,7 @@
 /**
  * OpenTelemetry traces over real TCP (docs/operations.md, "Traces"): fleetgate exports to an
- * OTLP/HTTP receiver the test runs (http/json, read as OTLP's JSON mapping). A streamed request
+ * OTLP/HTTP receiver the test runs, which decodes http/protobuf with OpenTelemetry's generated
+ * protobuf code and http/json as OTLP's JSON mapping (helpers/otlp-collector.ts). A streamed request
  * with an incoming `traceparent` keeps its trace id; the upstream request carries a `traceparent`
  * naming the attempt's span; the server, queue and attempt spans carry their attributes (GenAI
  * conventions and fleetgate's); a retried request and a resumed stream show one span per attempt; a
@@ -54,73 +55,80 @@ async function spansOf(
   return inTrace(collector, traceId);
 }
 
-test('a streamed request with a traceparent: trace kept, upstream traceparent names the attempt span, spans with attributes', async (t) => {
-  const collector = await startCollector(t);
-  const [sim] = await createSims(t, [{ engine: { tokenMs: 10 } }]);
-  sim.start();
-  await sim.whenReady();
-  const tap = await startHeaderTap(t, sim.url);
-  const { gateway, url } = await startGateway(t, {
-    backends: [{ url: tap.url, name: 'gpu0' }],
-    routing: { max_inflight_per_backend: 1 },
-    tracing: tracingTo(collector),
+for (const protocol of ['http/protobuf', 'http/json']) {
+  test(`${protocol}: a streamed request with a traceparent: trace kept, upstream traceparent names the attempt span, spans with attributes`, async (t) => {
+    const collector = await startCollector(t);
+    const [sim] = await createSims(t, [{ engine: { tokenMs: 10 } }]);
+    sim.start();
+    await sim.whenReady();
+    const tap = await startHeaderTap(t, sim.url);
+    const { gateway, url } = await startGateway(t, {
+      backends: [{ url: tap.url, name: 'gpu0' }],
+      routing: { max_inflight_per_backend: 1 },
+      tracing: tracingTo(collector, protocol),
+    });
+    await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: 'gpu0 ready' });
+
+    // The first request holds the one slot, so the traced one waits in the queue.
+    const first = streamFrom(url, '/v1/chat/completions', chat(30));
+    await first.atTokens(1);
+    const traced = streamFrom(url, '/v1/chat/completions', chat(20), {
+      traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
+      'x-fleetgate-priority': 'interactive',
+    });
+    const got = await traced.done;
+    assertWholeStream(got, 20);
+    await first.done;
+    await gateway.close();
+
+    const spans = await spansOf(collector, TRACE_ID, 'server, queue and attempt spans', (s) => s.length >= 3);
+    const server = spans.find((s) => s.kind === SERVER);
+    assert.ok(server, 'a server span');
+    assert.equal(server.parentSpanId, PARENT_ID, 'the incoming span is its parent');
+    assert.equal(server.service, 'fleetgate-test');
+    assert.equal(server.name, 'POST /v1/chat/completions');
+    assert.equal(server.attributes['gen_ai.operation.name'], 'chat');
+    assert.equal(server.attributes['gen_ai.request.model'], 'default');
+    assert.equal(server.attributes['gen_ai.request.max_tokens'], 20);
+    assert.equal(server.attributes['gen_ai.request.temperature'], 0.5);
+    assert.equal(server.attributes['gen_ai.request.stream'], true);
+    assert.equal(server.attributes['gen_ai.usage.output_tokens'], 20);
+    assert.equal(server.attributes['gen_ai.usage.input_tokens'], got.usage?.prompt_tokens);
+    assert.deepEqual(server.attributes['gen_ai.response.finish_reasons'], ['length']);
+    assert.equal(typeof server.attributes['gen_ai.server.time_to_first_token'], 'number');
+    assert.equal(server.attributes['http.response.status_code'], 200);
+    assert.equal(server.attributes['fleetgate.backend'], 'gpu0');
+    assert.equal(server.attributes['fleetgate.priority_class'], 'interactive');
+    assert.equal(server.attributes['fleetgate.resumed'], false);
+
+    const queue = spans.find((s) => s.name === 'fleetgate.queue');
+    assert.ok(queue, 'a queue span');
+    assert.equal(queue.parentSpanId, server.spanId);
+    assert.ok(queue.endMs - queue.startMs > 50, `it waited ${queue.endMs - queue.startMs} ms for the slot`);
+
+    const attempts = spans.filter((s) => s.kind === CLIENT);
+    assert.equal(attempts.length, 1, 'one attempt');
+    const [attempt] = attempts;
+    assert.equal(attempt.parentSpanId, server.spanId);
+    assert.equal(attempt.attributes['fleetgate.backend'], 'gpu0');
+    assert.equal(attempt.attributes['fleetgate.retry'], 0);
+    assert.equal(attempt.attributes['fleetgate.outcome'], 'ok');
+    assert.equal(attempt.attributes['http.response.status_code'], 200);
+    assert.ok(attempt.startMs >= queue.endMs - 1, 'the attempt starts when the wait ends');
+
+    const upstream = tap.posts.map((p) => p.headers.traceparent);
+    assert.equal(upstream.length, 2);
+    assert.equal(upstream[1], `00-${TRACE_ID}-${attempt.spanId}-01`, "the upstream traceparent is the attempt's");
+    // The untraced first request got a trace of its own (sample_ratio 1).
+    assert.match(String(upstream[0]), /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    assert.ok(!String(upstream[0]).includes(TRACE_ID));
+    const contentType = protocol === 'http/json' ? 'application/json' : 'application/x-protobuf';
+    assert.ok(
+      collector.exports.every((e) => e.contentType === contentType),
+      `every export is ${contentType}`,
+    );
   });
-  await waitFor(() => gateway.fleet.registry.ready.length === 1, { what: 'gpu0 ready' });
-
-  // The first request holds the one slot, so the traced one waits in the queue.
-  const first = streamFrom(url, '/v1/chat/completions', chat(30));
-  await first.atTokens(1);
-  const traced = streamFrom(url, '/v1/chat/completions', chat(20), {
-    traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
-    'x-fleetgate-priority': 'interactive',
-  });
-  const got = await traced.done;
-  assertWholeStream(got, 20);
-  await first.done;
-  await gateway.close();
-
-  const spans = await spansOf(collector, TRACE_ID, 'server, queue and attempt spans', (s) => s.length >= 3);
-  const server = spans.find((s) => s.kind === SERVER);
-  assert.ok(server, 'a server span');
-  assert.equal(server.parentSpanId, PARENT_ID, 'the incoming span is its parent');
-  assert.equal(server.service, 'fleetgate-test');
-  assert.equal(server.name, 'POST /v1/chat/completions');
-  assert.equal(server.attributes['gen_ai.operation.name'], 'chat');
-  assert.equal(server.attributes['gen_ai.request.model'], 'default');
-  assert.equal(server.attributes['gen_ai.request.max_tokens'], 20);
-  assert.equal(server.attributes['gen_ai.request.temperature'], 0.5);
-  assert.equal(server.attributes['gen_ai.request.stream'], true);
-  assert.equal(server.attributes['gen_ai.usage.output_tokens'], 20);
-  assert.equal(server.attributes['gen_ai.usage.input_tokens'], got.usage?.prompt_tokens);
-  assert.deepEqual(server.attributes['gen_ai.response.finish_reasons'], ['length']);
-  assert.equal(typeof server.attributes['gen_ai.server.time_to_first_token'], 'number');
-  assert.equal(server.attributes['http.response.status_code'], 200);
-  assert.equal(server.attributes['fleetgate.backend'], 'gpu0');
-  assert.equal(server.attributes['fleetgate.priority_class'], 'interactive');
-  assert.equal(server.attributes['fleetgate.resumed'], false);
-
-  const queue = spans.find((s) => s.name === 'fleetgate.queue');
-  assert.ok(queue, 'a queue span');
-  assert.equal(queue.parentSpanId, server.spanId);
-  assert.ok(queue.endMs - queue.startMs > 50, `it waited ${queue.endMs - queue.startMs} ms for the slot`);
-
-  const attempts = spans.filter((s) => s.kind === CLIENT);
-  assert.equal(attempts.length, 1, 'one attempt');
-  const [attempt] = attempts;
-  assert.equal(attempt.parentSpanId, server.spanId);
-  assert.equal(attempt.attributes['fleetgate.backend'], 'gpu0');
-  assert.equal(attempt.attributes['fleetgate.retry'], 0);
-  assert.equal(attempt.attributes['fleetgate.outcome'], 'ok');
-  assert.equal(attempt.attributes['http.response.status_code'], 200);
-  assert.ok(attempt.startMs >= queue.endMs - 1, 'the attempt starts when the wait ends');
-
-  const upstream = tap.posts.map((p) => p.headers.traceparent);
-  assert.equal(upstream.length, 2);
-  assert.equal(upstream[1], `00-${TRACE_ID}-${attempt.spanId}-01`, "the upstream traceparent is the attempt's");
-  // The untraced first request got a trace of its own (sample_ratio 1).
-  assert.match(String(upstream[0]), /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
-  assert.ok(!String(upstream[0]).includes(TRACE_ID));
-});
+}
 
 test('a retried request: one attempt span per attempt, each upstream request with its own traceparent', async (t) => {
   const collector = await startCollector(t);
@@ -222,10 +230,11 @@ test('http/protobuf (the default) exports protobuf; tracing off (the default) ad
   await streamFrom(on.url, '/v1/chat/completions', chat(3), { traceparent: `00-${TRACE_ID}-${PARENT_ID}-01` }).done;
   await streamFrom(off.url, '/v1/chat/completions', chat(3)).done;
   await on.gateway.close();
-  await waitFor(() => collector.exports.length > 0, { what: 'an export' });
+  const spans = await spansOf(collector, TRACE_ID, 'the server and attempt spans', (s) => s.length >= 2);
   assert.ok(collector.exports.every((e) => e.contentType === 'application/x-protobuf'));
-  // The trace id's 16 bytes travel as protobuf bytes.
-  assert.ok(collector.exports.some((e) => e.body.includes(Buffer.from(TRACE_ID, 'hex'))));
+  const server = spans.find((s) => s.kind === SERVER) as ReceivedSpan;
+  assert.equal(server.service, 'fleetgate', 'the default service name');
+  assert.equal(server.attributes['gen_ai.usage.output_tokens'], 3);
   assert.equal(tap.posts.length, 2);
   assert.match(String(tap.posts[0].headers.traceparent), new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
   assert.equal(tap.posts[1].headers.traceparent, undefined, 'off: nothing added');

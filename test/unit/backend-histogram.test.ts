@@ -41,3 +41,20 @@ test('a removed series is no longer exported; a non-finite value is refused', as
   assert.match(text, /x_duration_seconds_bucket\{le="2",backend="kept"\} 0\n/);
   assert.throws(() => histogram.series('kept').observe(Number.NaN), /not a valid number/);
 });
+
+test('observe(value, n) counts n observations of value, as n calls would (values exact in binary)', async () => {
+  const once = new Registry();
+  const each = new Registry();
+  const a = new BackendHistogram({ ...family, buckets: LLM_LATENCY_BUCKETS, registers: [once] });
+  const b = new BackendHistogram({ ...family, buckets: LLM_LATENCY_BUCKETS, registers: [each] });
+  for (const [value, n] of [
+    [0.0078125, 3],
+    [0.25, 1],
+    [9000, 2],
+  ]) {
+    a.series('gpu0').observe(value, n);
+    for (let i = 0; i < n; i++) b.series('gpu0').observe(value);
+  }
+  assert.equal(await once.metrics(), await each.metrics());
+  assert.match(await once.metrics(), /x_duration_seconds_count\{backend="gpu0"\} 6\n/);
+});

@@ -40,8 +40,8 @@ class Recorder implements TokenSeries {
   firstToken(stream: boolean, seconds: number) {
     this.seen.push(`ttft ${stream} ${seconds.toFixed(3)}`);
   }
-  interToken(seconds: number) {
-    this.seen.push(`itl ${seconds.toFixed(3)}`);
+  interToken(seconds: number, count: number) {
+    for (let i = 0; i < count; i++) this.seen.push(`itl ${seconds.toFixed(3)}`);
   }
   finished(tokens: number, perToken: number | null) {
     this.seen.push(`end ${tokens} ${perToken === null ? null : perToken.toFixed(3)}`);
