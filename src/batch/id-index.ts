@@ -1,8 +1,8 @@
 /**
  * `custom_id` → input line for a whole input, held off the JS heap: the ids' UTF-8 bytes in one
- * growing buffer and an open-addressing table of (hash, offset, length, line) in typed arrays. A
- * million ids cost ~40 MB here against ~60 MB of heap (and a second of GC) as a `Map` of strings.
- * Lookups compare bytes, so a match is exact.
+ * growing buffer and an open-addressing table of (hash, offset, length, line) in typed arrays, so a
+ * million ids are a few arrays for the collector rather than a million strings (the batch's peak RSS:
+ * docs/benchmarks.md, bench:batch-scale). Lookups compare bytes, so a match is exact.
  */
 
 const EMPTY = 0;

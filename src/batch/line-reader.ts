@@ -21,8 +21,8 @@ export interface LineBatch {
 }
 
 /**
- * Bytes read at a time. Each chunk's lines are garbage once handled; 256 KiB chunks keep what the
- * collector lets pile up small (1 MiB ones cost ~40 MB more peak memory on a 1M-line check).
+ * Bytes read at a time. Each chunk's lines are garbage once handled; small chunks keep what the
+ * collector lets pile up small (peak memory: docs/benchmarks.md, bench:batch-scale).
  */
 const CHUNK_BYTES = 1 << 18;
 

@@ -1,4 +1,4 @@
-/** How fleetgate reaches its own listener (the Batch API's client, the start-up warm-up). */
+/** How fleetgate reaches its own listener: the origin the Batch API's jobs send their requests to. */
 
 /**
  * The origin (`http://host:port`, no trailing slash) at which this host reaches a listener bound to

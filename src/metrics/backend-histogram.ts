@@ -2,8 +2,8 @@
  * A histogram family labelled by `backend` (and optionally a few more labels bound with the series),
  * for the ones observed on every proxied request or every generated token.
  * prom-client's `observe` hashes the labels into a string key and looks up each bucket by its bound
- * turned into a string: about a microsecond per call, two calls per request, a few per cent of a
- * small request's CPU in fleetgate. Here a series is an array bound when the backend is added, and
+ * turned into a string, on every call, which showed in a small request's CPU in fleetgate
+ * (docs/benchmarks.md, bench:overhead). Here a series is an array bound when the backend is added, and
  * an observation is a bucket scan and three additions. Rendering stays prom-client's: the registry
  * formats what `get()` returns, in the shape prom-client's own Histogram returns it.
  */

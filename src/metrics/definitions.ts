@@ -201,7 +201,7 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
     }),
     generatedTokens: new Counter({
       name: 'fleetgate_backend_generated_tokens_total',
-      help: 'Completion tokens reported in the usage of responses from the backend.',
+      help: "Completion tokens the clients got in answers from the backend (their usage, else a stream's content events).",
       labelNames: ['backend'] as const,
       registers,
       collect: () => sources.requestCounts(),

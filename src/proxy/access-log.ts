@@ -1,4 +1,7 @@
-/** The access log: one structured line per proxied request (pino), with its backend, retries and stream resumes. */
+/**
+ * The access log: one structured line per proxied request (pino), with its backend, retries, stream
+ * resumes and the completion tokens the client got.
+ */
 import type { Logger } from 'pino';
 import type { ProxyEventBus } from './proxy-events.js';
 
@@ -15,6 +18,7 @@ export function attachAccessLog(logger: Logger, events: ProxyEventBus): void {
       ttfb_ms: record.ttfbMs === null ? null : Math.round(record.ttfbMs * 100) / 100,
       queue_ms: record.queueMs === null ? null : Math.round(record.queueMs * 100) / 100,
       bytes: record.bytes,
+      completion_tokens: record.completionTokens,
       retried: record.retries,
       resumed: record.resumes,
       ...(record.resumes > 0 ? { backends: record.backends } : {}),

@@ -3,7 +3,8 @@
  * path knows of it. It holds its dispatch context (routing reads that, and only that: class and key,
  * model queue, the backend and retries the dispatcher writes back), its body as JSON as sent
  * upstream (parsed at most once, request-context-from.ts), the upstream headers, the stream's
- * resume, its trace and token clock; and it writes the record its ending emits.
+ * resume, its trace and token clock; and it writes the record its ending emits, with the one count
+ * of the completion tokens the client got (`completionTokens`).
  */
 import type { RequestContext } from '../routing/request-context.js';
 import { completionTokensIn, finishReasonIn, promptTokensIn } from './answer-tail.js';
@@ -54,8 +55,41 @@ export class ProxiedRequest {
     this.onClientClose = onClientClose;
   }
 
-  /** Its access record, ended at `endedAt` with `status` and `outcome`; `relay` when a body was relayed. */
-  recordOf(status: number, outcome: RequestOutcome, relay: RelayResult | null, endedAt: number): RequestRecord {
+  /**
+   * The request ended at `endedAt` with `status` and `outcome` (`relay`: when a body was relayed):
+   * its token clock and trace end with it, and its access record, for the bus, is returned. All three
+   * read the one count of its completion tokens (`completionTokens`).
+   */
+  end(status: number, outcome: RequestOutcome, relay: RelayResult | null, endedAt: number): RequestRecord {
+    const tokens = this.completionTokens(relay);
+    if (outcome === 'ok' && relay !== null) this.tokens?.finished(endedAt, tokens);
+    const entry = this.#recordOf(status, outcome, relay, endedAt, tokens);
+    this.#endTrace(entry, relay, endedAt);
+    return entry;
+  }
+
+  /**
+   * How many completion tokens the client got. A resumable stream's journal counts them across its
+   * attempts (each attempt's own `usage` where it sent one, else its content events): the figure the
+   * client's final `usage` shows, which the answer's last bytes need not (a stream ended on its
+   * budget at a cut). Otherwise the answer's own `usage` (its tail), else the content events the
+   * token clock saw; null when nothing tells.
+   */
+  completionTokens(relay: RelayResult | null): number | null {
+    if (this.resume !== null) return this.resume.tokens;
+    const reported = relay === null ? null : completionTokensIn(relay.tail);
+    if (reported !== null) return reported;
+    const events = this.tokens?.events ?? 0;
+    return events > 0 ? events : null;
+  }
+
+  #recordOf(
+    status: number,
+    outcome: RequestOutcome,
+    relay: RelayResult | null,
+    endedAt: number,
+    completionTokens: number | null,
+  ): RequestRecord {
     const context = this.context;
     return {
       backend: context.backend,
@@ -71,22 +105,21 @@ export class ProxiedRequest {
       resumes: this.resume?.count ?? 0,
       backends: this.resume?.backends ?? [],
       outcome,
-      completionTokens: relay ? completionTokensIn(relay.tail) : null,
+      completionTokens,
       streamed: this.sse,
     };
   }
 
   /** Ends its trace (when tracing is on) with the record and what the answer's last events say. */
-  endTrace(entry: RequestRecord, relay: RelayResult | null, endedAt: number): void {
+  #endTrace(entry: RequestRecord, relay: RelayResult | null, endedAt: number): void {
     if (this.trace === null) return;
     const tail = relay?.tail ?? null;
-    const clock = this.tokens;
-    const firstAt = clock?.firstTokenAt ?? null;
+    const firstAt = this.tokens?.firstTokenAt ?? null;
     this.trace.end(
       entry,
       {
         inputTokens: promptTokensIn(tail),
-        outputTokens: entry.completionTokens ?? (clock !== null && clock.events > 0 ? clock.events : null),
+        outputTokens: entry.completionTokens,
         finishReason: finishReasonIn(tail),
         ttftSeconds: firstAt !== null ? (firstAt - this.started) / 1000 : null,
       },

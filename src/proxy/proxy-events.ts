@@ -33,7 +33,7 @@ export interface RequestRecord {
   /** With resumes: the backends that streamed it, in order. */
   backends: readonly string[];
   outcome: RequestOutcome;
-  /** Completion tokens the response reported in its `usage`, when it did. */
+  /** Completion tokens the client got (ProxiedRequest.completionTokens); null when nothing told. */
   completionTokens: number | null;
   streamed: boolean;
 }

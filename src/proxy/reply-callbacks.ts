@@ -3,7 +3,7 @@
  * and headers, then its body relayed by response-relay.ts (`onResponse`), and the answer to a
  * request that got no response (`onError`: a queue refusal from admission-refusals.ts,
  * else an upstream failure from routing/dispatch/upstream-failures.ts). Every ending emits one
- * `request` record (ProxiedRequest.recordOf). The request side, up to the headers sent upstream, is
+ * `request` record (ProxiedRequest.end). The request side, up to the headers sent upstream, is
  * traffic-routes.ts.
  */
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
@@ -14,7 +14,6 @@ import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { classifyUpstreamError } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { admissionRefusal } from './admission-refusals.js';
-import { completionTokensIn } from './answer-tail.js';
 import { unwatchConnection } from './client-gone.js';
 import { apiOf } from './continuation.js';
 import { clientResponseHeaders } from './headers.js';
@@ -82,9 +81,7 @@ export class ReplyCallbacks {
     // A bug in an observer costs its record, never the process: this runs in stream callbacks.
     try {
       const endedAt = this.#opts.now();
-      const entry = traffic.recordOf(status, outcome, relay, endedAt);
-      this.#opts.events.emit('request', entry);
-      traffic.endTrace(entry, relay, endedAt);
+      this.#opts.events.emit('request', traffic.end(status, outcome, relay, endedAt));
     } catch (error) {
       request.log.error({ err: error, method: traffic.method, path: traffic.path }, 'request observer failed');
     }
@@ -134,7 +131,6 @@ export class ReplyCallbacks {
       tokens: tokens ?? undefined,
       ended: (result) => {
         const end = result.end.type;
-        if (end === 'complete') tokens?.finished(now(), completionTokensIn(result.tail));
         const outcome = end === 'complete' ? 'ok' : end === 'client_abort' ? 'client_abort' : 'upstream_error';
         this.#record(request, status, outcome, result);
       },

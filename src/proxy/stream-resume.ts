@@ -112,6 +112,11 @@ export class StreamResume {
     return this.#backends;
   }
 
+  /** Completion tokens that reached the client across the attempts (StreamJournal.tokens). */
+  get tokens(): number {
+    return this.#journal.tokens;
+  }
+
   /** The client bytes for an upstream chunk (see StreamJournal.feed). */
   pass(chunk: Buffer): Buffer {
     return this.#journal.feed(chunk);

@@ -100,13 +100,14 @@ export class TokenClock {
   }
 
   /**
-   * The whole answer went out at `now`; `reported`: the completion tokens its `usage` said, when it
-   * did. A non-streamed answer's first token is its whole answer.
+   * The whole answer went out at `now`; `count`: the completion tokens the client got
+   * (ProxiedRequest.completionTokens), null when nothing tells. A non-streamed answer's first token
+   * is its whole answer.
    */
-  finished(now: number, reported: number | null): void {
+  finished(now: number, count: number | null): void {
     const series = this.#series;
     if (series === undefined) return;
-    const tokens = reported ?? this.#events;
+    const tokens = count ?? 0;
     if (!this.#stream) {
       if (tokens === 0) return;
       this.#firstAt = now;

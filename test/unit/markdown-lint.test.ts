@@ -1,8 +1,8 @@
 /**
  * The Markdown linter that `npm run lint` runs (markdownlint-cli2, configured by
  * .markdownlint-cli2.jsonc with the custom rule scripts/markdownlint/unclosed-fence.mjs) passes
- * README.md and docs/, and fails on what renders broken: a fence never closed, a table row with a
- * cell too many, a link to a heading that is not there.
+ * README.md, docs/ and src/README.md, and fails on what renders broken: a fence never closed, a
+ * table row with a cell too many, a link to a heading that is not there.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -28,7 +28,7 @@ async function lint(texts?: Record<string, string>): Promise<{ code: number; err
 
 const fenced = ['# Title', '', 'Run:', '', '```sh', 'fleetgate serve', '```', '', '## After', '', 'Prose.', ''];
 
-test('README.md, CHANGELOG.md, CONTRIBUTING.md and docs/ pass the Markdown linter', async () => {
+test('README.md, CHANGELOG.md, CONTRIBUTING.md, docs/ and src/README.md pass the Markdown linter', async () => {
   const { code, errors } = await lint();
   assert.deepEqual(errors, []);
   assert.equal(code, 0);

@@ -3,43 +3,13 @@
  * @fastify/reply-from hands over, and a recording stand-in for the client's ServerResponse.
  */
 import assert from 'node:assert/strict';
-import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { completionTokensIn } from '../../src/proxy/answer-tail.js';
 import { type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
 import type { UpstreamFailure } from '../../src/routing/dispatch/upstream-failures.js';
-
-/** What the client would receive. */
-class ClientResponse extends EventEmitter {
-  written: string[] = [];
-  writableEnded = false;
-  writableFinished = false;
-  destroyed = false;
-  /** `write` answers false (the socket's buffer is full) while this is set. */
-  full = false;
-
-  write(chunk: Buffer | string): boolean {
-    this.written.push(String(chunk));
-    return !this.full;
-  }
-  end(chunk?: string) {
-    if (chunk !== undefined) this.written.push(chunk);
-    this.writableEnded = true;
-    this.writableFinished = true;
-    return this;
-  }
-  destroy() {
-    this.destroyed = true;
-    return this;
-  }
-  cork() {}
-  uncork() {}
-  get body(): string {
-    return this.written.join('');
-  }
-}
+import { ClientResponse } from '../helpers/client-response.js';
 
 function setup(opts: { sse?: boolean; clientStallTimeout?: number } = {}) {
   const client = new ClientResponse();

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { bodyRefusal, continuationBody, remainingBudget } from '../../src/proxy/continuation.js';
 import { StreamJournal } from '../../src/proxy/stream-journal.js';
-import { continuedFrom, outputText, outputTextFrom } from '../../src/sim/text-gen.js';
+import { continuedFrom, outputText } from '../../src/sim/text-gen.js';
+import { chatChunks } from '../helpers/chat-chunks.js';
 import { readStream } from '../helpers/stream-check.js';
 
 const chat = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }], max_tokens: 50 };
@@ -86,23 +87,9 @@ test('continuationBody: chat continues a final assistant message, completions ex
   assert.equal(remainingBudget({}, 3), null);
 });
 
-/** The sim's chat chunks for tokens [from, from + count) of answer `id`, as SSE text. */
-function chunks(id: string, from: number, count: number, opts: { role?: boolean; finish?: boolean } = {}): string {
-  const head = (delta: object, finish: string | null = null) =>
-    `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: from, model: `m-${id}`, choices: [{ index: 0, delta, finish_reason: finish }], usage: null })}\n\n`;
-  let out = opts.role ? head({ role: 'assistant', content: '' }) : '';
-  for (let i = from; i < from + count; i++) out += head({ role: null, content: outputTextFrom(i, 1) });
-  if (opts.finish) {
-    out += head({ content: null }, 'length');
-    out += `data: ${JSON.stringify({ id, choices: [], usage: { prompt_tokens: 20 + from, completion_tokens: count, total_tokens: 20 + from + count } })}\n\n`;
-    out += 'data: [DONE]\n\n';
-  }
-  return out;
-}
-
 test('journal: whole events only, an error event stops it, a continuation reads as the same stream', () => {
   const journal = new StreamJournal('chat');
-  const first = Buffer.from(chunks('a', 0, 3, { role: true }));
+  const first = Buffer.from(chatChunks('a', 0, 3, { role: true }));
   // Split inside the third token's event: only whole events go out.
   const cut = first.length - 10;
   const out1 = journal.feed(first.subarray(0, cut));
@@ -116,7 +103,7 @@ test('journal: whole events only, an error event stops it, a continuation reads 
   assert.ok(journal.errorEvent?.toString().includes('boom'));
 
   journal.beginAttempt(': resumed on gpu1 after gpu0 failed\n\n');
-  const out3 = journal.feed(Buffer.from(chunks('b', 3, 4, { role: true, finish: true })));
+  const out3 = journal.feed(Buffer.from(chatChunks('b', 3, 4, { role: true, finish: true })));
   const whole = readStream(Buffer.concat([out1, out2, out3]).toString());
   assert.deepEqual(whole.comments, ['resumed on gpu1 after gpu0 failed']);
   assert.equal(whole.text, outputText(7));
@@ -155,7 +142,7 @@ test('sim continuedFrom: an answer given back is found whole, whatever precedes 
 
 test("journal: its state is read-only from outside, and a continuation's error event resets with the attempt", () => {
   const journal = new StreamJournal('chat');
-  journal.feed(Buffer.from(chunks('a', 0, 1, { role: true })));
+  journal.feed(Buffer.from(chatChunks('a', 0, 1, { role: true })));
   journal.feed(Buffer.from('data: {"error":{"message":"boom"}}\n\n'));
   for (const key of ['done', 'finished', 'errorEvent', 'text', 'tokens', 'refusal']) {
     assert.equal(Reflect.set(journal, key, null), false, `${key} cannot be written`);
@@ -164,6 +151,6 @@ test("journal: its state is read-only from outside, and a continuation's error e
   journal.beginAttempt(': resumed\n\n');
   assert.equal(journal.errorEvent, null);
   assert.equal(journal.finished, false);
-  journal.feed(Buffer.from(chunks('b', 1, 1, { finish: true })));
+  journal.feed(Buffer.from(chatChunks('b', 1, 1, { finish: true })));
   assert.equal(journal.finished, true);
 });

@@ -58,7 +58,7 @@ test('clock: one first token, a gap per token (split evenly inside a chunk), the
   clock.seen(Buffer.from(event({ content: 'two' }) + event({ content: 'three' })), 1140);
   clock.switchTo('b');
   clock.seen(Buffer.from(event({ content: 'four' })), 1400);
-  clock.finished(1450, null);
+  clock.finished(1450, 4);
   assert.deepEqual(a.seen, ['ttft true 0.100', 'itl 0.020', 'itl 0.020']);
   assert.deepEqual(b.seen, ['itl 0.260', 'end 4 0.100']);
   assert.equal(clock.events, 4);
