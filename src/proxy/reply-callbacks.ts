@@ -14,7 +14,6 @@ import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { classifyUpstreamError } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { admissionRefusal } from './admission-refusals.js';
-import { completionTokensIn } from './answer-tail.js';
 import { unwatchConnection } from './client-gone.js';
 import { apiOf } from './continuation.js';
 import { clientResponseHeaders } from './headers.js';
@@ -83,6 +82,7 @@ export class ReplyCallbacks {
     try {
       const endedAt = this.#opts.now();
       const entry = traffic.recordOf(status, outcome, relay, endedAt);
+      if (outcome === 'ok' && relay !== null) traffic.tokens?.finished(endedAt, entry.completionTokens);
       this.#opts.events.emit('request', entry);
       traffic.endTrace(entry, relay, endedAt);
     } catch (error) {
@@ -134,7 +134,6 @@ export class ReplyCallbacks {
       tokens: tokens ?? undefined,
       ended: (result) => {
         const end = result.end.type;
-        if (end === 'complete') tokens?.finished(now(), completionTokensIn(result.tail));
         const outcome = end === 'complete' ? 'ok' : end === 'client_abort' ? 'client_abort' : 'upstream_error';
         this.#record(request, status, outcome, result);
       },
