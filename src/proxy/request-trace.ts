@@ -15,6 +15,7 @@ import type { AttemptTrace, RequestTrace } from '../routing/request-context.js';
 import type { Tracing } from '../tracing/tracing.js';
 import { apiOf } from './continuation.js';
 import type { RequestRecord } from './proxy-events.js';
+import { topLevelFields } from './top-level-fields.js';
 
 /** GenAI semantic-convention attribute names (the incubating ones, spelled out: they may yet be renamed). */
 const GEN_AI = {
@@ -28,6 +29,15 @@ const GEN_AI = {
   finishReasons: 'gen_ai.response.finish_reasons',
   ttft: 'gen_ai.server.time_to_first_token',
 } as const;
+
+/** The body's top-level fields `describe` reads. */
+const DESCRIBED: ReadonlySet<string> = new Set([
+  'model',
+  'max_tokens',
+  'max_completion_tokens',
+  'temperature',
+  'stream',
+]);
 
 /** What the end of a request adds to its span beyond its access record. */
 export interface AnswerFacts {
@@ -83,16 +93,20 @@ export class RequestSpan implements RequestTrace {
     this.#children = tracing.contextOf(this.#span);
   }
 
-  /** The request's body, as JSON: the GenAI request attributes it names. */
-  describe(body: unknown): void {
-    if (typeof body !== 'object' || body === null) return;
-    const b = body as Record<string, unknown>;
-    const span = this.#span;
-    if (typeof b.model === 'string') span.setAttribute(GEN_AI.requestModel, b.model);
-    const max = typeof b.max_tokens === 'number' ? b.max_tokens : b.max_completion_tokens;
-    if (typeof max === 'number') span.setAttribute(GEN_AI.maxTokens, max);
-    if (typeof b.temperature === 'number') span.setAttribute(GEN_AI.temperature, b.temperature);
-    if (typeof b.stream === 'boolean') span.setAttribute(GEN_AI.stream, b.stream);
+  /** The request's body (JSON): the GenAI request attributes its top-level fields name. */
+  describe(body: Buffer): void {
+    const b = topLevelFields(body, DESCRIBED);
+    const attributes: Attributes = {};
+    const model = b.get('model');
+    if (typeof model === 'string') attributes[GEN_AI.requestModel] = model;
+    const maxTokens = b.get('max_tokens');
+    const max = typeof maxTokens === 'number' ? maxTokens : b.get('max_completion_tokens');
+    if (typeof max === 'number') attributes[GEN_AI.maxTokens] = max;
+    const temperature = b.get('temperature');
+    if (typeof temperature === 'number') attributes[GEN_AI.temperature] = temperature;
+    const stream = b.get('stream');
+    if (typeof stream === 'boolean') attributes[GEN_AI.stream] = stream;
+    this.#span.setAttributes(attributes);
   }
 
   queued(from: number, to: number): void {

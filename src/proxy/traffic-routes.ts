@@ -82,7 +82,7 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     if ('status' in read) return callbacks.refuse(reply, read.status, read.message, read.type, read.outcome);
     if (trace !== null) {
       read.context.trace = trace;
-      if (received !== null) trace.describe(read.json());
+      if (received !== null) trace.describe(received);
     }
     watchConnection(request.raw.socket, traffic.onClientClose);
     if (received === null) return reply.from(dest, options);

@@ -31,6 +31,16 @@ import {
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import type { TracingConfig } from '../config/types.js';
 
+/**
+ * Spans per export, below the SDK's 512: an ended span waits in the processor's queue until its
+ * batch is full, and at a few hundred traced requests a second a batch of 512 holds its spans long
+ * enough for the garbage collector to move them to the old generation, which costs more per request
+ * than the extra exports of smaller batches (docs/benchmarks.md, issue #41). The queue stays the
+ * SDK's (2048 spans, then dropped), exports one batch at a time, and the 5 s delay still sends
+ * an unfilled batch.
+ */
+const EXPORT_BATCH_SIZE = 64;
+
 export interface SpanStart {
   kind: SpanKind;
   attributes?: Attributes;
@@ -51,7 +61,7 @@ export class Tracing {
       sampler: new ParentBasedSampler({
         root: config.sample_ratio >= 1 ? new AlwaysOnSampler() : new TraceIdRatioBasedSampler(config.sample_ratio),
       }),
-      spanProcessors: [new BatchSpanProcessor(exporter)],
+      spanProcessors: [new BatchSpanProcessor(exporter, { maxExportBatchSize: EXPORT_BATCH_SIZE })],
     });
     this.#tracer = this.#provider.getTracer('fleetgate');
   }

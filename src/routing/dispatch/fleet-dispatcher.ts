@@ -191,14 +191,18 @@ class FleetRequest implements AttemptOwner {
     );
   }
 
-  /** The request as this attempt sends it: its headers carry the attempt span's `traceparent`. */
+  /**
+   * The request as this attempt sends it: its headers carry the attempt span's `traceparent`,
+   * written over the previous attempt's in place (the headers are this request's own copy, and a
+   * copy per attempt is garbage on every traced request).
+   */
   #traced(attempt: AttemptTrace): UpstreamRequest {
     this.#attemptTrace = attempt;
     const headers = this.#upstream.headers;
-    if (headers == null || Array.isArray(headers) || typeof headers !== 'object' || Symbol.iterator in headers) {
-      return this.#upstream;
+    if (headers != null && !Array.isArray(headers) && typeof headers === 'object' && !(Symbol.iterator in headers)) {
+      Object.assign(headers, attempt.headers);
     }
-    return { ...this.#upstream, headers: { ...headers, ...attempt.headers } };
+    return this.#upstream;
   }
 
   #attemptOver(failure: string | null): void {

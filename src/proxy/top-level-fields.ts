@@ -1,0 +1,101 @@
+/**
+ * A JSON object body's top-level scalar fields (strings, numbers, booleans, null), read without
+ * parsing the rest: what a traced request's span says of its request (request-trace.ts), on every
+ * traced request, where a parse would build the whole body (messages and all) to read four fields.
+ * Strings are skipped with a search for their closing quote, nested objects and arrays by counting
+ * brackets; only the wanted values are parsed. A body that is not a JSON object, or stops being
+ * one, yields what was read before that point.
+ */
+
+export type Scalar = string | number | boolean | null;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+const COMMA = 0x2c;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+
+function isSpace(byte: number): boolean {
+  return byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09;
+}
+
+function skipSpace(body: Buffer, at: number): number {
+  let i = at;
+  while (i < body.length && isSpace(body[i])) i++;
+  return i;
+}
+
+/** Just past the string whose opening quote is at `at`; -1 when it does not close. */
+function stringEnd(body: Buffer, at: number): number {
+  let from = at + 1;
+  for (;;) {
+    const quote = body.indexOf(QUOTE, from);
+    if (quote < 0) return -1;
+    let backslashes = 0;
+    while (body[quote - 1 - backslashes] === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return quote + 1;
+    from = quote + 1;
+  }
+}
+
+/** Just past the value that starts at `at`; -1 when it does not end. */
+function valueEnd(body: Buffer, at: number): number {
+  const first = body[at];
+  if (first === QUOTE) return stringEnd(body, at);
+  if (first !== OPEN_OBJECT && first !== OPEN_ARRAY) {
+    let i = at;
+    while (i < body.length && body[i] !== COMMA && body[i] !== CLOSE_OBJECT && !isSpace(body[i])) i++;
+    return i;
+  }
+  let depth = 0;
+  let i = at;
+  while (i < body.length) {
+    const byte = body[i];
+    if (byte === QUOTE) {
+      i = stringEnd(body, i);
+      if (i < 0) return -1;
+      continue;
+    }
+    if (byte === OPEN_OBJECT || byte === OPEN_ARRAY) depth++;
+    else if (byte === CLOSE_OBJECT || byte === CLOSE_ARRAY) {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+    i++;
+  }
+  return -1;
+}
+
+/** The scalar values of `keys` among the top-level fields of the JSON object in `body`. */
+export function topLevelFields(body: Buffer, keys: ReadonlySet<string>): Map<string, Scalar> {
+  const found = new Map<string, Scalar>();
+  let i = skipSpace(body, 0);
+  if (body[i] !== OPEN_OBJECT) return found;
+  i++;
+  for (;;) {
+    i = skipSpace(body, i);
+    if (body[i] !== QUOTE) return found;
+    const keyEnd = stringEnd(body, i);
+    if (keyEnd < 0) return found;
+    const key = body.toString('utf8', i + 1, keyEnd - 1);
+    i = skipSpace(body, keyEnd);
+    if (body[i] !== COLON) return found;
+    i = skipSpace(body, i + 1);
+    const end = valueEnd(body, i);
+    if (end < 0) return found;
+    const first = body[i];
+    if (keys.has(key) && first !== OPEN_OBJECT && first !== OPEN_ARRAY) {
+      try {
+        found.set(key, JSON.parse(body.toString('utf8', i, end)) as Scalar);
+      } catch {
+        return found;
+      }
+    }
+    i = skipSpace(body, end);
+    if (body[i] !== COMMA) return found;
+    i++;
+  }
+}
