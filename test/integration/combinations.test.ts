@@ -26,9 +26,16 @@ async function startedSims(t: T, specs: Array<Partial<SimOptions>>) {
   return sims;
 }
 
+/**
+ * Ready once its start-up warm-up is over (on as shipped): bounded past the warm-up's own 10 s limit,
+ * which a loaded machine reaches, most of all with two gateways warming up in one process.
+ */
 async function readyGateway(t: T, profile: Profile, backends: unknown[], overrides: Record<string, unknown>) {
   const running = await startShipped(t, profile, backends, overrides);
-  await waitFor(async () => (await request(`${running.url}/readyz`)).statusCode === 200, { what: '/readyz 200' });
+  await waitFor(async () => (await request(`${running.url}/readyz`)).statusCode === 200, {
+    what: '/readyz 200',
+    timeoutMs: 60_000,
+  });
   return running;
 }
 
@@ -154,8 +161,9 @@ test('replicas x auto cap at start: two replicas burst at once, each backend hol
   const sims = await startedSims(t, [engine, engine]);
   const backends = sims.map((sim) => ({ url: sim.url, name: sim.name }));
   const replicas = await Promise.all([readyGateway(t, 'k8s', backends, {}), readyGateway(t, 'k8s', backends, {})]);
+  // The caps learned from each backend's first report (before it, every backend holds the unread cap).
   for (const { gateway } of replicas) {
-    await waitFor(() => gateway.fleet.registry.list().every((b) => b.cap !== null && b.cap > 0), {
+    await waitFor(() => gateway.fleet.registry.list().every((b) => b.reported !== null && b.cap === 8 + 2), {
       what: 'caps read',
     });
   }
@@ -167,8 +175,10 @@ test('replicas x auto cap at start: two replicas burst at once, each backend hol
   const answers = await Promise.all(streams.map((s) => s.done));
   assert.ok(answers.every((a) => a.status === 200 && a.done === 1));
   // max_running_requests + 2 each; without the ConfigMap's `routing.replicas: 2` each replica fills a
-  // whole cap (a backend then held 20 here).
+  // whole cap (a backend then held 20 here, every run). With it, what both replicas had on the wire
+  // at a scrape is counted by neither report (docs/replicas.md): a busy machine widens that window,
+  // and a backend held up to 16 then. The bound sits between: well under the two caps.
   const cap = 8 + 2;
   for (const sim of sims)
-    assert.ok(sim.counters.peakHeld <= cap * 1.5, `${sim.name} held ${sim.counters.peakHeld} at most`);
+    assert.ok(sim.counters.peakHeld <= cap * 1.7, `${sim.name} held ${sim.counters.peakHeld} at most`);
 });

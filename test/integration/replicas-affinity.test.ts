@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import type { SimServer } from '../../src/sim/index.js';
 import { createSims } from '../helpers/fleet.js';
 import { startReplicas } from '../helpers/replicas.js';
+import { waitFor } from '../helpers/wait.js';
 
 const SYSTEM = 'You are a travel guide who answers with three suggestions and a short reason each. '.repeat(8);
 /**
@@ -21,14 +22,36 @@ const ROUTING = (factor: number, replicas: number) =>
   `routing:\n  policy: prefix-aware\n  load_interval: 50ms\n  replicas: ${replicas}\n  prefix:\n    balance_factor: ${factor}\nupstream:\n  warm_up: false\n`;
 
 /** 8 batch slots each: more than the 4 conversations can ever hold at once, so a load report one interval old (finished turns still counted) cannot fill a home; 64 prompts at once still fill them twice over. */
+const SLOTS = 8;
 async function readySims(t: Parameters<typeof createSims>[0]): Promise<SimServer[]> {
   const sims = await createSims(
     t,
-    Array.from({ length: 4 }, () => ({ engine: { maxRunningRequests: 8 } })),
+    Array.from({ length: 4 }, () => ({ engine: { maxRunningRequests: SLOTS } })),
   );
   for (const sim of sims) sim.start();
   await Promise.all(sims.map((sim) => sim.whenReady()));
   return sims;
+}
+
+/**
+ * /readyz says 200 from the first ready backend on, and a backend not read yet holds the unread cap
+ * (1 per replica here), which would send a turn off its home. Each replica has every backend ready
+ * and its cap learned from its first report (`max_running_requests` + 2) before a turn is sent.
+ */
+async function untilLoadRead(urls: string[], sims: SimServer[]): Promise<void> {
+  for (const url of urls)
+    await waitFor(
+      async () => {
+        const status = (await (await fetch(`${url}/fleet/status`)).json()) as {
+          backends: Array<{ state: string; inflight_cap: number | null }>;
+        };
+        return (
+          status.backends.length === sims.length &&
+          status.backends.every((b) => b.state === 'ready' && b.inflight_cap === SLOTS + 2)
+        );
+      },
+      { what: `${url}: every backend ready and read` },
+    );
 }
 
 interface Usage {
@@ -94,6 +117,7 @@ for (const count of [2, 3]) {
     const sims = await readySims(t);
     const replicas = await startReplicas(t, count, sims, ROUTING(1.25, count));
     const urls = replicas.map((r) => r.url);
+    await untilLoadRead(urls, sims);
     const stayed = await alternatingConversations(urls);
     assert.deepEqual(
       stayed,

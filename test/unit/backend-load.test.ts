@@ -22,6 +22,17 @@ test('with N replicas, each dispatch since the report counts N times; an ending 
   assert.equal(hasIdleSlot({ inflight: 2, reported: idle }), true, 'one replica: 2 of 4');
 });
 
+test('with N replicas, own requests the report missed (still on the wire) count as sent since, N times', () => {
+  const onTheWire = { running: 0, queued: 0, tokenUsage: 0, maxRunning: 8, inflightAtScrape: 5 };
+  assert.equal(backendLoad({ inflight: 5, reported: onTheWire }, 2), 10, 'the other replica had as many on the wire');
+  assert.equal(backendLoad({ inflight: 5, reported: onTheWire }), 5, 'one replica: its own in-flight, as before');
+  const partly = { running: 3, queued: 0, tokenUsage: 0, maxRunning: 8, inflightAtScrape: 5 };
+  assert.equal(backendLoad({ inflight: 6, reported: partly }, 2), 3 + 2 * 3, '2 missed + 1 sent since, twice each');
+  assert.equal(backendLoad({ inflight: 3, reported: partly }, 2), 3, 'two ended since: counted once');
+  const seen = { running: 9, queued: 0, tokenUsage: 0, maxRunning: 8, inflightAtScrape: 5 };
+  assert.equal(backendLoad({ inflight: 5, reported: seen }, 2), 9, 'all seen: the report alone');
+});
+
 test('idle batch slots: fewer running than max_running_requests; one arrival between steps is no queue', () => {
   const report = { running: 4, queued: 0, tokenUsage: 0.1, maxRunning: 32, inflightAtScrape: 5 };
   const idle = (reported: typeof report | null) => hasIdleSlot({ inflight: 5, reported });

@@ -19,12 +19,17 @@ export interface LoadFacts {
  * fleetgate replicas that send to it alike. Between two reports a replica sees only its own
  * dispatches; behind a round-robin Service the others sent about as many, so each dispatch since
  * counts N times. Its requests that ended since count once: the others' endings are not assumed.
+ * Its requests in flight at the scrape beyond what the backend reported were still on the wire (or
+ * in its tokenizer): counted by no report yet, they count as sent since, N times, since the others
+ * had about as many on the wire. Without that, N replicas whose requests were all still on the wire
+ * at their scrapes each fall back to their own in-flight count and together hold N caps.
  */
 export function backendLoad(backend: LoadFacts, replicas = 1): number {
   const reported = backend.reported;
   if (reported === null) return backend.inflight;
-  const sent = backend.inflight - reported.inflightAtScrape;
-  const current = reported.running + reported.queued + (sent > 0 ? sent * replicas : sent);
+  const held = reported.running + reported.queued;
+  const sent = backend.inflight - Math.min(reported.inflightAtScrape, held);
+  const current = held + (sent > 0 ? sent * replicas : sent);
   return Math.max(current, backend.inflight);
 }
 
