@@ -122,6 +122,12 @@ for (const protocol of ['http/protobuf', 'http/json']) {
     // The untraced first request got a trace of its own (sample_ratio 1).
     assert.match(String(upstream[0]), /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
     assert.ok(!String(upstream[0]).includes(TRACE_ID));
+    // The first request was leased at once: its trace has a server span but no queue span.
+    const firstTrace = String(upstream[0]).split('-')[1];
+    const firstSpans = await spansOf(collector, firstTrace, "the first request's server span", (s) =>
+      s.some((x) => x.kind === SERVER),
+    );
+    assert.equal(firstSpans.filter((s) => s.name === 'fleetgate.queue').length, 0, 'no queue span without a wait');
     const contentType = protocol === 'http/json' ? 'application/json' : 'application/x-protobuf';
     assert.ok(
       collector.exports.every((e) => e.contentType === contentType),
@@ -234,6 +240,7 @@ test('http/protobuf (the default) exports protobuf; tracing off (the default) ad
   assert.ok(collector.exports.every((e) => e.contentType === 'application/x-protobuf'));
   const server = spans.find((s) => s.kind === SERVER) as ReceivedSpan;
   assert.equal(server.service, 'fleetgate', 'the default service name');
+  assert.ok(!spans.some((s) => s.name === 'fleetgate.queue'), 'leased at once: no queue span');
   assert.equal(server.attributes['gen_ai.usage.output_tokens'], 3);
   assert.equal(tap.posts.length, 2);
   assert.match(String(tap.posts[0].headers.traceparent), new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
