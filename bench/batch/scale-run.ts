@@ -73,7 +73,7 @@ if (K > 0) {
 
 const host = await SimHost.start({
   count: servers,
-  engine: () => ({ tokenMs: 0, maxRunningRequests: 256, maxTotalNumTokens: 100_000_000 }),
+  engine: () => ({ tokenMs: 0, prefillTokensPerMs: 0, maxRunningRequests: 256, maxTotalNumTokens: 100_000_000 }),
   cpu: null,
   logDir: work,
 });
