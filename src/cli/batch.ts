@@ -17,7 +17,7 @@ import { runLedgered } from '../batch/ledgered-run.js';
 import { LedgerError } from '../batch/output-ledger.js';
 import { type ProgressMode, ProgressReporter, scanReporter } from '../batch/progress-reporter.js';
 import { parseDuration, parseSize } from '../config/duration.js';
-import { type InProcessOptions, startInProcess } from './batch-gateway.js';
+import type { InProcessOptions, InProcessStart } from './batch-gateway.js';
 import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
 import { parseReadyTarget } from './render-wait.js';
 import { isUsageError, readFlags, UsageError } from './verb-args.js';
@@ -248,8 +248,10 @@ async function runInProcess(
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  let started: Awaited<ReturnType<typeof startInProcess>>;
+  let started: InProcessStart;
   try {
+    // Loaded only here: the gateway's modules would cost a `--url` batch ~20 MB of its resident memory.
+    const { startInProcess } = await import('./batch-gateway.js');
     started = await startInProcess({ ...gateway, signal: stop.signal });
   } finally {
     process.off('SIGINT', onSignal);
