@@ -125,7 +125,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const stats = new ServingStats({ registry, events, waiting: () => routing.queue.waiting, latency: tokenLatency });
   await registerOwnEndpoints(app, control, stats, routing.queue, () => state.phase);
   const tracing = await createTracing(config.tracing);
-  const batch = createBatchService(app, config, batchLog(logger), tracing);
+  const batch = await createBatchService(app, config, batchLog(logger), tracing);
   if (batch) metrics.observeBatches(batch.jobs);
   registerTraffic(app, config, { fleet, routing, dispatcher, events, tracing }, () => state.closing);
 

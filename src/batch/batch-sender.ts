@@ -83,7 +83,7 @@ export class BatchSender {
       const res = await request(url, {
         method: 'POST',
         headers,
-        body: JSON.stringify(batchRequest.body),
+        body: batchRequest.body,
         dispatcher: this.#agent,
         signal,
       });

@@ -17,7 +17,6 @@ import { BatchSender } from './batch-sender.js';
 import type { BatchStore } from './batch-store.js';
 import { DirStore } from './dir-store.js';
 import { fleetViewReader } from './fleet-view-client.js';
-import { PgStore } from './pg-store.js';
 
 export interface BatchService {
   readonly jobs: BatchJobs;
@@ -36,19 +35,24 @@ export interface BatchServiceLog {
 const REPLICAS_NEED_DATABASE =
   'the Batch API needs batch.database_url when routing.replicas is above 1: without a shared database each replica keeps its own files and jobs';
 
-/** Null when `batch.enabled` is false: the paths then go to the backends like any other. */
-export function createBatchService(
+/**
+ * Null when `batch.enabled` is false: the paths then go to the backends like any other. The
+ * PostgreSQL client is loaded only with `batch.database_url` (~14 MB of resident memory otherwise).
+ */
+export async function createBatchService(
   app: FastifyInstance,
   config: Config,
   log: BatchServiceLog,
   tracing: Tracing | null = null,
-): BatchService | null {
+): Promise<BatchService | null> {
   if (!config.batch.enabled) return null;
   const { database_url, dir, lease } = config.batch;
   const refusal = database_url === null && config.routing.replicas > 1 ? REPLICAS_NEED_DATABASE : null;
   if (refusal !== null) log.warn(`${refusal}; its endpoints answer 503`);
   const store: BatchStore =
-    database_url === null ? new DirStore(resolve(dir)) : new PgStore(database_url, resolve(dir, 'cache'));
+    database_url === null
+      ? new DirStore(resolve(dir))
+      : new (await import('./pg-store.js')).PgStore(database_url, resolve(dir, 'cache'));
   const jobs = new BatchJobs({
     store,
     maxFileSize: config.batch.max_file_size,

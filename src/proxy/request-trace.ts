@@ -11,11 +11,11 @@ import {
   ATTR_HTTP_RESPONSE_STATUS_CODE,
   ATTR_URL_PATH,
 } from '@opentelemetry/semantic-conventions';
+import { topLevelFields } from '../http/top-level-fields.js';
 import type { AttemptTrace, RequestTrace } from '../routing/request-context.js';
 import type { Tracing } from '../tracing/tracing.js';
 import { apiOf } from './continuation.js';
 import type { RequestRecord } from './proxy-events.js';
-import { topLevelFields } from './top-level-fields.js';
 
 /** GenAI semantic-convention attribute names (the incubating ones, spelled out: they may yet be renamed). */
 const GEN_AI = {

@@ -34,3 +34,22 @@ test('check, then the pending lines in order; a file changed since the check is 
   writeFileSync(path, `${chatLine('a')}\n${chatLine('b')}\n${chatLine('a')}\n`);
   await assert.rejects(checkInputFile(path), /line 3: duplicate custom_id "a" \(first on line 1\)/);
 });
+
+test("a line's body is sent as the line wrote it; a key spelled with escapes falls back to the parse", async (t) => {
+  const path = join(tempDir(t), 'input.jsonl');
+  const spaced = '{ "model" : "m",  "messages" : [ {"role":"user","content":"say \\"body\\": {}"} ] }';
+  const lines = [
+    `{"custom_id":"spaced","method":"POST","url":"/v1/chat/completions","body":${spaced}}`,
+    // JSON.parse keeps the last of two keys alike: so is the body sent.
+    `{"body":{"model":"first"},"custom_id":"twice","method":"POST","url":"/v1/chat/completions","body":{"model":"last"}}`,
+    // "bod\u0079" is "body" to JSON.parse, not to a search of the bytes.
+    `{"custom_id":"escaped","method":"POST","url":"/v1/chat/completions","body":{"model":"a"},"bod\\u0079":{"model":"b"}}`,
+  ];
+  writeFileSync(path, `${lines.join('\n')}\n`);
+  const sent: Record<string, string> = {};
+  for await (const request of pendingRequests(await checkInputFile(path), () => false))
+    sent[request.custom_id] = request.body.toString();
+  assert.equal(sent.spaced, spaced, 'the bytes as written, spaces and all');
+  assert.deepEqual(JSON.parse(sent.twice), { model: 'last' });
+  assert.deepEqual(JSON.parse(sent.escaped), { model: 'b' });
+});

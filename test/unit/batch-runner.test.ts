@@ -11,7 +11,7 @@ function requests(count: number): BatchRequest[] {
   return Array.from({ length: count }, (_, i) => ({
     custom_id: `req-${i}`,
     url: '/v1/chat/completions',
-    body: { messages: [] },
+    body: Buffer.from('{"messages":[]}'),
     line: i + 1,
   }));
 }

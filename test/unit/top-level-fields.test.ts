@@ -1,10 +1,10 @@
 /**
- * proxy/top-level-fields.ts: a traced request's body read for its top-level fields without a parse.
+ * http/top-level-fields.ts: a traced request's body read for its top-level fields without a parse.
  * Each case checks what a parse would say, including where a nested or quoted key could fool a search.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { topLevelFields } from '../../src/proxy/top-level-fields.js';
+import { topLevelFields } from '../../src/http/top-level-fields.js';
 
 const KEYS = new Set(['model', 'max_tokens', 'temperature', 'stream', 'user']);
 const fields = (text: string) => Object.fromEntries(topLevelFields(Buffer.from(text), KEYS));

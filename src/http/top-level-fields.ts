@@ -1,10 +1,10 @@
 /**
- * A JSON object body's top-level scalar fields (strings, numbers, booleans, null), read without
- * parsing the rest: what a traced request's span says of its request (request-trace.ts), on every
- * traced request, where a parse would build the whole body (messages and all) to read four fields.
- * Strings are skipped with a search for their closing quote, nested objects and arrays by counting
- * brackets; only the wanted values are parsed. A body that is not a JSON object, or stops being
- * one, yields what was read before that point.
+ * A JSON object's top-level fields found without parsing the rest: the scalars a traced request's
+ * span says of its request (request-trace.ts), where a parse would build the whole body (messages
+ * and all) to read four fields; and where a batch input line's `body` lies (batch-input.ts), sent
+ * as its bytes instead of parsed and written out again. Strings are skipped with a search for their
+ * closing quote, nested objects and arrays by counting brackets. A body that is not a JSON object,
+ * or stops being one, yields what was read before that point.
  */
 
 export type Scalar = string | number | boolean | null;
@@ -69,33 +69,44 @@ function valueEnd(body: Buffer, at: number): number {
   return -1;
 }
 
-/** The scalar values of `keys` among the top-level fields of the JSON object in `body`. */
-export function topLevelFields(body: Buffer, keys: ReadonlySet<string>): Map<string, Scalar> {
-  const found = new Map<string, Scalar>();
+/**
+ * Calls `visit` with each top-level field of the JSON object in `body`, in order: its key as written
+ * (escapes not decoded) and its value's bytes `[start, end)`.
+ */
+export function forEachTopLevelField(body: Buffer, visit: (key: string, start: number, end: number) => void): void {
   let i = skipSpace(body, 0);
-  if (body[i] !== OPEN_OBJECT) return found;
+  if (body[i] !== OPEN_OBJECT) return;
   i++;
   for (;;) {
     i = skipSpace(body, i);
-    if (body[i] !== QUOTE) return found;
+    if (body[i] !== QUOTE) return;
     const keyEnd = stringEnd(body, i);
-    if (keyEnd < 0) return found;
+    if (keyEnd < 0) return;
     const key = body.toString('utf8', i + 1, keyEnd - 1);
     i = skipSpace(body, keyEnd);
-    if (body[i] !== COLON) return found;
+    if (body[i] !== COLON) return;
     i = skipSpace(body, i + 1);
     const end = valueEnd(body, i);
-    if (end < 0) return found;
-    const first = body[i];
-    if (keys.has(key) && first !== OPEN_OBJECT && first !== OPEN_ARRAY) {
-      try {
-        found.set(key, JSON.parse(body.toString('utf8', i, end)) as Scalar);
-      } catch {
-        return found;
-      }
-    }
+    if (end < 0) return;
+    visit(key, i, end);
     i = skipSpace(body, end);
-    if (body[i] !== COMMA) return found;
+    if (body[i] !== COMMA) return;
     i++;
   }
+}
+
+/** The scalar values of `keys` among the top-level fields of the JSON object in `body`. */
+export function topLevelFields(body: Buffer, keys: ReadonlySet<string>): Map<string, Scalar> {
+  const found = new Map<string, Scalar>();
+  let broken = false;
+  forEachTopLevelField(body, (key, start, end) => {
+    const first = body[start];
+    if (broken || !keys.has(key) || first === OPEN_OBJECT || first === OPEN_ARRAY) return;
+    try {
+      found.set(key, JSON.parse(body.toString('utf8', start, end)) as Scalar);
+    } catch {
+      broken = true;
+    }
+  });
+  return found;
 }
