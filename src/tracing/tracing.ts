@@ -40,6 +40,14 @@ import type { TracingConfig } from '../config/types.js';
  * an unfilled batch.
  */
 const EXPORT_BATCH_SIZE = 64;
+/** The processor's queue of ended spans (the SDK's default, spelled out for the limit below). */
+const QUEUE_SIZE = 2048;
+/**
+ * Exports in flight at once: a flush (at shutdown) exports the whole queue at once, one export per
+ * batch, next to the one already sent. The exporter's default of 30 is below the 32 batches of a
+ * full queue, so a shutdown under load lost the last batches and failed.
+ */
+const CONCURRENT_EXPORTS = QUEUE_SIZE / EXPORT_BATCH_SIZE + 1;
 
 export interface SpanStart {
   kind: SpanKind;
@@ -55,13 +63,16 @@ export class Tracing {
 
   constructor(config: TracingConfig & { otlp_endpoint: string }) {
     const url = tracesUrl(config.otlp_endpoint);
-    const exporter = config.otlp_protocol === 'http/json' ? new JsonExporter({ url }) : new ProtobufExporter({ url });
+    const options = { url, concurrencyLimit: CONCURRENT_EXPORTS };
+    const exporter = config.otlp_protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options);
     this.#provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.service_name }),
       sampler: new ParentBasedSampler({
         root: config.sample_ratio >= 1 ? new AlwaysOnSampler() : new TraceIdRatioBasedSampler(config.sample_ratio),
       }),
-      spanProcessors: [new BatchSpanProcessor(exporter, { maxExportBatchSize: EXPORT_BATCH_SIZE })],
+      spanProcessors: [
+        new BatchSpanProcessor(exporter, { maxExportBatchSize: EXPORT_BATCH_SIZE, maxQueueSize: QUEUE_SIZE }),
+      ],
     });
     this.#tracer = this.#provider.getTracer('fleetgate');
   }

@@ -12,6 +12,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { SpanKind } from '@opentelemetry/api';
+import { DEFAULT_TRACING_PROTOCOL } from '../../src/config/defaults.js';
+import { Tracing } from '../../src/tracing/tracing.js';
 import { tempDir, writeChatInput } from '../helpers/batch.js';
 import { createSims, startGateway } from '../helpers/fleet.js';
 import { type Collector, type ReceivedSpan, startCollector, startHeaderTap } from '../helpers/otlp-collector.js';
@@ -300,4 +303,19 @@ test('a Batch API job: a span per job, a span per request under it, and each pro
     count,
     'each custom_id once',
   );
+});
+
+test('a shutdown with a full queue of ended spans exports every one of them (one export per batch, all at once)', async (t) => {
+  const collector = await startCollector(t);
+  const tracing = new Tracing({
+    otlp_endpoint: collector.url,
+    otlp_protocol: DEFAULT_TRACING_PROTOCOL,
+    sample_ratio: 1,
+    service_name: 'fleetgate-test',
+  });
+  // The processor's whole queue ended in one tick: its first batch is being sent when the
+  // shutdown exports the other 31 at once.
+  for (let i = 0; i < 2048; i++) tracing.start(`span ${i}`, null, { kind: SpanKind.INTERNAL }).end();
+  await tracing.shutdown();
+  assert.equal(new Set(collector.spans.map((s) => s.name)).size, 2048);
 });
