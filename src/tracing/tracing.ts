@@ -26,6 +26,7 @@ import {
   BasicTracerProvider,
   BatchSpanProcessor,
   ParentBasedSampler,
+  type SpanExporter,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
@@ -61,10 +62,8 @@ export class Tracing {
   readonly #tracer: Tracer;
   readonly #propagator = new W3CTraceContextPropagator();
 
-  constructor(config: TracingConfig & { otlp_endpoint: string }) {
-    const url = tracesUrl(config.otlp_endpoint);
-    const options = { url, concurrencyLimit: CONCURRENT_EXPORTS };
-    const exporter = config.otlp_protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options);
+  /** `exporter` replaces the OTLP one the config names (bench/overhead/tracing-parts-run.ts weighs the parts). */
+  constructor(config: TracingConfig & { otlp_endpoint: string }, exporter: SpanExporter = otlpExporter(config)) {
     this.#provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.service_name }),
       sampler: new ParentBasedSampler({
@@ -115,6 +114,11 @@ export class Tracing {
   shutdown(): Promise<void> {
     return this.#provider.shutdown();
   }
+}
+
+function otlpExporter(config: TracingConfig & { otlp_endpoint: string }): SpanExporter {
+  const options = { url: tracesUrl(config.otlp_endpoint), concurrencyLimit: CONCURRENT_EXPORTS };
+  return config.otlp_protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options);
 }
 
 /** `otlp_endpoint` as the exporter's URL: a base URL gets OTLP's `/v1/traces`. */
