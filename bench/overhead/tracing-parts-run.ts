@@ -158,8 +158,8 @@ async function main(argv: string[]): Promise<number> {
       `added: recording ${added.recording.toFixed(1)}, serialization ${added.serialization.toFixed(1)}, ` +
       `HTTP export ${added.http_export.toFixed(1)}; exports ${sink.exports} of ${(sink.bytes / Math.max(1, sink.exports) / 1024).toFixed(1)} KiB\n`,
   );
-  const out = values.out ?? `${RAW_RESULTS_DIR}/tracing-parts-${stamp()}.json`;
-  writeResults(out, 'tracing-parts', started, {
+  const out = values.out ?? `${RAW_RESULTS_DIR}/overhead-tracing-parts-${stamp()}.json`;
+  writeResults(out, 'overhead-tracing-parts', started, {
     requests,
     rate,
     repeats,
@@ -171,4 +171,4 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-runBench('tracing-parts', main);
+runBench('overhead-tracing-parts', main);
