@@ -85,7 +85,8 @@ function failures(records: RunRecord[], scenario: ScenarioId, target: string): s
 
 const TOGETHER_NOTE =
   'Every proxy ran at once, pinned to the same core, the client sending requests to them in turn: ' +
-  'each served the same number of requests at the same pace, and the machine drifting in speed moved all alike.';
+  'each served the same number of requests at the same pace, with at most the concurrency in flight, ' +
+  'and the machine drifting in speed moved all alike.';
 
 /** A column: its header and how one target's medians fill it. */
 type Column = [header: string, cell: (m: Metrics, target: string) => string];

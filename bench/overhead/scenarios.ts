@@ -164,20 +164,55 @@ interface Load {
   sample?: (o: Outcome) => number | null;
 }
 
+/** At most `size` holders at once; the others wait in turn. */
+class Slots {
+  #free: number;
+  readonly #waiting: Array<() => void> = [];
+
+  constructor(size: number) {
+    this.#free = size;
+  }
+
+  async take(): Promise<void> {
+    if (this.#free > 0) {
+      this.#free--;
+      return;
+    }
+    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+
+  give(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#free++;
+  }
+}
+
 /**
  * One closed loop over every target at once: request `i` goes to target `i mod k`, so each serves
- * the same requests at the same pace, as each would alone with the test rig setting the pace, and
- * a proxy that answers slower holds more of the loop's requests. With one target it is a plain
- * closed loop of `concurrency`.
+ * the same requests at the same pace, as each would alone with the test rig setting the pace. Each
+ * target has at most `concurrency` of them in flight: a proxy that answers slower makes the loop
+ * wait for it instead of holding more of its requests (which would stretch that proxy's requests,
+ * and what they hold, beyond what the others see). With one target it is a plain closed loop of
+ * `concurrency`.
  */
-async function inTurn(clients: readonly LoadClient[], load: Load): Promise<Served[]> {
+export async function inTurn(clients: readonly LoadClient[], load: Load): Promise<Served[]> {
   const k = clients.length;
   const served: Served[] = clients.map(() => ({ ok: 0, errors: 0, events: 0, samples: new Samples(load.total) }));
+  const slots = clients.map(() => new Slots(load.concurrency));
   const result = await closedLoop(clients, {
     concurrency: load.concurrency * k,
     total: load.total * k,
     deadlineMs: load.deadlineMs,
-    send: (i) => clients[i % k].post(PATH, load.body),
+    send: async (i) => {
+      const mine = slots[i % k];
+      await mine.take();
+      try {
+        return await clients[i % k].post(PATH, load.body);
+      } finally {
+        mine.give();
+      }
+    },
     onOutcome: (o, i) => {
       const s = served[i % k];
       if (o.error === null && o.status >= 200 && o.status < 300) s.ok++;
