@@ -51,3 +51,12 @@ test('idle batch slots: fewer running than max_running_requests; one arrival bet
     '31 running + 1 dispatched since the scrape fill its 32 slots',
   );
 });
+
+test('idle batch slots: queued requests that fleetgate has seen end since the report are no queue', () => {
+  // Two arrivals between scheduler steps at the scrape (a loaded machine), one of them this replica's;
+  // it has been answered since, so at most one can still wait.
+  const stale = { running: 0, queued: 2, tokenUsage: 0, maxRunning: 8, inflightAtScrape: 1 };
+  assert.equal(hasIdleSlot({ inflight: 0, reported: stale }), true, 'one of the two ended: one arrival left');
+  assert.equal(hasIdleSlot({ inflight: 1, reported: stale }), false, 'nothing ended since: still a queue of two');
+  assert.equal(hasIdleSlot({ inflight: 0, reported: stale }, 3), true, 'with replicas too');
+});

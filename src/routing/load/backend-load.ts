@@ -35,16 +35,17 @@ export function backendLoad(backend: LoadFacts, replicas = 1): number {
 
 /**
  * It reports idle batch slots: fewer running than its `max_running_requests`, and no real queue.
- * A request or two waiting at a scrape are arrivals between two scheduler steps, not a backend
- * that cannot admit (its KV cache full): taking them for one would count every busy fast GPU as
- * full for a whole load interval.
+ * A request waiting at a scrape is an arrival between two scheduler steps, not a backend that
+ * cannot admit (its KV cache full): taking it for one would count every busy fast GPU as full for
+ * a whole load interval. The queue is the report's less fleetgate's requests that ended since
+ * (`ownQueue`): a report of two arrivals, both answered by now, says nothing about the backend now.
  */
 export function hasIdleSlot(backend: LoadFacts, replicas = 1): boolean {
   const reported = backend.reported;
   return (
     reported !== null &&
     reported.maxRunning !== null &&
-    reported.queued < QUEUE_ALLOWANCE &&
+    ownQueue(backend) < QUEUE_ALLOWANCE &&
     backendLoad(backend, replicas) < reported.maxRunning
   );
 }
