@@ -39,7 +39,8 @@ const usage = `usage: npm run bench:overhead -- [options]
                         fleetgate-before: the build that
                         FLEETGATE_BEFORE_CLI names (another commit's dist/cli/index.js);
                         fleetgate-no-token-latency: metrics.token_latency false; fleetgate-tracing:
-                        every request traced (sample_ratio 1) to an OTLP sink in this process
+                        every request traced (sample_ratio 1) to an OTLP sink in this process;
+                        fleetgate-tracing-sampled: the same at sample_ratio 0.1
   --scenarios LIST      a,a-cpu,b,b-cpu,c,d (default all); a-cpu and b-cpu run (a)'s and (b)'s load
                         on every proxy target at once (same core, requests in turn), for CPU ratios
                         that a machine drifting in speed moves alike
@@ -73,10 +74,22 @@ type TargetId =
   | 'fleetgate-no-resume'
   | 'fleetgate-before'
   | 'fleetgate-no-token-latency'
-  | 'fleetgate-tracing';
+  | 'fleetgate-tracing'
+  | 'fleetgate-tracing-sampled';
 
-/** Where `fleetgate-tracing` exports its spans: an OTLP/HTTP sink in this process (bench/lib/otlp-sink.ts). */
+/** Where the tracing targets export their spans: an OTLP/HTTP sink in this process (bench/lib/otlp-sink.ts). */
 let tracingSink = '';
+
+/** fleetgate tracing to the sink, keeping `sampleRatio` of the traces. */
+function tracingTarget(name: TargetId, sampleRatio: number): TargetSpec {
+  return {
+    name,
+    kind: 'fleetgate',
+    get extraYaml() {
+      return `tracing:\n  otlp_endpoint: ${tracingSink}\n  sample_ratio: ${sampleRatio}\n`;
+    },
+  };
+}
 
 const TARGETS: Record<TargetId, TargetSpec> = {
   direct: { name: 'direct', kind: 'direct' },
@@ -88,20 +101,15 @@ const TARGETS: Record<TargetId, TargetSpec> = {
   },
   'fleetgate-no-resume': { name: 'fleetgate-no-resume', kind: 'fleetgate', resumeLimit: 0 },
   // Issue #41: the build before token latency and traces (FLEETGATE_BEFORE_CLI: that commit's dist/cli/index.js),
-  // this one with its histograms off, and this one tracing every request (sample_ratio 1) to a local sink.
+  // this one with its histograms off, and this one tracing every request (sample_ratio 1), or one in ten, to a local sink.
   'fleetgate-before': { name: 'fleetgate-before', kind: 'fleetgate', cli: process.env.FLEETGATE_BEFORE_CLI ?? '' },
   'fleetgate-no-token-latency': {
     name: 'fleetgate-no-token-latency',
     kind: 'fleetgate',
     extraYaml: 'metrics:\n  token_latency: false\n',
   },
-  'fleetgate-tracing': {
-    name: 'fleetgate-tracing',
-    kind: 'fleetgate',
-    get extraYaml() {
-      return `tracing:\n  otlp_endpoint: ${tracingSink}\n  sample_ratio: 1\n`;
-    },
-  },
+  'fleetgate-tracing': tracingTarget('fleetgate-tracing', 1),
+  'fleetgate-tracing-sampled': tracingTarget('fleetgate-tracing-sampled', 0.1),
   nginx: { name: 'nginx', kind: 'nginx', balance: 'least_conn' },
   haproxy: { name: 'haproxy', kind: 'haproxy', balance: 'leastconn' },
   'node-floor': { name: 'node-floor', kind: 'node-floor' },
@@ -170,7 +178,7 @@ async function main(argv: string[]): Promise<number> {
   const { opts, machine, work, progress } = start;
   const records: RunRecord[] = [];
   const started = Date.now();
-  const sink = opts.targets.includes('fleetgate-tracing') ? await OtlpSink.start() : null;
+  const sink = opts.targets.some((t) => t.startsWith('fleetgate-tracing')) ? await OtlpSink.start() : null;
   tracingSink = sink?.url ?? '';
   try {
     for (const id of opts.scenarios) {

@@ -7,7 +7,7 @@
  * of the completion tokens the client got (`completionTokens`).
  */
 import type { RequestContext } from '../routing/request-context.js';
-import { completionTokensIn, finishReasonIn, promptTokensIn } from './answer-tail.js';
+import { completionTokensIn } from './answer-tail.js';
 import type { RequestHeaders } from './headers.js';
 import type { RequestOutcome, RequestRecord } from './proxy-events.js';
 import type { RequestSpan } from './request-trace.js';
@@ -113,17 +113,8 @@ export class ProxiedRequest {
   /** Ends its trace (when tracing is on) with the record and what the answer's last events say. */
   #endTrace(entry: RequestRecord, relay: RelayResult | null, endedAt: number): void {
     if (this.trace === null) return;
-    const tail = relay?.tail ?? null;
     const firstAt = this.tokens?.firstTokenAt ?? null;
-    this.trace.end(
-      entry,
-      {
-        inputTokens: promptTokensIn(tail),
-        outputTokens: entry.completionTokens,
-        finishReason: finishReasonIn(tail),
-        ttftSeconds: firstAt !== null ? (firstAt - this.started) / 1000 : null,
-      },
-      endedAt,
-    );
+    const ttftSeconds = firstAt !== null ? (firstAt - this.started) / 1000 : null;
+    this.trace.end(entry, { tail: relay?.tail ?? null, ttftSeconds }, endedAt);
   }
 }

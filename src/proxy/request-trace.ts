@@ -3,6 +3,8 @@
  * server span (continuing an incoming `traceparent`), the wait in the queue, one client span per
  * upstream attempt (whose `traceparent` the attempt carries) and one per stream resume. The
  * attributes follow OpenTelemetry's GenAI semantic conventions where one exists, else `fleetgate.*`.
+ * A request the sampler leaves out still hands its trace on upstream, but reads nothing of its body
+ * or answer for attributes no one records: a `sample_ratio` below 1 saves that work too.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { type Attributes, type Context, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
@@ -14,6 +16,7 @@ import {
 import { topLevelFields } from '../http/top-level-fields.js';
 import type { AttemptTrace, RequestTrace } from '../routing/request-context.js';
 import type { Tracing } from '../tracing/tracing.js';
+import { finishReasonIn, promptTokensIn } from './answer-tail.js';
 import { apiOf } from './continuation.js';
 import type { RequestRecord } from './proxy-events.js';
 
@@ -41,9 +44,8 @@ const DESCRIBED: ReadonlySet<string> = new Set([
 
 /** What the end of a request adds to its span beyond its access record. */
 export interface AnswerFacts {
-  inputTokens: number | null;
-  outputTokens: number | null;
-  finishReason: string | null;
+  /** The answer's last bytes (the relay's `tail`), where its usage and finish reason are. */
+  tail: Buffer | null;
   /** Seconds to the first token, when one was timed. */
   ttftSeconds: number | null;
 }
@@ -74,6 +76,8 @@ class AttemptSpan implements AttemptTrace {
 export class RequestSpan implements RequestTrace {
   readonly #tracing: Tracing;
   readonly #span: Span;
+  /** The sampler kept it: only then are attributes worth reading. */
+  readonly recording: boolean;
   /** The context of its children's spans, made once. */
   readonly #children: Context;
   /** The name of its attempts' spans. */
@@ -90,11 +94,13 @@ export class RequestSpan implements RequestTrace {
       attributes,
       startTime: startedAt,
     });
+    this.recording = this.#span.isRecording();
     this.#children = tracing.contextOf(this.#span);
   }
 
   /** The request's body (JSON): the GenAI request attributes its top-level fields name. */
   describe(body: Buffer): void {
+    if (!this.recording) return;
     const b = topLevelFields(body, DESCRIBED);
     const attributes: Attributes = {};
     const model = b.get('model');
@@ -130,8 +136,9 @@ export class RequestSpan implements RequestTrace {
   }
 
   /** The request is over: its access record and what its answer said. */
-  end(record: RequestRecord, facts: AnswerFacts, endedAt: number): void {
+  end(record: RequestRecord, answer: AnswerFacts, endedAt: number): void {
     const span = this.#span;
+    if (!this.recording) return span.end(endedAt);
     const attributes: Attributes = {
       [ATTR_HTTP_RESPONSE_STATUS_CODE]: record.status,
       'fleetgate.outcome': record.outcome,
@@ -141,10 +148,12 @@ export class RequestSpan implements RequestTrace {
     if (record.backend !== null) attributes['fleetgate.backend'] = record.backend;
     if (record.priorityClass !== null) attributes['fleetgate.priority_class'] = record.priorityClass;
     if (record.backends.length > 1) attributes['fleetgate.backends'] = [...record.backends];
-    if (facts.inputTokens !== null) attributes[GEN_AI.inputTokens] = facts.inputTokens;
-    if (facts.outputTokens !== null) attributes[GEN_AI.outputTokens] = facts.outputTokens;
-    if (facts.finishReason !== null) attributes[GEN_AI.finishReasons] = [facts.finishReason];
-    if (facts.ttftSeconds !== null) attributes[GEN_AI.ttft] = facts.ttftSeconds;
+    const inputTokens = promptTokensIn(answer.tail);
+    if (inputTokens !== null) attributes[GEN_AI.inputTokens] = inputTokens;
+    if (record.completionTokens !== null) attributes[GEN_AI.outputTokens] = record.completionTokens;
+    const finishReason = finishReasonIn(answer.tail);
+    if (finishReason !== null) attributes[GEN_AI.finishReasons] = [finishReason];
+    if (answer.ttftSeconds !== null) attributes[GEN_AI.ttft] = answer.ttftSeconds;
     span.setAttributes(attributes);
     if (record.status >= 500 || record.outcome === 'upstream_error') span.setStatus({ code: SpanStatusCode.ERROR });
     span.end(endedAt);

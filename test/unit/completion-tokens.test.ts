@@ -12,7 +12,7 @@ import { test } from 'node:test';
 import type { Dispatcher } from 'undici';
 import { ProxiedRequest } from '../../src/proxy/proxied-request.js';
 import { ProxyEventBus, type RequestOutcome, type RequestRecord } from '../../src/proxy/proxy-events.js';
-import type { AnswerFacts, RequestSpan } from '../../src/proxy/request-trace.js';
+import type { RequestSpan } from '../../src/proxy/request-trace.js';
 import { type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
 import { StreamResume } from '../../src/proxy/stream-resume.js';
 import { TokenClock, type TokenSeries } from '../../src/proxy/token-timing.js';
@@ -38,8 +38,8 @@ interface Seen {
 function proxiedStream(body: Record<string, unknown>, continuations: PassThrough[], opts: { resume?: boolean } = {}) {
   const seen: Seen = { record: null, clock: null, trace: null };
   const trace = {
-    end: (_entry: RequestRecord, facts: AnswerFacts) => {
-      seen.trace = facts.outputTokens;
+    end: (entry: RequestRecord) => {
+      seen.trace = entry.completionTokens;
     },
   } as unknown as RequestSpan;
   const context = new RequestContext();
