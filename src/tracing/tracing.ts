@@ -81,10 +81,17 @@ export class Tracing {
     return this.#propagator.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
   }
 
-  /** Starts a span under `parent` (a context, or a span; null: a new trace). */
-  start(name: string, parent: Context | Span | null, opts: SpanStart): Span {
+  /**
+   * Starts a span under `parent` (a context, or a span; null: a new trace). Its attributes are set
+   * once the sampler has decided, on a span it records only: the SDK checks attributes handed to
+   * `startSpan` before sampling, even for a span it leaves out, and twice more for one it records.
+   * None of fleetgate's samplers reads them.
+   */
+  start(name: string, parent: Context | Span | null, { kind, startTime, attributes }: SpanStart): Span {
     const context = parent === null ? ROOT_CONTEXT : 'spanContext' in parent ? this.contextOf(parent) : parent;
-    return this.#tracer.startSpan(name, opts, context);
+    const span = this.#tracer.startSpan(name, { kind, startTime }, context);
+    if (attributes !== undefined && span.isRecording()) span.setAttributes(attributes);
+    return span;
   }
 
   /** The context whose spans are children of `span` (a span with several children makes it once). */
