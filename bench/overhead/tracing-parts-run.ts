@@ -39,7 +39,9 @@ const body = Buffer.from(
   }),
 );
 /** The last bytes of a non-streamed chat answer, where its usage and finish reason are. */
-const tail = Buffer.from('"finish_reason":"length"}],"usage":{"prompt_tokens":80,"completion_tokens":64,"total_tokens":144}}');
+const tail = Buffer.from(
+  '"finish_reason":"length"}],"usage":{"prompt_tokens":80,"completion_tokens":64,"total_tokens":144}}',
+);
 const headers = { host: '127.0.0.1:8000', 'content-type': 'application/json', 'user-agent': 'bench' };
 const record: RequestRecord = {
   backend: 'gpu0',

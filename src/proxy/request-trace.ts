@@ -138,7 +138,10 @@ export class RequestSpan implements RequestTrace {
   /** The request is over: its access record and what its answer said. */
   end(record: RequestRecord, answer: AnswerFacts, endedAt: number): void {
     const span = this.#span;
-    if (!this.recording) return span.end(endedAt);
+    if (!this.recording) {
+      span.end(endedAt);
+      return;
+    }
     const attributes: Attributes = {
       [ATTR_HTTP_RESPONSE_STATUS_CODE]: record.status,
       'fleetgate.outcome': record.outcome,

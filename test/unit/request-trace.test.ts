@@ -89,7 +89,11 @@ test('a recorded request: GenAI attributes from its body and from its answer tai
   assert.equal(server.attributes['gen_ai.request.model'], 'm');
   assert.equal(server.attributes['gen_ai.request.max_tokens'], 64);
   assert.equal(server.attributes['gen_ai.usage.input_tokens'], 80);
-  assert.equal(server.attributes['gen_ai.usage.output_tokens'], 70, "the record's count (a resumed stream's), not the tail's");
+  assert.equal(
+    server.attributes['gen_ai.usage.output_tokens'],
+    70,
+    "the record's count (a resumed stream's), not the tail's",
+  );
   assert.deepEqual(server.attributes['gen_ai.response.finish_reasons'], ['stop']);
   assert.equal(server.attributes['gen_ai.server.time_to_first_token'], 0.25);
   assert.ok(bodyReads > 0 && tailReads > 0, 'the body and the tail were read');
