@@ -3,21 +3,25 @@
  * so the metrics and the access log), the token clock's output-token count and the trace's
  * `gen_ai.usage.output_tokens` read the same figure, and for a resumed stream it is what the client's
  * own final `usage` says, whatever the answer's last bytes show. The real relay, stream resume,
- * journal and token clock, with a PassThrough for each upstream body and a stand-in for the client.
+ * journal, token clock and request trace (the SDK with an in-memory exporter), with a PassThrough
+ * for each upstream body and a stand-in for the client.
  */
 import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
+import { SpanKind } from '@opentelemetry/api';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { Dispatcher } from 'undici';
 import { ProxiedRequest } from '../../src/proxy/proxied-request.js';
 import { ProxyEventBus, type RequestOutcome, type RequestRecord } from '../../src/proxy/proxy-events.js';
-import type { RequestSpan } from '../../src/proxy/request-trace.js';
+import { RequestSpan } from '../../src/proxy/request-trace.js';
 import { type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
 import { StreamResume } from '../../src/proxy/stream-resume.js';
 import { TokenClock, type TokenSeries } from '../../src/proxy/token-timing.js';
 import { contextIn, RequestContext } from '../../src/routing/request-context.js';
 import { outputText } from '../../src/sim/text-gen.js';
+import { Tracing } from '../../src/tracing/tracing.js';
 import { chatChunks } from '../helpers/chat-chunks.js';
 import { ClientResponse } from '../helpers/client-response.js';
 import { readStream } from '../helpers/stream-check.js';
@@ -37,11 +41,19 @@ interface Seen {
  */
 function proxiedStream(body: Record<string, unknown>, continuations: PassThrough[], opts: { resume?: boolean } = {}) {
   const seen: Seen = { record: null, clock: null, trace: null };
-  const trace = {
-    end: (entry: RequestRecord) => {
-      seen.trace = entry.completionTokens;
-    },
-  } as unknown as RequestSpan;
+  const exporter = new InMemorySpanExporter();
+  const tracing = new Tracing(
+    { otlp_endpoint: 'http://127.0.0.1:9/', otlp_protocol: 'http/protobuf', sample_ratio: 1, service_name: 'test' },
+    exporter,
+  );
+  const trace = new RequestSpan(tracing, 'POST', PATH, {}, 0);
+  /** What the exported server span says the output tokens were. */
+  const readTrace = async () => {
+    await tracing.flush();
+    const server = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.SERVER);
+    seen.trace = (server?.attributes['gen_ai.usage.output_tokens'] as number | undefined) ?? null;
+    await tracing.shutdown();
+  };
   const context = new RequestContext();
   context.backend = 'gpu0';
   const traffic = new ProxiedRequest(context, { method: 'POST', path: PATH, started: 0, trace }, () => {});
@@ -87,7 +99,7 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
       ended: (result) => {
         const outcome: RequestOutcome = result.end.type === 'complete' ? 'ok' : 'upstream_error';
         seen.record = traffic.end(200, outcome, result, ++clock);
-        resolve(result);
+        void readTrace().then(() => resolve(result));
       },
     });
   });
