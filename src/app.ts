@@ -65,6 +65,8 @@ export interface Gateway {
   readonly caps: CapController | null;
   readonly events: ProxyEventBus;
   readonly metrics: GatewayMetrics;
+  /** The serving view (`/fleet`, `fleetgate status`), sampled once a second. */
+  readonly serving: ServingStats;
   /** The engines' supervisor under `fleetgate launch`; null under `serve`. */
   readonly launcher: Launcher | null;
   /** The Batch API's jobs; null with `batch.enabled: false`. */
@@ -140,6 +142,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     caps,
     events,
     metrics,
+    serving: stats,
     launcher,
     batch,
     config,

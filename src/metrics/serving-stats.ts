@@ -137,6 +137,7 @@ export class ServingStats {
   readonly #resumes: SlidingWindow;
   readonly #errors: SlidingWindow;
   #timer: NodeJS.Timeout | null = null;
+  #samples = 0;
 
   constructor(opts: ServingStatsOptions) {
     this.#registry = opts.registry;
@@ -171,8 +172,14 @@ export class ServingStats {
     this.#timer = null;
   }
 
+  /** Samples taken so far: once this grows past a count read at some moment, the view has sampled after it. */
+  get samples(): number {
+    return this.#samples;
+  }
+
   /** Reads each backend's running requests and generation-token counter; called once a second. */
   sample(): void {
+    this.#samples++;
     const now = this.#now();
     for (const backend of this.#registry.list()) {
       const windows = this.#windows(backend.name, now);

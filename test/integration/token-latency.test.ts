@@ -146,6 +146,8 @@ test('metrics.token_latency false: no token-latency series, no medians in the se
   const { gateway, url } = await startReadyFleet(t, [{ engine: { tokenMs: 2 } }], {
     metrics: { token_latency: false },
   });
+  // The serving view's windows start at a sample: one before the stream, one after it.
+  await waitFor(() => gateway.serving.samples > 0, { what: 'a sample of the serving view before the stream' });
   const got = await streamFrom(url, '/v1/chat/completions', {
     model: 'default',
     stream: true,
@@ -153,8 +155,8 @@ test('metrics.token_latency false: no token-latency series, no medians in the se
     messages: [{ role: 'user', content: 'hi' }],
   }).done;
   assertWholeStream(got, 5);
-  // The serving view samples once a second: two samples, and still nothing bound.
-  await new Promise((resolve) => setTimeout(resolve, 2100));
+  const samplesBefore = gateway.serving.samples;
+  await waitFor(() => gateway.serving.samples > samplesBefore, { what: 'a sample of the serving view after the stream' });
   const status = (await (await fetch(`${url}/fleet/status`)).json()) as {
     backends: Array<{ serving: { ttft_p50_seconds: number | null } }>;
   };
