@@ -156,7 +156,9 @@ test('metrics.token_latency false: no token-latency series, no medians in the se
   }).done;
   assertWholeStream(got, 5);
   const samplesBefore = gateway.serving.samples;
-  await waitFor(() => gateway.serving.samples > samplesBefore, { what: 'a sample of the serving view after the stream' });
+  await waitFor(() => gateway.serving.samples > samplesBefore, {
+    what: 'a sample of the serving view after the stream',
+  });
   const status = (await (await fetch(`${url}/fleet/status`)).json()) as {
     backends: Array<{ serving: { ttft_p50_seconds: number | null } }>;
   };
