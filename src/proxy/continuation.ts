@@ -37,7 +37,7 @@ export type ResumeRefusal =
   | 'logprobs'
   /** `tool_calls` already streamed: a half-sent call cannot be continued as message text. */
   | 'tool_calls'
-  /** `reasoning_content` streamed: its think tags are the model's, unknown to fleetgate. */
+  /** Reasoning streamed (`reasoning_content`, vLLM's `reasoning`): its think tags are the model's, unknown to fleetgate. */
   | 'reasoning'
   /** The body is not one the continuation can be built from (not JSON, token ids, several prompts). */
   | 'unbuildable'

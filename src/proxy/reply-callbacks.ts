@@ -21,7 +21,7 @@ import type { ProxiedRequest } from './proxied-request.js';
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
 import { type RelayResult, relayBody } from './response-relay.js';
 import { type ResumeSettings, StreamResume } from './stream-resume.js';
-import { CHAT_CONTENT, TEXT_CONTENT, TokenClock } from './token-timing.js';
+import { contentKeysOf, TokenClock } from './token-timing.js';
 
 /** Not a real host: the fleet dispatcher picks the backend and ignores the origin. */
 export const FLEET_ORIGIN = 'http://fleet.invalid';
@@ -142,8 +142,7 @@ export class ReplyCallbacks {
     const observer = this.#opts.events.tokens;
     const backend = traffic.context.backend;
     if (observer === null || backend === null || status !== 200 || traffic.method !== 'POST') return null;
-    const key = apiOf(traffic.path) === 'chat' ? CHAT_CONTENT : TEXT_CONTENT;
-    return new TokenClock(observer, backend, sse, traffic.started, key);
+    return new TokenClock(observer, backend, sse, traffic.started, contentKeysOf(traffic.path));
   }
 
   /** A streamed chat or completions answer continues after a cut unless resume is off for it. */

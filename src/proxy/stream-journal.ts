@@ -208,7 +208,7 @@ export class StreamJournal {
         this.#events++;
         keep = true;
       }
-      if (typeof delta.reasoning_content === 'string' && delta.reasoning_content !== '') {
+      if (isReasoning(delta.reasoning_content) || isReasoning(delta.reasoning)) {
         this.#reasoning = true;
         this.#events++;
         keep = true;
@@ -259,3 +259,8 @@ export class StreamJournal {
 
 const EMPTY = Buffer.alloc(0);
 const PASSED = { kind: 'data', rewritten: null } as const;
+
+/** A delta's reasoning text (SGLang's `reasoning_content`, vLLM's `reasoning` since 0.11). */
+function isReasoning(value: unknown): boolean {
+  return typeof value === 'string' && value !== '';
+}

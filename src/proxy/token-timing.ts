@@ -4,9 +4,11 @@
  * per request. One `TokenClock` per generation request follows the client's stream across its
  * resumes: the time to first token is observed once, each gap is observed on the backend whose
  * event ended it (after a resume, the first gap on the new backend includes the resume), and the
- * per-request figures go to the backend that ended the stream. A content event is one whose
- * `content` or `text` is a non-empty string, read with a byte search (no JSON parse).
+ * per-request figures go to the backend that ended the stream. A content event is one that carries
+ * generated text as a non-empty string (the answer, its reasoning or a tool call's arguments, as the
+ * API names them), read with a byte search (no JSON parse).
  */
+import { generationApiOf } from '../routing/openai-request.js';
 
 /** A backend's bound series; metrics/token-metrics.ts implements it. */
 export interface TokenSeries {
@@ -22,23 +24,38 @@ export interface TokenObserver {
   seriesOf(backend: string): TokenSeries | undefined;
 }
 
-/** The key of generated text in a chat stream's events. */
-export const CHAT_CONTENT = Buffer.from('"content":"');
-/** ...and in a completions (or SGLang `/generate`) stream's. */
-export const TEXT_CONTENT = Buffer.from('"text":"');
-const QUOTE = 0x22;
+const keys = (...names: string[]): readonly Buffer[] => names.map((name) => Buffer.from(`"${name}":"`));
 
 /**
- * Content events in a chunk of SSE events: each `key` (CHAT_CONTENT or TEXT_CONTENT) not followed by
- * its closing quote. One key per stream: a search that misses reads the whole chunk.
+ * The keys of generated text in a chat stream's events: the answer, its reasoning (SGLang's
+ * `reasoning_content`, vLLM's `reasoning`) and a tool call's arguments; the usage counts them all.
  */
-export function contentEventsIn(chunk: Buffer, key: Buffer): number {
+export const CHAT_CONTENT = keys('content', 'reasoning_content', 'reasoning', 'arguments');
+/** ...in a completions, SGLang `/generate` or Anthropic-style messages stream's. */
+export const TEXT_CONTENT = keys('text');
+/** ...in a Responses API stream's: its `*.delta` events (its `*.done` events repeat the text). */
+export const RESPONSES_CONTENT = keys('delta');
+const QUOTE = 0x22;
+
+/** Where a stream of the API `path` names carries its generated text. */
+export function contentKeysOf(path: string): readonly Buffer[] {
+  if (generationApiOf(path) === 'chat') return CHAT_CONTENT;
+  return path.startsWith('/v1/responses') ? RESPONSES_CONTENT : TEXT_CONTENT;
+}
+
+/**
+ * Content events in a chunk of SSE events: each of the `keys` (one of the lists above) not followed
+ * by its closing quote. A search that misses reads the whole chunk, once per key.
+ */
+export function contentEventsIn(chunk: Buffer, keys: readonly Buffer[]): number {
   let count = 0;
-  let at = chunk.indexOf(key);
-  while (at >= 0) {
-    const next = at + key.length;
-    if (next < chunk.length && chunk[next] !== QUOTE) count++;
-    at = chunk.indexOf(key, next);
+  for (const key of keys) {
+    let at = chunk.indexOf(key);
+    while (at >= 0) {
+      const next = at + key.length;
+      if (next < chunk.length && chunk[next] !== QUOTE) count++;
+      at = chunk.indexOf(key, next);
+    }
   }
   return count;
 }
@@ -47,19 +64,25 @@ export class TokenClock {
   readonly #observer: TokenObserver;
   readonly #startedAt: number;
   readonly #stream: boolean;
-  readonly #key: Buffer;
+  readonly #keys: readonly Buffer[];
   #series: TokenSeries | undefined;
   #firstAt: number | null = null;
   #lastAt = 0;
   #events = 0;
 
   /**
-   * `startedAt`: when the request arrived, on the clock `seen` and `finished` are given; `key`: where
-   * its events carry generated text (CHAT_CONTENT, TEXT_CONTENT).
+   * `startedAt`: when the request arrived, on the clock `seen` and `finished` are given; `keys`: where
+   * its events carry generated text (contentKeysOf).
    */
-  constructor(observer: TokenObserver, backend: string, stream: boolean, startedAt: number, key = CHAT_CONTENT) {
+  constructor(
+    observer: TokenObserver,
+    backend: string,
+    stream: boolean,
+    startedAt: number,
+    keys: readonly Buffer[] = CHAT_CONTENT,
+  ) {
     this.#observer = observer;
-    this.#key = key;
+    this.#keys = keys;
     this.#series = observer.seriesOf(backend);
     this.#stream = stream;
     this.#startedAt = startedAt;
@@ -82,7 +105,7 @@ export class TokenClock {
 
   /** Client bytes of a stream went out at `now`. */
   seen(chunk: Buffer, now: number): void {
-    const events = contentEventsIn(chunk, this.#key);
+    const events = contentEventsIn(chunk, this.#keys);
     if (events === 0) return;
     const series = this.#series;
     this.#events += events;
@@ -115,6 +138,8 @@ export class TokenClock {
       series.finished(tokens, null);
       return;
     }
+    // A stream with no generated text (no content event, no usage) counts no output tokens either.
+    if (tokens === 0) return;
     const first = this.#firstAt;
     const perToken = first !== null && tokens > 1 ? (this.#lastAt - first) / 1000 / (tokens - 1) : null;
     series.finished(tokens, perToken);

@@ -123,6 +123,7 @@ test('journal: tool calls, reasoning and logprobs streamed forbid a continuation
   const cases: Array<[Buffer, string]> = [
     [event({ tool_calls: [{ index: 0, function: { name: 'f' } }] }), 'tool_calls'],
     [event({ reasoning_content: 'hm' }), 'reasoning'],
+    [event({ reasoning: 'hm' }), 'reasoning'],
     [event({ content: 'a' }, { content: [] }), 'logprobs'],
   ];
   for (const [chunk, want] of cases) {

@@ -10,28 +10,45 @@ import { bucketQuantile, WindowQuantile } from '../../src/metrics/window-quantil
 import {
   CHAT_CONTENT,
   contentEventsIn,
-  TEXT_CONTENT,
+  contentKeysOf,
   TokenClock,
   type TokenSeries,
 } from '../../src/proxy/token-timing.js';
 
 const event = (delta: object) => `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta }] })}\n\n`;
 
-test('content events: non-empty content (chat) or text (completions), not a role chunk, an empty delta or reasoning', () => {
+test('content events: the answer, its reasoning and tool-call arguments (chat), text (completions), deltas (Responses)', () => {
   const chat = Buffer.from(
     event({ role: 'assistant', content: '' }) +
+      event({ reasoning_content: 'hmm' }) +
+      event({ reasoning: 'so', content: null }) +
       event({ content: 'Hello' }) +
       event({ content: ' "quoted"' }) +
-      event({ reasoning_content: 'hmm' }) +
+      event({ tool_calls: [{ index: 0, function: { name: 'f', arguments: '' } }] }) +
+      event({ tool_calls: [{ index: 0, function: { arguments: '{"content":"x"}' } }] }) +
       'data: [DONE]\n\n',
   );
-  assert.equal(contentEventsIn(chat, CHAT_CONTENT), 2);
+  assert.equal(contentEventsIn(chat, CHAT_CONTENT), 5);
+  assert.equal(contentKeysOf('/v1/chat/completions?x=1'), CHAT_CONTENT);
   const completions = Buffer.from(
     `data: ${JSON.stringify({ choices: [{ index: 0, text: 'x', finish_reason: null }] })}\n\n` +
       `data: ${JSON.stringify({ choices: [{ index: 0, text: '', finish_reason: 'stop' }] })}\n\n`,
   );
-  assert.equal(contentEventsIn(completions, TEXT_CONTENT), 1);
+  assert.equal(contentEventsIn(completions, contentKeysOf('/v1/completions')), 1);
   assert.equal(contentEventsIn(Buffer.from(': keep-alive\n\n'), CHAT_CONTENT), 0);
+  // A Responses stream's text goes out in its deltas; the `done` events after them repeat it.
+  const responses = Buffer.from(
+    [
+      { type: 'response.output_text.delta', delta: 'He' },
+      { type: 'response.output_text.delta', delta: 'l' },
+      { type: 'response.output_text.delta', delta: 'lo' },
+      { type: 'response.output_text.done', text: 'Hello' },
+      { type: 'response.content_part.done', part: { type: 'output_text', text: 'Hello' } },
+    ]
+      .map((e) => `data: ${JSON.stringify(e)}\n\n`)
+      .join(''),
+  );
+  assert.equal(contentEventsIn(responses, contentKeysOf('/v1/responses')), 3);
 });
 
 class Recorder implements TokenSeries {
@@ -64,11 +81,16 @@ test('clock: one first token, a gap per token (split evenly inside a chunk), the
   assert.equal(clock.events, 4);
 });
 
-test('clock: a non-streamed answer is one first token at its end, counted by its usage; none without one', () => {
+test('clock: a non-streamed answer is one first token at its end, counted by its usage; none without text', () => {
   const a = new Recorder('a');
   const clock = new TokenClock({ seriesOf: () => a }, 'a', false, 0);
   clock.finished(2500, 40);
   assert.deepEqual(a.seen, ['ttft false 2.500', 'end 40 null']);
+  const silent = new Recorder('s');
+  const stream = new TokenClock({ seriesOf: () => silent }, 's', true, 0);
+  stream.seen(Buffer.from(event({ role: 'assistant', content: '' })), 5);
+  stream.finished(10, 0);
+  assert.deepEqual(silent.seen, [], 'a stream with no generated text counts no output tokens');
   const embeddings = new Recorder('e');
   new TokenClock({ seriesOf: () => embeddings }, 'e', false, 0).finished(10, null);
   assert.deepEqual(embeddings.seen, []);
