@@ -95,6 +95,8 @@ export class StreamResume {
   readonly #backends: string[];
   #parsed: Record<string, unknown> | null | undefined;
   #cancel: (() => void) | null = null;
+  /** The client left: the relay has ended, and no continuation is wanted any more. */
+  #clientLeft = false;
 
   constructor(settings: ResumeSettings, request: ResumableRequest) {
     this.#settings = settings;
@@ -134,6 +136,7 @@ export class StreamResume {
 
   /** The client left while a continuation was being sought. */
   cancel(): void {
+    this.#clientLeft = true;
     this.#cancel?.();
   }
 
@@ -155,7 +158,7 @@ export class StreamResume {
     const next = continuationBody(this.#request.api, body, journal.text, journal.tokens);
     const answer = await this.#dispatch(next);
     // A client that left meanwhile is no failure to resume: the relay already ended.
-    if (this.#request.context.clientGone.aborted) {
+    if (this.#clientLeft || this.#request.context.clientGone.aborted) {
       if (typeof answer !== 'string') answer.stream.destroy();
       return { type: 'fail', event: null };
     }

@@ -7,6 +7,7 @@
  * with the error event.
  */
 import assert from 'node:assert/strict';
+import { request } from 'node:http';
 import type { Socket } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import { countPromptTokens, outputText } from '../../src/sim/text-gen.js';
@@ -264,6 +265,43 @@ test('an upstream error event mid-stream, or a stream closed before [DONE], is r
     );
   assert.equal(resumes('error_event'), 1);
   assert.equal(resumes('closed'), 1);
+});
+
+test('a client that leaves while its continuation is sought: no resume failure counted', async (t) => {
+  const continuations: Socket[] = [];
+  const closed: Socket[] = [];
+  const { url, gateway } = await rawPair(t, (socket, n) => {
+    if (n === 0) {
+      socket.write(
+        `HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n` +
+          [chunk('x', { role: 'assistant', content: '' }), chunk('x', { content: 'A' })]
+            .map((e) => `data: ${JSON.stringify(e)}\n\n`)
+            .join(''),
+      );
+      socket.end('data: {"error":{"message":"oom"}}\n\n');
+      return;
+    }
+    // The continuation: held unanswered until fleetgate lets it go.
+    continuations.push(socket);
+    socket.on('close', () => closed.push(socket));
+  });
+  t.after(() => {
+    for (const socket of continuations) socket.destroy();
+  });
+  const client = request(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+  });
+  client.on('response', (res) => res.resume().on('error', () => {}));
+  client.on('error', () => {});
+  client.end(JSON.stringify(RAW_CHAT));
+  await waitFor(() => continuations.length === 1, { what: 'the continuation sent' });
+  client.destroy();
+  // fleetgate drops the continuation it no longer wants; its outcome is settled by then.
+  await waitFor(() => closed.length === 1, { what: 'the continuation let go' });
+  for (const reason of ['rejected', 'no_backend']) {
+    assert.equal(await metricOf(gateway, 'fleetgate_stream_resume_failures_total', { reason }), 0, reason);
+  }
 });
 
 test('not resumed (tool_calls streamed): the error event stands', async (t) => {
