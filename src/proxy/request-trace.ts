@@ -53,6 +53,7 @@ export interface AnswerFacts {
 class AttemptSpan implements AttemptTrace {
   readonly headers: Record<string, string>;
   readonly #span: Span;
+  #ended = false;
 
   constructor(tracing: Tracing, parent: Context, backend: string, retry: number, name: string) {
     this.#span = tracing.start(name, parent, {
@@ -67,6 +68,8 @@ class AttemptSpan implements AttemptTrace {
   }
 
   ended(failure: string | null): void {
+    if (this.#ended) return;
+    this.#ended = true;
     this.#span.setAttribute('fleetgate.outcome', failure ?? 'ok');
     if (failure !== null) this.#span.setStatus({ code: SpanStatusCode.ERROR, message: failure });
     this.#span.end();
@@ -82,10 +85,12 @@ export class RequestSpan implements RequestTrace {
   readonly #children: Context;
   /** The name of its attempts' spans. */
   readonly #attemptName: string;
+  /** Its latest attempt: the one a stream's cut ends. */
+  #attempt: AttemptSpan | null = null;
 
   constructor(tracing: Tracing, method: string, path: string, headers: IncomingHttpHeaders, startedAt: number) {
     this.#tracing = tracing;
-    this.#attemptName = `POST ${path}`;
+    this.#attemptName = `${method} ${path}`;
     const api = apiOf(path);
     const attributes: Attributes = { [ATTR_HTTP_REQUEST_METHOD]: method, [ATTR_URL_PATH]: path };
     if (api !== null) attributes[GEN_AI.operation] = api === 'chat' ? 'chat' : 'text_completion';
@@ -120,7 +125,12 @@ export class RequestSpan implements RequestTrace {
   }
 
   attempt(backend: string, retry: number): AttemptTrace {
-    return new AttemptSpan(this.#tracing, this.#children, backend, retry, this.#attemptName);
+    this.#attempt = new AttemptSpan(this.#tracing, this.#children, backend, retry, this.#attemptName);
+    return this.#attempt;
+  }
+
+  cut(failure: string): void {
+    this.#attempt?.ended(failure);
   }
 
   resumed(from: string, to: string | null, reason: string, startedAt: number): void {

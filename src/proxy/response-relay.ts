@@ -155,8 +155,9 @@ class ResponseRelay {
     old.off('end', this.#onEnd);
     old.off('error', this.#onError);
     old.on('error', noop);
-    old.destroy();
     const resume = this.#opts.resume as StreamResume;
+    resume.cut(failure);
+    old.destroy();
     resume.resume(failure).then(
       (step) => this.#resumed(step, failure),
       () => this.#resumed({ type: 'fail', event: null }, failure),

@@ -140,6 +140,11 @@ export class StreamResume {
     this.#cancel?.();
   }
 
+  /** The current attempt was cut by `failure`: its span ends so, before its body is let go (a client abort). */
+  cut(failure: UpstreamFailure): void {
+    this.#request.context.trace?.cut(failure.kind);
+  }
+
   /** The current attempt ended early with `failure`: continue the stream, end it, or give up. */
   async resume(failure: UpstreamFailure): Promise<ResumeStep> {
     const journal = this.#journal;

@@ -47,13 +47,18 @@ export interface RequestTrace {
   attempt(backend: string, retry: number): AttemptTrace;
   /** A cut stream was continued on `to` (null: it was not) after `from` failed, since `startedAt`. */
   resumed(from: string, to: string | null, reason: string, startedAt: number): void;
+  /** The stream's current attempt was cut (`failure`: `error_event`, `closed`, ...): it ends so. */
+  cut(failure: string): void;
 }
 
 export interface AttemptTrace {
   /** `traceparent` (and `tracestate`) naming the attempt's span. */
   readonly headers: Record<string, string>;
   responded(status: number): void;
-  /** The attempt is over: `failure`, its kind (`reset`, `connect_refused`, ...), or null when it completed. */
+  /**
+   * The attempt is over: `failure`, its kind (`reset`, `connect_refused`, ...), or null when it
+   * completed. Only its first ending counts (a cut stream's is the cut's).
+   */
   ended(failure: string | null): void;
 }
 

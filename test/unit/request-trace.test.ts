@@ -113,3 +113,18 @@ for (const [why, ratio, headers] of [
     assert.equal(tailReads, 0, "the answer's tail was not scanned");
   });
 }
+
+test("an attempt's span is named by the request's method and path, as the server span is", async () => {
+  const { tracing, exporter } = tracingAt(1);
+  const request = new RequestSpan(tracing, 'GET', '/get_server_info', {}, performance.now());
+  request.attempt('gpu0', 0).ended(null);
+  request.end(
+    { ...record, method: 'GET', path: '/get_server_info' },
+    { tail: null, ttftSeconds: null },
+    performance.now(),
+  );
+  await tracing.flush();
+  const names = exporter.getFinishedSpans().map((s) => s.name);
+  await tracing.shutdown();
+  assert.deepEqual(names, ['GET /get_server_info', 'GET /get_server_info']);
+});
