@@ -260,7 +260,7 @@ export class StreamJournal {
 const EMPTY = Buffer.alloc(0);
 const PASSED = { kind: 'data', rewritten: null } as const;
 
-/** A delta's reasoning text (SGLang's `reasoning_content`, vLLM's `reasoning` since 0.11). */
+/** A delta's reasoning text (SGLang's `reasoning_content`; newer vLLM's `reasoning`). */
 function isReasoning(value: unknown): boolean {
   return typeof value === 'string' && value !== '';
 }
