@@ -44,21 +44,31 @@ export function contentKeysOf(path: string): readonly Buffer[] {
 }
 
 /**
- * Content events in a chunk of SSE events: each of the `keys` (one of the lists above) not followed
- * by its closing quote. A search that misses reads the whole chunk, once per key.
+ * Content events in a chunk of SSE events: each of the `keys` (one of the lists above) followed by
+ * a byte other than its closing quote. A search that misses reads the whole chunk, once per key.
+ * With `seam`, only the keys that start before it and whose following byte is at or after it (the
+ * keys across the seam between two chunks, joined).
  */
-export function contentEventsIn(chunk: Buffer, keys: readonly Buffer[]): number {
+export function contentEventsIn(chunk: Buffer, keys: readonly Buffer[], seam = -1): number {
   let count = 0;
   for (const key of keys) {
-    let at = chunk.indexOf(key);
-    while (at >= 0) {
+    let at = chunk.indexOf(key, Math.max(0, seam - key.length));
+    while (at >= 0 && (seam < 0 || at < seam)) {
       const next = at + key.length;
-      if (next < chunk.length && chunk[next] !== QUOTE) count++;
+      if (next < chunk.length && next >= seam && chunk[next] !== QUOTE) count++;
       at = chunk.indexOf(key, next);
     }
   }
   return count;
 }
+
+/** Whether `chunk` ends where an SSE event does (a blank line): no key can run on into the next. */
+function endsAnEvent(chunk: Buffer): boolean {
+  const n = chunk.length;
+  return n >= 2 && chunk[n - 1] === LF && (chunk[n - 2] === LF || (n >= 3 && chunk[n - 3] === LF));
+}
+const LF = 0x0a;
+const EMPTY = Buffer.alloc(0);
 
 export class TokenClock {
   readonly #observer: TokenObserver;
@@ -69,6 +79,12 @@ export class TokenClock {
   #firstAt: number | null = null;
   #lastAt = 0;
   #events = 0;
+  /**
+   * The last bytes so far when a chunk ended inside an event (an upstream read need not be a whole
+   * event where no journal re-frames them): a key, or the byte after it, may be in the next chunk.
+   */
+  #carry: Buffer | null = null;
+  readonly #longestKey: number;
 
   /**
    * `startedAt`: when the request arrived, on the clock `seen` and `finished` are given; `keys`: where
@@ -83,6 +99,7 @@ export class TokenClock {
   ) {
     this.#observer = observer;
     this.#keys = keys;
+    this.#longestKey = Math.max(...keys.map((key) => key.length));
     this.#series = observer.seriesOf(backend);
     this.#stream = stream;
     this.#startedAt = startedAt;
@@ -101,11 +118,12 @@ export class TokenClock {
   /** The stream continues on `backend` (a resume). */
   switchTo(backend: string): void {
     this.#series = this.#observer.seriesOf(backend);
+    this.#carry = null;
   }
 
   /** Client bytes of a stream went out at `now`. */
   seen(chunk: Buffer, now: number): void {
-    const events = contentEventsIn(chunk, this.#keys);
+    const events = contentEventsIn(chunk, this.#keys) + this.#acrossTheCut(chunk);
     if (events === 0) return;
     const series = this.#series;
     this.#events += events;
@@ -120,6 +138,17 @@ export class TokenClock {
     const gap = (now - this.#lastAt) / 1000 / events;
     this.#lastAt = now;
     series?.interToken(gap, events);
+  }
+
+  /** Keys begun in what came before `chunk` and ended (with the byte after them) in it. */
+  #acrossTheCut(chunk: Buffer): number {
+    const carry = this.#carry;
+    const keep = this.#longestKey;
+    if (endsAnEvent(chunk)) this.#carry = null;
+    else if (chunk.length >= keep) this.#carry = chunk.subarray(chunk.length - keep);
+    else this.#carry = Buffer.concat([carry ?? EMPTY, chunk]).subarray(-keep);
+    if (carry === null) return 0;
+    return contentEventsIn(Buffer.concat([carry, chunk.subarray(0, keep)]), this.#keys, carry.length);
   }
 
   /**

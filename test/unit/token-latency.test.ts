@@ -51,6 +51,24 @@ test('content events: the answer, its reasoning and tool-call arguments (chat), 
   assert.equal(contentEventsIn(responses, contentKeysOf('/v1/responses')), 3);
 });
 
+test('content events cut across upstream reads are counted once, wherever the cut falls', () => {
+  const stream = Buffer.from(
+    event({ role: 'assistant', content: '' }) + event({ reasoning_content: 'hm' }) + event({ content: 'Hi' }),
+  );
+  const counted = (chunks: Buffer[]) => {
+    const clock = new TokenClock({ seriesOf: () => undefined }, 'a', true, 0);
+    chunks.forEach((chunk, i) => {
+      clock.seen(chunk, i);
+    });
+    return clock.events;
+  };
+  for (let cut = 1; cut < stream.length; cut++) {
+    assert.equal(counted([stream.subarray(0, cut), stream.subarray(cut)]), 2, `cut at ${cut}`);
+  }
+  const bytes = Array.from({ length: stream.length }, (_, i) => stream.subarray(i, i + 1));
+  assert.equal(counted(bytes), 2, 'one byte per read');
+});
+
 class Recorder implements TokenSeries {
   readonly seen: string[] = [];
   constructor(readonly name: string) {}
