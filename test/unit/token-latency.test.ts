@@ -17,15 +17,16 @@ import {
 
 const event = (delta: object) => `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta }] })}\n\n`;
 
-test('content events: the answer, its reasoning and tool-call arguments (chat), text (completions), deltas (Responses)', () => {
+test('content events: the answer and its reasoning (chat), text (completions), deltas (Responses), once per event', () => {
   const chat = Buffer.from(
     event({ role: 'assistant', content: '' }) +
       event({ reasoning_content: 'hmm' }) +
       event({ reasoning: 'so', content: null }) +
-      event({ content: 'Hello' }) +
+      // Newer vLLM fills both reasoning fields; the turn from reasoning to answer may carry both kinds.
+      event({ reasoning: 'x', reasoning_content: 'x' }) +
+      event({ reasoning: '.', content: 'Hello' }) +
       event({ content: ' "quoted"' }) +
-      event({ tool_calls: [{ index: 0, function: { name: 'f', arguments: '' } }] }) +
-      event({ tool_calls: [{ index: 0, function: { arguments: '{"content":"x"}' } }] }) +
+      event({ tool_calls: [{ index: 0, function: { name: 'f', arguments: '{"content":"x"}' } }] }) +
       'data: [DONE]\n\n',
   );
   assert.equal(contentEventsIn(chat, CHAT_CONTENT), 5);
@@ -53,7 +54,10 @@ test('content events: the answer, its reasoning and tool-call arguments (chat), 
 
 test('content events cut across upstream reads are counted once, wherever the cut falls', () => {
   const stream = Buffer.from(
-    event({ role: 'assistant', content: '' }) + event({ reasoning_content: 'hm' }) + event({ content: 'Hi' }),
+    event({ role: 'assistant', content: '' }) +
+      event({ reasoning_content: 'hm' }) +
+      event({ reasoning: 'x', reasoning_content: 'x' }) +
+      event({ content: 'Hi' }),
   );
   const counted = (chunks: Buffer[]) => {
     const clock = new TokenClock({ seriesOf: () => undefined }, 'a', true, 0);
@@ -63,10 +67,10 @@ test('content events cut across upstream reads are counted once, wherever the cu
     return clock.events;
   };
   for (let cut = 1; cut < stream.length; cut++) {
-    assert.equal(counted([stream.subarray(0, cut), stream.subarray(cut)]), 2, `cut at ${cut}`);
+    assert.equal(counted([stream.subarray(0, cut), stream.subarray(cut)]), 3, `cut at ${cut}`);
   }
   const bytes = Array.from({ length: stream.length }, (_, i) => stream.subarray(i, i + 1));
-  assert.equal(counted(bytes), 2, 'one byte per read');
+  assert.equal(counted(bytes), 3, 'one byte per read');
 });
 
 class Recorder implements TokenSeries {
