@@ -86,6 +86,8 @@ function valueAt(chunk: Buffer, at: number, key: ContentKey): number {
 function contentValuesIn(chunk: Buffer, keys: readonly ContentKey[], into: number[], seam = -1): number[] {
   const from = into.length;
   for (const key of keys) {
+    // A chunk of one event whose line already holds a value: later keys could add no event.
+    if (into.length > from && seam < 0 && chunk.indexOf(LF) >= chunk.length - 2) break;
     let at = chunk.indexOf(key.opening, seam < 0 ? 0 : Math.max(0, seam - LONGEST_KEY));
     while (at >= 0 && (seam < 0 || at < seam)) {
       const value = valueAt(chunk, at, key);
