@@ -46,9 +46,9 @@ const key = (opening: string, ...endings: string[]): ContentKey => ({
  */
 export const CHAT_CONTENT: readonly ContentKey[] = [key('"content":"'), key('"reasoning', '":"', '_content":"')];
 /** ...in a completions, SGLang `/generate` or Anthropic-style messages stream's. */
-export const TEXT_CONTENT: readonly ContentKey[] = [key('"text":"')];
+const TEXT_CONTENT: readonly ContentKey[] = [key('"text":"')];
 /** ...in a Responses API stream's: its `*.delta` events (its `*.done` events repeat the text). */
-export const RESPONSES_CONTENT: readonly ContentKey[] = [key('"delta":"')];
+const RESPONSES_CONTENT: readonly ContentKey[] = [key('"delta":"')];
 const QUOTE = 0x22;
 
 /** Where a stream of the API `path` names carries its generated text. */
