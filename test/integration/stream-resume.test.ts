@@ -9,12 +9,11 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import type { Socket } from 'node:net';
-import { type TestContext, test } from 'node:test';
+import { test } from 'node:test';
 import { countPromptTokens, outputText } from '../../src/sim/text-gen.js';
-import { createSims, startGateway } from '../helpers/fleet.js';
+import { createSims } from '../helpers/fleet.js';
 import { sampleValue } from '../helpers/prometheus-text.js';
-import { type RawRequest, startRawBackend } from '../helpers/raw-backend.js';
-import { metricOf, RESUME_HEALTH, resumeFleet } from '../helpers/resume-fleet.js';
+import { chunk, metricOf, RESUME_HEALTH, rawPair, resumeFleet, sseThenClose } from '../helpers/resume-fleet.js';
 import { startSimProcess } from '../helpers/sim-process.js';
 import { assertWholeStream } from '../helpers/stream-check.js';
 import { streamFrom } from '../helpers/streamed-request.js';
@@ -193,42 +192,6 @@ for (const { what, reason, headers, raw, body } of REFUSED) {
       assert.equal(await metricOf(fleet.gateway, 'fleetgate_stream_resume_failures_total', { reason }), 1);
     }
   });
-}
-
-/** An SSE answer that ends when the socket closes (no length, no chunking): `events`, then the close. */
-function sseThenClose(socket: Socket, events: object[], tail = ''): void {
-  const body = events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('') + tail;
-  socket.end(`HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n${body}`);
-}
-
-const chunk = (id: string, delta: object, finish: string | null = null) => ({
-  id,
-  object: 'chat.completion.chunk',
-  created: 1,
-  model: 'm',
-  choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-});
-
-/** Two raw backends behind one gateway, each answering with `answer(i, body)` (i = its request number). */
-async function rawPair(
-  t: TestContext,
-  answer: (socket: Socket, n: number, body: { messages: Array<{ content: string }> }) => void,
-  raw: object = {},
-) {
-  let n = 0;
-  const handler = (socket: Socket, request: RawRequest) => answer(socket, n++, JSON.parse(request.body));
-  const a = await startRawBackend(t, handler);
-  const b = await startRawBackend(t, handler);
-  const { url, gateway } = await startGateway(t, {
-    backends: [
-      { url: a.url, name: 'a', kind: 'openai' },
-      { url: b.url, name: 'b', kind: 'openai' },
-    ],
-    health: RESUME_HEALTH,
-    ...raw,
-  });
-  await waitFor(() => gateway.fleet.registry.ready.length === 2, { what: 'both ready' });
-  return { url, gateway, seen: () => a.seen.length + b.seen.length };
 }
 
 const RAW_CHAT = { model: 'm', stream: true, max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] };

@@ -10,7 +10,6 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { SpanKind } from '@opentelemetry/api';
@@ -19,8 +18,7 @@ import { Tracing } from '../../src/tracing/tracing.js';
 import { tempDir, writeChatInput } from '../helpers/batch.js';
 import { createSims, startGateway } from '../helpers/fleet.js';
 import { type Collector, type ReceivedSpan, startCollector, startHeaderTap } from '../helpers/otlp-collector.js';
-import { startRawBackend } from '../helpers/raw-backend.js';
-import { RESUME_HEALTH, resumeFleet } from '../helpers/resume-fleet.js';
+import { chunk, rawPair, resumeFleet, sseThenClose } from '../helpers/resume-fleet.js';
 import { startSimProcess } from '../helpers/sim-process.js';
 import { assertWholeStream } from '../helpers/stream-check.js';
 import { streamFrom } from '../helpers/streamed-request.js';
@@ -226,28 +224,16 @@ test('a stream resumed after a SIGKILL: one attempt span per backend and a resum
 
 test('a stream cut by an error event, then closed before [DONE]: the attempts and resumes say which', async (t) => {
   const collector = await startCollector(t);
-  const event = (id: string, delta: object, finish: string | null = null) =>
-    `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
-  const head = 'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n';
-  let n = 0;
-  const answer = (socket: Socket) => {
-    const attempt = n++;
-    const text = event('x', { role: 'assistant', content: '' }) + event('x', { content: 'ABC'[attempt] });
-    if (attempt === 0) socket.end(`${head}${text}data: {"error":{"message":"oom"}}\n\n`);
-    else if (attempt === 1) socket.end(`${head}${text}`);
-    else socket.end(`${head}${text}${event('x', {}, 'stop')}data: [DONE]\n\n`);
-  };
-  const a = await startRawBackend(t, answer);
-  const b = await startRawBackend(t, answer);
-  const { url, gateway } = await startGateway(t, {
-    backends: [
-      { url: a.url, name: 'a', kind: 'openai' },
-      { url: b.url, name: 'b', kind: 'openai' },
-    ],
-    health: RESUME_HEALTH,
-    tracing: tracingTo(collector),
-  });
-  await waitFor(() => gateway.fleet.registry.ready.length === 2, { what: 'both ready' });
+  const { url, gateway } = await rawPair(
+    t,
+    (socket, n) => {
+      const text = [chunk('x', { role: 'assistant', content: '' }), chunk('x', { content: 'ABC'[n] })];
+      if (n === 0) sseThenClose(socket, text, 'data: {"error":{"message":"oom"}}\n\n');
+      else if (n === 1) sseThenClose(socket, text);
+      else sseThenClose(socket, [...text, chunk('x', {}, 'stop')], 'data: [DONE]\n\n');
+    },
+    { tracing: tracingTo(collector) },
+  );
   const got = await streamFrom(url, '/v1/chat/completions', chat(10), {
     traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
   }).done;
