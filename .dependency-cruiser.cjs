@@ -2,7 +2,8 @@
  * fleetgate's layer rules (src/README.md explains them). Lowest first; a folder imports only the
  * folders listed for it, and none imports a folder above it:
  *
- *   sim                       the simulated engines: imports no other folder
+ *   model                     a model's tokenizer and chat template (Hugging Face layout): imports no other folder
+ *   sim                       the simulated engines: imports only model
  *   config                    the configuration's types, defaults and validation
  *   tracing                   the OpenTelemetry tracer: SDK, sampler, OTLP exporter, W3C propagation
  *   http                      the HTTP server, OpenAI-style error answers, bearer keys, server-level refusals
@@ -18,7 +19,8 @@
  *   cli, logging.ts           the command line
  */
 const layers = {
-  sim: [],
+  model: [],
+  sim: ['model'],
   config: [],
   tracing: ['config'],
   http: ['config'],
@@ -26,9 +28,9 @@ const layers = {
   fleet: ['config'],
   launch: ['config', 'fleet'],
   routing: ['config', 'fleet'],
-  proxy: ['config', 'http', 'fleet', 'routing', 'tracing'],
+  proxy: ['config', 'http', 'fleet', 'routing', 'tracing', 'model'],
   metrics: ['config', 'fleet', 'routing', 'proxy', 'batch'],
-  admin: ['config', 'http', 'tracing', 'batch', 'fleet', 'launch', 'routing', 'proxy', 'metrics'],
+  admin: ['config', 'http', 'tracing', 'batch', 'fleet', 'launch', 'routing', 'proxy', 'metrics', 'model'],
   'warm-up': ['config'],
 };
 
