@@ -9,6 +9,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { isEventStream } from '../http/event-stream.js';
 import { type ErrorType, errorTypeFor, sendError } from '../http/openai-error.js';
 import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
 import { classifyUpstreamError } from '../routing/dispatch/upstream-failures.js';
@@ -115,7 +116,7 @@ export class ReplyCallbacks {
   ) => {
     const traffic = request.traffic as ProxiedRequest;
     const { now } = this.#opts;
-    const sse = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
+    const sse = isEventStream(res.headers);
     traffic.sse = sse;
     const status = res.statusCode;
     reply.hijack();

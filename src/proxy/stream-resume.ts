@@ -14,6 +14,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { isEventStream } from '../http/event-stream.js';
 import type { UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { attachContext, type RequestContext } from '../routing/request-context.js';
@@ -217,7 +218,7 @@ export class StreamResume {
         headers: headers as Record<string, string>,
         body: JSON.stringify(body),
       });
-      const sse = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
+      const sse = isEventStream(res.headers);
       if (res.statusCode !== 200 || !sse) {
         res.body.resume();
         res.body.on('error', () => {});
