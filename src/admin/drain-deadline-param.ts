@@ -5,6 +5,7 @@
  * a bad value gets the message a bad `health.drain_deadline` would.
  */
 import { ConfigError, describeValue } from '../config/errors.js';
+import { isObject } from '../config/json-object.js';
 import { duration } from '../config/rules.js';
 
 const KEY = 'deadline';
@@ -37,8 +38,4 @@ export function deadlineParam(query: unknown, body: unknown): DeadlineParam {
 
 function refuse(message: string): DeadlineParam {
   return { ok: false, message };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -11,6 +11,7 @@
  * reported as needing a restart, while the running values stay in the running config.
  */
 import { ConfigError } from '../config/errors.js';
+import { isObject } from '../config/json-object.js';
 import type { Config } from '../config/types.js';
 import { BackendConflictError, type BackendDiff } from '../fleet/backend-sync.js';
 import type { Fleet } from '../fleet/fleet.js';
@@ -40,7 +41,7 @@ function changedSettings(old: Config, next: Config): string[] {
     if (key === 'backends') continue;
     const a: unknown = old[key];
     const b: unknown = next[key];
-    if (isSection(a) && isSection(b) && !ADDRESSES.has(key)) {
+    if (isObject(a) && isObject(b) && !ADDRESSES.has(key)) {
       for (const sub of new Set([...Object.keys(a), ...Object.keys(b)])) {
         if (!same(a[sub], b[sub])) changed.push(`${key}.${sub}`);
       }
@@ -108,10 +109,6 @@ function applyConfig(fleet: Fleet, running: Config, next: Config, launcher: Laun
     restart_required: changed.filter((key) => !live(key)),
     ...(engines && { engines }),
   };
-}
-
-function isSection(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function same(a: unknown, b: unknown): boolean {

@@ -6,6 +6,7 @@
  * the file (twice: to check it, then to send).
  */
 import { formatSize } from '../config/duration.js';
+import { isObject } from '../config/json-object.js';
 import { forEachTopLevelField } from '../http/top-level-fields.js';
 import { IdIndex } from './id-index.js';
 
@@ -38,10 +39,6 @@ export class BatchInputError extends Error {
     super(line === null ? problem : `line ${line}: ${problem}`);
     this.name = 'BatchInputError';
   }
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 const KNOWN_KEYS = new Set(['custom_id', 'method', 'url', 'body']);

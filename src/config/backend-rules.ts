@@ -1,9 +1,9 @@
 /** Schema rules for backends: URLs, names, kinds, log paths, and the `fleet` shorthand. */
 import * as defaults from './defaults.js';
 import { describeValue } from './errors.js';
+import { isObject } from './json-object.js';
 import {
   fail,
-  isMapping,
   keepText,
   nullable,
   oneOf,
@@ -57,8 +57,7 @@ export const backendEntry: Rule<StaticBackend> = {
         nameKey: key,
       };
     }
-    if (!isMapping(value))
-      fail(key, `expected a URL or a mapping of url, name, kind, log, got ${describeValue(value)}`);
+    if (!isObject(value)) fail(key, `expected a URL or a mapping of url, name, kind, log, got ${describeValue(value)}`);
     const { url, ...rest } = backendMapping.parse(value, key);
     return {
       url: url.origin,

@@ -6,11 +6,11 @@ import { checkPort, kindOrInherit, parsePorts, type StaticBackend } from './back
 import { fillPlaceholders, LAUNCH_PLACEHOLDERS, splitCommand, unknownPlaceholder } from './command-template.js';
 import * as defaults from './defaults.js';
 import { describeValue } from './errors.js';
+import { isObject } from './json-object.js';
 import {
   duration,
   fail,
   integer,
-  isMapping,
   list,
   oneOf,
   parseBackendUrl,
@@ -59,7 +59,7 @@ const envRule: Rule<Record<string, string>> = {
   fromText: textToStructure,
   parse(value, key) {
     if (value === null) return {};
-    if (!isMapping(value)) fail(key, `expected a mapping of variable names to values, got ${describeValue(value)}`);
+    if (!isObject(value)) fail(key, `expected a mapping of variable names to values, got ${describeValue(value)}`);
     const env: Record<string, string> = {};
     for (const [name, given] of Object.entries(value)) {
       const itemKey = `${key}.${name}`;
@@ -79,7 +79,7 @@ const remedyChange: Rule<RemedyChange> = {
   fromText: textToStructure,
   parse(value, key) {
     if (typeof value === 'string' || typeof value === 'number') return { value: String(value) };
-    if (!isMapping(value)) fail(key, `expected a value or {step, min?, max?}, got ${describeValue(value)}`);
+    if (!isObject(value)) fail(key, `expected a value or {step, min?, max?}, got ${describeValue(value)}`);
     const stepRule = section({
       step: number(),
       min: { ...number(), fallback: () => null } as Rule<number | null>,
@@ -106,7 +106,7 @@ const remedyRule = section({
   set: {
     fromText: textToStructure,
     parse(value, key) {
-      if (!isMapping(value) || Object.keys(value).length === 0)
+      if (!isObject(value) || Object.keys(value).length === 0)
         fail(key, `expected a mapping of flags to a value or {step, min?, max?}, got ${describeValue(value)}`);
       const set: Record<string, RemedyChange> = {};
       for (const [flag, change] of Object.entries(value)) {

@@ -5,18 +5,8 @@
  */
 import * as defaults from './defaults.js';
 import { describeValue } from './errors.js';
-import {
-  duration,
-  fail,
-  integer,
-  isMapping,
-  list,
-  nullable,
-  type Rule,
-  section,
-  text,
-  textToStructure,
-} from './rules.js';
+import { isObject } from './json-object.js';
+import { duration, fail, integer, list, nullable, type Rule, section, text, textToStructure } from './rules.js';
 import type { PriorityClassConfig } from './types.js';
 
 const CLASS_NAME = /^[A-Za-z0-9_.-]+$/;
@@ -44,7 +34,7 @@ const classEntry: Rule<PriorityClassConfig> = {
   fields: classMapping.fields,
   parse(value, key) {
     if (typeof value === 'string') return { ...unnamedClass(), name: className.parse(value, key) };
-    if (!isMapping(value))
+    if (!isObject(value))
       fail(
         key,
         `expected a class name or a mapping of name, max_waiting, timeout, api_keys, backend_priority, got ${describeValue(value)}`,

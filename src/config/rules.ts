@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import * as defaults from './defaults.js';
 import { parseDuration, parseSize } from './duration.js';
 import { ConfigError, describeValue, unknownKeyProblem } from './errors.js';
+import { isObject } from './json-object.js';
 import type { HostPort } from './types.js';
 
 /** How to read one key: its default, its check and conversion, and how a string from env or a flag maps onto it. */
@@ -25,10 +26,6 @@ export function fail(key: string, problem: string): never {
 
 function childKey(parent: string, child: string): string {
   return parent === '' ? child : `${parent}.${child}`;
-}
-
-export function isMapping(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 export const keepText = (text: string): unknown => text;
@@ -184,7 +181,7 @@ export function mapOf<T>(value: Rule<T>): Rule<Record<string, T>> {
     fromText: textToStructure,
     parse(input, key) {
       if (input === null) return {};
-      if (!isMapping(input)) fail(key, `expected a mapping, got ${describeValue(input)}`);
+      if (!isObject(input)) fail(key, `expected a mapping, got ${describeValue(input)}`);
       return Object.fromEntries(Object.entries(input).map(([name, v]) => [name, value.parse(v, childKey(key, name))]));
     },
   };
@@ -196,7 +193,7 @@ export function section<T extends object>(fields: { [K in keyof T]: Rule<T[K]> }
   const names = Object.keys(rules);
   const parse = (value: unknown, key: string): T => {
     const mapping = value ?? {};
-    if (!isMapping(mapping))
+    if (!isObject(mapping))
       fail(key, `expected a mapping of ${key === '' ? 'settings' : names.join(', ')}, got ${describeValue(value)}`);
     for (const name of Object.keys(mapping)) {
       if (!Object.hasOwn(rules, name)) fail(childKey(key, name), unknownKeyProblemIn(name, rules));

@@ -4,6 +4,7 @@
  * the I/O is stream-resume.ts's.
  */
 
+import { isObject } from '../config/json-object.js';
 import { generationApiOf, messageText } from '../routing/openai-request.js';
 
 export type ResumeApi = 'chat' | 'completion';
@@ -58,10 +59,6 @@ export function apiOf(path: string): ResumeApi | null {
 }
 
 const CONSTRAINED = ['json_schema', 'regex', 'ebnf', 'structural_tag'];
-
-export function isObject(value: unknown): value is Body {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** Why this request can never be continued, whatever it streamed; null if it can. */
 export function bodyRefusal(api: ResumeApi, body: unknown): ResumeRefusal | null {

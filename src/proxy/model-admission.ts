@@ -2,6 +2,7 @@
  * Which queue a request waits in, by the model it names. A single-model fleet never reads the body
  * for it (`ModelRouter.byModel` is false): its requests pay nothing for routing by model.
  */
+import { isObject } from '../config/json-object.js';
 import type { ErrorType } from '../http/openai-error.js';
 import type { ModelRouter } from '../routing/model-route.js';
 import type { ModelQueues } from '../routing/queue/model-queues.js';
@@ -43,6 +44,6 @@ export function createModelAdmission(router: ModelRouter, queues: ModelQueues): 
 
 /** The `model` of a parsed JSON request body; null when there is none. */
 function requestedModel(json: unknown): string | null {
-  const model = json !== null && typeof json === 'object' ? (json as { model?: unknown }).model : undefined;
+  const model = isObject(json) ? json.model : undefined;
   return typeof model === 'string' && model !== '' ? model : null;
 }

@@ -5,7 +5,8 @@
  * events into the original stream: its `id`, `created` and `model`, no second `role`, a `usage`
  * that sums the attempts. Pure: stream-resume.ts does the I/O.
  */
-import { type Body, isObject, type ResumeApi, type ResumeRefusal } from './continuation.js';
+import { isObject } from '../config/json-object.js';
+import type { Body, ResumeApi, ResumeRefusal } from './continuation.js';
 import { eventData, plainDeltaText } from './sse-event.js';
 
 const SEPARATOR = Buffer.from('\n\n');

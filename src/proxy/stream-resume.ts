@@ -14,6 +14,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { isObject } from '../config/json-object.js';
 import { isEventStream } from '../http/event-stream.js';
 import type { UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
@@ -239,5 +240,5 @@ export class StreamResume {
 }
 
 function asObject(json: unknown): Record<string, unknown> | null {
-  return typeof json === 'object' && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>) : null;
+  return isObject(json) ? json : null;
 }

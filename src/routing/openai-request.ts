@@ -3,6 +3,8 @@
  * fleetgate reads it: which API its path names, and the text of a message or prompt.
  */
 
+import { isObject } from '../config/json-object.js';
+
 /** The generation APIs: OpenAI chat and completions, and SGLang's native `/generate`. */
 export type GenerationApi = 'chat' | 'completion' | 'generate';
 
@@ -26,9 +28,6 @@ export function generationApiOf(path: string): GenerationApi | null {
 export function messageText(value: unknown): string {
   if (typeof value === 'string') return value;
   if (Array.isArray(value)) return value.map(messageText).join('');
-  if (value !== null && typeof value === 'object') {
-    const part = value as Record<string, unknown>;
-    return typeof part.text === 'string' ? part.text : JSON.stringify(value);
-  }
+  if (isObject(value)) return typeof value.text === 'string' ? value.text : JSON.stringify(value);
   return value === undefined || value === null ? '' : String(value);
 }

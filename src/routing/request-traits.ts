@@ -5,6 +5,7 @@
  * when the policy uses them, so that other policies pay nothing).
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { isObject } from '../config/json-object.js';
 import { generationApiOf, messageText } from './openai-request.js';
 import { blockHashes, hashText } from './text-hash.js';
 
@@ -108,7 +109,7 @@ export function promptTraits(
   const session = opts.sessionHeader === null ? undefined : headerValue(headers, opts.sessionHeader);
   let prefix: number[] | undefined;
   let key = session === undefined ? undefined : hashText(session, SESSION_SEED);
-  const rendered = json !== null && typeof json === 'object' ? render(path, json as Body) : null;
+  const rendered = isObject(json) ? render(path, json) : null;
   let opening = false;
   if (rendered !== null) {
     prefix = blockHashes(rendered.text, opts.blockChars);
