@@ -8,15 +8,15 @@
 import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/types.js';
+import { fetchFleetStatus } from '../http/fleet-status-client.js';
 import { loopbackOrigin } from '../http/loopback.js';
 import type { Tracing } from '../tracing/tracing.js';
-import { batchClassAmong } from './auto-concurrency.js';
+import { batchClassAmong, type FleetView } from './auto-concurrency.js';
 import { BatchJobs } from './batch-jobs.js';
 import { registerBatchRoutes } from './batch-routes.js';
 import { BatchSender } from './batch-sender.js';
 import type { BatchStore } from './batch-store.js';
 import { DirStore } from './dir-store.js';
-import { fleetViewReader } from './fleet-view-client.js';
 
 export interface BatchService {
   readonly jobs: BatchJobs;
@@ -74,7 +74,7 @@ export async function createBatchService(
         timeoutMs: config.upstream.headers_timeout || 60 * 60_000,
         connections: 1024,
       });
-      jobs.start({ send: sender.send, fetchStatus: fleetViewReader(base) });
+      jobs.start({ send: sender.send, fetchStatus: () => fetchFleetStatus<FleetView>(base) });
     },
     async stop() {
       await jobs.stop();

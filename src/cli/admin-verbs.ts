@@ -3,7 +3,7 @@
  * running fleetgate. Exit 0 done, 1 refused or unreachable (the server's message is printed), 2 usage.
  */
 import type { BackendStatus } from '../admin/fleet-summary.js';
-import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
+import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleetgate-url.js';
 import { readFlags, UsageError, verbArgs } from './verb-args.js';
 
 export type AdminVerb = 'drain' | 'resume' | 'restart';

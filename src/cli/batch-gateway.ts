@@ -12,13 +12,14 @@
  * line on stderr each time a backend's state changes), then hands back the URL; `stop()` closes the
  * gateway, which stops every engine it launched.
  */
+import type { FleetStatus } from '../admin/fleet-summary.js';
 import { createGateway } from '../app.js';
 import { sleepUnlessAborted } from '../batch/batch-runner.js';
 import { formatDuration } from '../config/duration.js';
 import { ConfigError, formatConfigError, loadConfig } from '../config/index.js';
 import type { Config } from '../config/types.js';
+import { fetchFleetStatus, UnreachableError } from '../http/fleet-status-client.js';
 import { createLogger } from '../logging.js';
-import { fetchStatus, UnreachableError } from './fleet-client.js';
 import { changeKey, type ReadyTarget, targetReached, waitLine } from './render-wait.js';
 
 export interface InProcessOptions {
@@ -95,7 +96,7 @@ async function waitReady(
   let last = 'no status read';
   while (!signal.aborted) {
     try {
-      const status = await fetchStatus(url, STATUS_TIMEOUT_MS);
+      const status = await fetchFleetStatus<FleetStatus>(url, STATUS_TIMEOUT_MS);
       last = waitLine(status, target);
       if (targetReached(status, target)) return null;
       const key = changeKey(status);

@@ -7,18 +7,18 @@
  */
 import { basename } from 'node:path';
 import type { parseArgs } from 'node:util';
-import { batchClassOf, ConcurrencyControl } from '../batch/auto-concurrency.js';
+import { batchClassOf, ConcurrencyControl, type FleetView } from '../batch/auto-concurrency.js';
 import { BatchInputError } from '../batch/batch-input.js';
 import { BatchProgress } from '../batch/batch-progress.js';
 import { BatchSender } from '../batch/batch-sender.js';
-import { fleetViewReader } from '../batch/fleet-view-client.js';
 import { type CheckedInput, checkInputFile } from '../batch/input-file.js';
 import { runLedgered } from '../batch/ledgered-run.js';
 import { LedgerError } from '../batch/output-ledger.js';
 import { type ProgressMode, ProgressReporter, scanReporter } from '../batch/progress-reporter.js';
 import { parseDuration, parseSize } from '../config/duration.js';
+import { fetchFleetStatus } from '../http/fleet-status-client.js';
 import type { InProcessOptions, InProcessStart } from './batch-gateway.js';
-import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleet-client.js';
+import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleetgate-url.js';
 import { parseReadyTarget } from './render-wait.js';
 import { isUsageError, readFlags, UsageError } from './verb-args.js';
 
@@ -269,7 +269,10 @@ async function runInProcess(
 }
 
 async function runBatchCommand(args: BatchArgs, url: URL, input: CheckedInput): Promise<number> {
-  const control = new ConcurrencyControl({ fixed: args.concurrency, fetchStatus: fleetViewReader(url) });
+  const control = new ConcurrencyControl({
+    fixed: args.concurrency,
+    fetchStatus: () => fetchFleetStatus<FleetView>(url),
+  });
   await control.poll();
   if (control.view === null) {
     process.stderr.write(

@@ -1,5 +1,7 @@
 /** `fleetgate status [--url URL] [--json]`: one look at the fleet. Exit 0 fetched, 1 unreachable, 2 usage. */
-import { DEFAULT_URL, fetchStatus, resolveBaseUrl, UnreachableError, UrlError } from './fleet-client.js';
+import type { FleetStatus } from '../admin/fleet-summary.js';
+import { fetchFleetStatus, UnreachableError } from '../http/fleet-status-client.js';
+import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleetgate-url.js';
 import { colorEnabled, renderTable } from './render-status.js';
 import { readFlags, verbArgs } from './verb-args.js';
 
@@ -28,7 +30,7 @@ export async function run(argv: string[]): Promise<number> {
   if (typeof values === 'number') return values;
   try {
     const base = resolveBaseUrl(values.url);
-    const status = await fetchStatus(base, REQUEST_TIMEOUT_MS);
+    const status = await fetchFleetStatus<FleetStatus>(base, REQUEST_TIMEOUT_MS);
     if (values.json) {
       process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
       return 0;

@@ -5,7 +5,8 @@
  */
 import type { FleetStatus } from '../admin/fleet-summary.js';
 import { formatDuration, parseDuration } from '../config/duration.js';
-import { DEFAULT_URL, fetchStatus, resolveBaseUrl, UnreachableError, UrlError } from './fleet-client.js';
+import { fetchFleetStatus, UnreachableError } from '../http/fleet-status-client.js';
+import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleetgate-url.js';
 import { colorEnabled, truncate } from './render-status.js';
 import {
   changeKey,
@@ -183,7 +184,10 @@ export async function run(argv: string[]): Promise<number> {
     let error: string | null = null;
     try {
       // `--timeout 0` still gets one real attempt.
-      last = await fetchStatus(args.base, remaining > 0 ? Math.min(remaining, REQUEST_TIMEOUT_MS) : 2000);
+      last = await fetchFleetStatus<FleetStatus>(
+        args.base,
+        remaining > 0 ? Math.min(remaining, REQUEST_TIMEOUT_MS) : 2000,
+      );
     } catch (caught) {
       if (!(caught instanceof UnreachableError)) throw caught;
       error = caught.message;
