@@ -17,6 +17,7 @@ import { Fleet } from './fleet/fleet.js';
 import { logTransitions } from './fleet/transition-log.js';
 import { createHttpServer } from './http/http-server.js';
 import { frameworkErrorHandler, registerOwnErrorHandler } from './http/own-error-handler.js';
+import { registerRequestBodies } from './http/request-body.js';
 import { clientErrorHandler, refuseAbsoluteForm, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
@@ -189,7 +190,10 @@ function batchLog(logger: Logger): BatchServiceLog {
   };
 }
 
-/** One fastify app on fleetgate's HTTP server, with the server-level refusals and error answers. */
+/**
+ * One fastify app on fleetgate's HTTP server, with the server-level refusals and error answers, and
+ * how its own routes read a body (an empty JSON body is none: `http/request-body.ts`).
+ */
 function createApp(config: Config, logger: Logger): FastifyInstance {
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -205,6 +209,7 @@ function createApp(config: Config, logger: Logger): FastifyInstance {
   refuseConnect(app.server);
   refuseAbsoluteForm(app);
   registerOwnErrorHandler(app, config.limits.body_size);
+  registerRequestBodies(app);
   return app;
 }
 

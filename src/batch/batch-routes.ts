@@ -101,7 +101,7 @@ function registerFileRoutes(app: FastifyInstance, { store, config }: BatchRouteO
     scope.addContentTypeParser('multipart/form-data', (_request, payload, done) => done(null, payload));
     scope.post(
       '/v1/files',
-      { onRequest },
+      { onRequest, config: { body: { type: 'multipart/form-data', fields: ['file', 'purpose=batch'] } } },
       answer(async (request, reply) => {
         if (!(request.body instanceof Readable))
           return sendError(reply, 400, 'POST /v1/files takes multipart/form-data with a file and purpose=batch');
@@ -144,7 +144,10 @@ function registerFileRoutes(app: FastifyInstance, { store, config }: BatchRouteO
 function registerJobRoutes(app: FastifyInstance, { jobs }: BatchRouteOptions, onRequest: Hook): void {
   app.post(
     '/v1/batches',
-    { onRequest },
+    {
+      onRequest,
+      config: { body: { type: 'application/json', fields: ['input_file_id', 'endpoint', 'completion_window'] } },
+    },
     answer(async (request) => jobs.create((request.body ?? {}) as CreateParams)),
   );
 
