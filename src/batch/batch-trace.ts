@@ -4,6 +4,8 @@
  * own listener, so the proxied request's spans join the job's trace.
  */
 import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_URL_PATH } from '@opentelemetry/semantic-conventions';
+import { GEN_AI } from '../tracing/gen-ai-attributes.js';
 import type { Tracing } from '../tracing/tracing.js';
 import type { Send } from './batch-sender.js';
 import type { BatchObject } from './batch-store.js';
@@ -32,15 +34,14 @@ export function tracedSend(tracing: Tracing, job: Span, send: Send): Send {
   return async (request, signal, headers) => {
     const span = tracing.start('fleetgate.batch.request', job, {
       kind: SpanKind.CLIENT,
-      attributes: { 'fleetgate.batch.custom_id': request.custom_id, 'url.path': request.url },
+      attributes: { 'fleetgate.batch.custom_id': request.custom_id, [ATTR_URL_PATH]: request.url },
     });
     try {
       const outcome = await send(request, signal, { ...headers, ...tracing.headersOf(span) });
       span.setAttribute('fleetgate.outcome', outcome.kind);
       if (outcome.kind !== 'not_sent' && outcome.status !== null)
-        span.setAttribute('http.response.status_code', outcome.status);
-      if (outcome.kind === 'answer' && outcome.tokens > 0)
-        span.setAttribute('gen_ai.usage.output_tokens', outcome.tokens);
+        span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, outcome.status);
+      if (outcome.kind === 'answer' && outcome.tokens > 0) span.setAttribute(GEN_AI.outputTokens, outcome.tokens);
       if (outcome.kind !== 'answer') span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.kind });
       return outcome;
     } catch (error) {

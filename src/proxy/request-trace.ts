@@ -15,23 +15,11 @@ import {
 } from '@opentelemetry/semantic-conventions';
 import { topLevelFields } from '../http/top-level-fields.js';
 import type { AttemptTrace, RequestTrace } from '../routing/request-context.js';
+import { GEN_AI } from '../tracing/gen-ai-attributes.js';
 import type { Tracing } from '../tracing/tracing.js';
 import { finishReasonIn, promptTokensIn } from './answer-tail.js';
 import { apiOf } from './continuation.js';
 import type { RequestRecord } from './proxy-events.js';
-
-/** GenAI semantic-convention attribute names (the incubating ones, spelled out: they may yet be renamed). */
-const GEN_AI = {
-  operation: 'gen_ai.operation.name',
-  requestModel: 'gen_ai.request.model',
-  maxTokens: 'gen_ai.request.max_tokens',
-  temperature: 'gen_ai.request.temperature',
-  stream: 'gen_ai.request.stream',
-  inputTokens: 'gen_ai.usage.input_tokens',
-  outputTokens: 'gen_ai.usage.output_tokens',
-  finishReasons: 'gen_ai.response.finish_reasons',
-  ttft: 'gen_ai.server.time_to_first_token',
-} as const;
 
 /** The body's top-level fields `describe` reads. */
 const DESCRIBED: ReadonlySet<string> = new Set([
