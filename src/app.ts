@@ -26,6 +26,7 @@ import { registerUpstreamConnections } from './metrics/upstream-connections.js';
 import { attachAccessLog } from './proxy/access-log.js';
 import { createPriorityStamp } from './proxy/backend-priority.js';
 import { createModelAdmission } from './proxy/model-admission.js';
+import { tokenResumeFrom } from './proxy/model-tokens.js';
 import { registerModelsRoute } from './proxy/models-route.js';
 import { ProxyEventBus } from './proxy/proxy-events.js';
 import { createContextReader } from './proxy/request-context-from.js';
@@ -258,6 +259,7 @@ function registerTraffic(
     retryAfterSeconds: Math.max(1, Math.ceil(config.health.starting_interval / 1000)),
     stampPriority: createPriorityStamp(config.queue.classes),
     tracing,
+    tokenResume: tokenResumeFrom(config.model, (name) => fleet.registry.get(name)?.config.kind ?? config.kind),
   });
 }
 

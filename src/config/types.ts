@@ -204,6 +204,15 @@ export interface Config {
   tracing: TracingConfig;
   /** Engines `fleetgate launch` starts and supervises; under `serve` only their backends are used. */
   launch: LaunchConfig | null;
+  /** The served model's tokenizer and chat template (token-exact stream resume). */
+  model: ModelConfig;
+}
+
+export interface ModelConfig {
+  /** A Hugging Face model directory (`auto` resolved: launch.command's local `--model-path`); null: none. */
+  dir: string | null;
+  /** Served model name → its directory, when several models are served. */
+  dirs: Record<string, string>;
 }
 
 export type OtlpProtocol = 'http/protobuf' | 'http/json';

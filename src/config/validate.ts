@@ -7,6 +7,7 @@ import { backendEntry, fleetRule, kindOrInherit, resolveBackends } from './backe
 import * as defaults from './defaults.js';
 import { ConfigError, describeValue } from './errors.js';
 import { launchRule } from './launch-rules.js';
+import { modelRule, resolveModel } from './model-rules.js';
 import { checkDefaultClass, priorityClasses } from './queue-rules.js';
 import {
   boolean,
@@ -190,6 +191,7 @@ const topLevel = section({
     service_name: text(defaults.DEFAULT_TRACING_SERVICE_NAME),
   }),
   launch: launchRule,
+  model: modelRule,
 });
 
 function httpUrl(value: string, key: string): void {
@@ -231,7 +233,8 @@ function buildConfig(raw: unknown): Config {
   if (metrics !== null && metrics.port !== 0 && metrics.port === listen.port && metrics.host === listen.host) {
     fail('metrics_listen', `${metrics.host}:${metrics.port} is also the main listen address`);
   }
-  return { ...top, backends, discovery, launch: launch?.config ?? null };
+  const launched = launch?.config ?? null;
+  return { ...top, backends, discovery, launch: launched, model: resolveModel(top.model, launched) };
 }
 
 /**

@@ -21,7 +21,7 @@ import { clientResponseHeaders } from './headers.js';
 import type { ProxiedRequest } from './proxied-request.js';
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
 import { type RelayResult, relayBody } from './response-relay.js';
-import { type ResumeSettings, StreamResume } from './stream-resume.js';
+import { type ResumeSettings, StreamResume, type TokenResumeSettings } from './stream-resume.js';
 import { contentKeysOf, TokenClock } from './token-timing.js';
 
 /** Not a real host: the fleet dispatcher picks the backend and ignores the origin. */
@@ -37,6 +37,8 @@ export interface ReplyCallbackOptions {
   /** `retry.resume_limit` and `retry.resume_wait`. */
   resumeLimit: number;
   resumeWaitMs: number;
+  /** Token-exact resume of chat streams; absent, streams resume as text. */
+  tokenResume?: TokenResumeSettings;
   /** The clock `ProxiedRequest.started` is read on; the dispatcher stamps `dispatchedAt` with the same one. */
   now: () => number;
 }
@@ -54,6 +56,7 @@ export class ReplyCallbacks {
       events: opts.events,
       limit: opts.resumeLimit,
       waitMs: opts.resumeWaitMs,
+      tokens: opts.tokenResume,
     };
   }
 

@@ -4,6 +4,7 @@
  * which the stream journal reads for every token of every stream without JSON.parse (what it costs
  * per chunk: docs/benchmarks.md, "Stream resume and the single body parse against the floor").
  */
+import { REASONING_FIELDS } from './reasoning-fields.js';
 
 const DATA = 'data:';
 const QUOTE = 0x22;
@@ -13,7 +14,9 @@ const BACKSLASH = 0x5c;
  * usage, or a multi-line event, in one regex pass rather than one `includes` each.
  */
 const QUOTED_KEY = { content: '"content":"', text: '"text":"' } as const;
-const UNUSUAL = /"(?:error"|tool_calls":\[|reasoning_content":"|logprobs":[{[]|finish_reason":"|usage":\{)|\n/;
+const UNUSUAL = new RegExp(
+  `"(?:error"|tool_calls":\\[|${REASONING_FIELDS.map((field) => `${field}":"`).join('|')}|logprobs":[{[]|finish_reason":"|usage":\\{)|\\n`,
+);
 
 /** The event's `data:` lines joined: its payload (`[DONE]`, or JSON). */
 export function eventData(event: string): string {

@@ -7,6 +7,7 @@
  */
 import { isObject } from '../config/json-object.js';
 import type { Body, ResumeApi, ResumeRefusal } from './continuation.js';
+import { type ReasoningField, reasoningOf } from './reasoning-fields.js';
 import { eventData, plainDeltaText } from './sse-event.js';
 
 const SEPARATOR = Buffer.from('\n\n');
@@ -43,7 +44,9 @@ export class StreamJournal {
   #finished = false;
   /** What was streamed that forbids a continuation (`refusal`). */
   #toolCalls = false;
-  #reasoning = false;
+  /** The reasoning that reached the client, and the field it came under (the first seen). */
+  #reasoning = '';
+  #reasoningField: ReasoningField | null = null;
   #logprobs = false;
   #choices = false;
 
@@ -71,6 +74,16 @@ export class StreamJournal {
     return this.#text;
   }
 
+  /** The reasoning that reached the client (chat streams of a reasoning parser). */
+  get reasoning(): string {
+    return this.#reasoning;
+  }
+
+  /** The delta field the reasoning came under; null before any. */
+  get reasoningField(): ReasoningField | null {
+    return this.#reasoningField;
+  }
+
   /** Output tokens that reached the client: each attempt's own `usage` where sent, else one per content event. */
   get tokens(): number {
     return this.#before + (this.#usage ?? this.#events);
@@ -80,14 +93,18 @@ export class StreamJournal {
   get refusal(): ResumeRefusal | null {
     if (this.#choices) return 'n';
     if (this.#toolCalls) return 'tool_calls';
-    if (this.#reasoning) return 'reasoning';
+    if (this.#reasoning !== '') return 'reasoning';
     if (this.#logprobs) return 'logprobs';
     return null;
   }
 
-  /** A continuation's events follow; `join` (an SSE comment) goes out before its first. */
-  beginAttempt(join: string): void {
-    this.#before = this.tokens;
+  /**
+   * A continuation's events follow; `join` (an SSE comment) goes out before its first. `tokensBefore`:
+   * the output tokens generated so far when a tokenizer counted them (token-exact resume), else the
+   * journal's own count.
+   */
+  beginAttempt(join: string, tokensBefore: number = this.tokens): void {
+    this.#before = tokensBefore;
     this.#events = 0;
     this.#usage = null;
     this.#attempt++;
@@ -209,9 +226,12 @@ export class StreamJournal {
         this.#events++;
         keep = true;
       }
-      if (isReasoning(delta.reasoning_content) || isReasoning(delta.reasoning)) {
-        this.#reasoning = true;
-        this.#events++;
+      const reasoning = reasoningOf(delta);
+      if (reasoning !== null) {
+        this.#reasoning += reasoning.text;
+        this.#reasoningField ??= reasoning.field;
+        // One event however many of the names carry it (newer vLLM may send two).
+        if (typeof content !== 'string' || content === '') this.#events++;
         keep = true;
       }
       if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) {
@@ -260,8 +280,3 @@ export class StreamJournal {
 
 const EMPTY = Buffer.alloc(0);
 const PASSED = { kind: 'data', rewritten: null } as const;
-
-/** A delta's reasoning text (SGLang's `reasoning_content`; newer vLLM's `reasoning`). */
-function isReasoning(value: unknown): boolean {
-  return typeof value === 'string' && value !== '';
-}

@@ -15,13 +15,24 @@
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { isObject } from '../config/json-object.js';
+import type { BackendKind } from '../config/types.js';
 import { isEventStream } from '../http/event-stream.js';
+import type { ChatModel } from '../model/chat-model.js';
 import type { UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { attachContext, type RequestContext } from '../routing/request-context.js';
-import { bodyRefusal, continuationBody, type ResumeApi, type ResumeRefusal, remainingBudget } from './continuation.js';
+import {
+  type Body,
+  bodyRefusal,
+  continuationBody,
+  type ResumeApi,
+  type ResumeRefusal,
+  remainingBudget,
+} from './continuation.js';
 import type { ProxyEventBus } from './proxy-events.js';
+import { RawToChat } from './raw-to-chat.js';
 import { StreamJournal } from './stream-journal.js';
+import { RawEventReader, type TokenPlan, tokenPlan } from './token-continuation.js';
 
 /**
  * The `reason`s of `fleetgate_stream_resumes_total` exported at 0 for every backend from its start
@@ -55,6 +66,15 @@ export interface ResumeSettings {
   limit: number;
   /** `retry.resume_wait`, ms. */
   waitMs: number;
+  /** Token-exact resume of chat streams (config `model`); absent, every stream resumes as text. */
+  tokens?: TokenResumeSettings;
+}
+
+export interface TokenResumeSettings {
+  /** The tokenizer and chat template of the model a body names; null: not known. */
+  modelFor(body: Body): ChatModel | null;
+  /** The engine kind of a backend: which raw API continues its streams. */
+  kindOf(backend: string): BackendKind;
 }
 
 export interface ResumableRequest {
@@ -154,16 +174,18 @@ export class StreamResume {
     const failed = this.#backends[this.#backends.length - 1] ?? 'unknown';
     const cutAt = performance.now();
     if (journal.finished) return { type: 'end', tail: 'data: [DONE]\n\n' };
-    const refusal = this.#refusal();
+    const plan = this.#tokenPlan(failed);
+    const refusal = this.#refusal(plan !== null);
     if (refusal !== null) return this.#refused(refusal, upstreamEvent, failed, cutAt);
-    const body = this.#parsed as Record<string, unknown>;
-    const budget = remainingBudget(body, journal.tokens);
-    if (budget !== null && budget <= 0) {
-      const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
-      return { type: 'end', tail: journal.lengthEnding(includeUsage) };
-    }
-    const next = continuationBody(this.#request.api, body, journal.text, journal.tokens);
-    const answer = await this.#dispatch(next);
+    const body = this.#parsed as Body;
+    const generated = plan?.generatedTokens ?? journal.tokens;
+    const budget = remainingBudget(body, generated);
+    const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+    if (budget !== null && budget <= 0) return { type: 'end', tail: journal.lengthEnding(includeUsage) };
+    const answer =
+      plan === null
+        ? await this.#dispatch(this.#request.path, continuationBody(this.#request.api, body, journal.text, generated))
+        : await this.#dispatch(plan.path, plan.body);
     // A client that left meanwhile is no failure to resume: the relay already ended.
     if (this.#clientLeft || this.#request.context.clientGone.aborted) {
       if (typeof answer !== 'string') answer.stream.destroy();
@@ -174,16 +196,52 @@ export class StreamResume {
     this.#backends.push(backend);
     this.#request.context.trace?.resumed(failed, backend, failure.kind, cutAt);
     this.#settings.events.emit('stream_resume', { backend: failed, reason: failure.kind });
-    journal.beginAttempt(`: resumed on ${backend} after ${failed} failed\n\n`);
-    return { type: 'continue', body: stream };
+    journal.beginAttempt(`: resumed on ${backend} after ${failed} failed\n\n`, generated);
+    return { type: 'continue', body: plan === null ? stream : this.#asChat(stream, plan, includeUsage) };
   }
 
-  #refusal(): ResumeRefusal | null {
+  /**
+   * The token-exact continuation of a chat stream whose model is known and that streamed something
+   * (with nothing streamed, the original body is sent again as it was); null: resume as text.
+   */
+  #tokenPlan(failed: string): TokenPlan | null {
+    const settings = this.#settings.tokens;
+    const journal = this.#journal;
+    if (settings === undefined || this.#request.api !== 'chat') return null;
+    if (this.#parsed === undefined) this.#parsed = asObject(this.#request.json());
+    const body = this.#parsed;
+    if (body === null || bodyRefusal('chat', body) !== null || body.continue_final_message === true) return null;
+    if (journal.text === '' && journal.reasoning === '') return null;
+    if (journal.refusal !== null && journal.refusal !== 'reasoning') return null;
+    const model = settings.modelFor(body);
+    const kind = settings.kindOf(failed);
+    // An OpenAI-compatible server of unknown make has no raw API to continue tokens on.
+    if (model === null || kind === 'openai') return null;
+    return tokenPlan(model, kind, body, journal.reasoning, journal.text);
+  }
+
+  /** The raw answer of a token-exact continuation, as the client's chat events. */
+  #asChat(stream: Readable, plan: TokenPlan, includeUsage: boolean): Readable {
+    const chat = new RawToChat({
+      reader: new RawEventReader(plan.kind),
+      markers: plan.markers,
+      inThink: plan.inThink,
+      reasoningField: this.#journal.reasoningField ?? 'reasoning_content',
+      promptTokens: plan.promptTokens + plan.generatedTokens,
+      includeUsage,
+    });
+    // A cut of the raw answer is a cut of the chat stream: the relay resumes or ends it.
+    stream.on('error', (error) => chat.destroy(error));
+    return stream.pipe(chat);
+  }
+
+  /** Why this stream cannot be continued; `tokenExact`: its reasoning can be re-entered. */
+  #refusal(tokenExact: boolean): ResumeRefusal | null {
     const journal = this.#journal;
     if (this.#parsed === undefined) this.#parsed = asObject(this.#request.json());
     const fromBody = bodyRefusal(this.#request.api, this.#parsed);
     if (fromBody !== null) return fromBody;
-    if (journal.refusal !== null) return journal.refusal;
+    if (journal.refusal !== null && !(tokenExact && journal.refusal === 'reasoning')) return journal.refusal;
     if (this.count >= this.#settings.limit) return 'limit';
     return null;
   }
@@ -195,7 +253,7 @@ export class StreamResume {
   }
 
   /** Sends the continuation through the fleet; its backend and body, or why it got none. */
-  async #dispatch(body: Record<string, unknown>): Promise<{ backend: string; stream: Readable } | ResumeRefusal> {
+  async #dispatch(path: string, body: Body): Promise<{ backend: string; stream: Readable } | ResumeRefusal> {
     const original = this.#request.context;
     const context = original.forContinuation();
     const headers: Record<string, unknown> = { ...this.#request.headers };
@@ -214,7 +272,7 @@ export class StreamResume {
     try {
       const res = await this.#settings.dispatcher.request({
         origin: this.#settings.origin,
-        path: this.#request.path,
+        path,
         method: 'POST',
         headers: headers as Record<string, string>,
         body: JSON.stringify(body),

@@ -9,6 +9,7 @@
  * with a byte search (no JSON parse).
  */
 import { generationApiOf } from '../routing/openai-request.js';
+import { REASONING_FIELDS } from './reasoning-fields.js';
 
 /** A backend's bound series; metrics/token-metrics.ts implements it. */
 export interface TokenSeries {
@@ -44,7 +45,14 @@ const key = (opening: string, ...endings: string[]): ContentKey => ({
  * (SGLang's `reasoning_content`, newer vLLM's `reasoning`, which may come both at once); the usage
  * counts both. A tool call's arguments are not timed.
  */
-export const CHAT_CONTENT: readonly ContentKey[] = [key('"content":"'), key('"reasoning', '":"', '_content":"')];
+export const CHAT_CONTENT: readonly ContentKey[] = [key('"content":"'), sharedOpening(REASONING_FIELDS)];
+/** One key for several names: their common opening, then each one's rest. */
+function sharedOpening(names: readonly string[]): ContentKey {
+  let common = names[0];
+  for (const name of names) while (!name.startsWith(common)) common = common.slice(0, -1);
+  return key(`"${common}`, ...names.map((name) => `${name.slice(common.length)}":"`));
+}
+
 /** ...in a completions, SGLang `/generate` or Anthropic-style messages stream's. */
 const TEXT_CONTENT: readonly ContentKey[] = [key('"text":"')];
 /** ...in a Responses API stream's: its `*.delta` events (its `*.done` events repeat the text). */

@@ -25,6 +25,7 @@ import { registerRateLimit } from './rate-limit.js';
 import { FLEET_ORIGIN, ReplyCallbacks } from './reply-callbacks.js';
 import type { ContextReader } from './request-context-from.js';
 import { RequestSpan } from './request-trace.js';
+import type { TokenResumeSettings } from './stream-resume.js';
 
 export interface TrafficOptions {
   /** The running config, read per request: a reload that changes `auth.api_keys` applies at once. */
@@ -41,6 +42,8 @@ export interface TrafficOptions {
   stampPriority?: PriorityStamp;
   /** Spans for each request (`tracing`); null while tracing is off. */
   tracing?: Tracing | null;
+  /** Token-exact resume of chat streams (config `model`); absent, streams resume as text. */
+  tokenResume?: TokenResumeSettings;
 }
 
 /** The context of a refused request, which never reaches the dispatcher. */
@@ -62,6 +65,7 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     clientStallTimeout: startConfig.upstream.stream_idle_timeout,
     resumeLimit: startConfig.retry.resume_limit,
     resumeWaitMs: startConfig.retry.resume_wait,
+    tokenResume: opts.tokenResume,
     now,
   });
 

@@ -3,6 +3,9 @@ import { test } from 'node:test';
 import { ConfigError } from '../../src/config/errors.js';
 import type { Config } from '../../src/config/types.js';
 import { coerceSettingText, validateBackend, validateConfig } from '../../src/config/validate.js';
+import { packagedQwen3Dir } from '../../src/model/chat-model.js';
+
+const QWEN3 = packagedQwen3Dir();
 
 const ONE_BACKEND = { backends: ['http://127.0.0.1:30000'] };
 
@@ -86,6 +89,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   metrics: { token_latency: true },
   tracing: { otlp_endpoint: null, otlp_protocol: 'http/protobuf', sample_ratio: 1, service_name: 'fleetgate' },
   launch: null,
+  model: { dir: null, dirs: {} },
 };
 
 test('every key has its documented default', () => {
@@ -163,6 +167,7 @@ test('every key is read and converted', () => {
       sample_ratio: 0.25,
       service_name: 'gw',
     },
+    model: { dir: QWEN3, dirs: { 'Qwen/Qwen3-8B': QWEN3 } },
   };
   const expected: Config = {
     listen: { host: '127.0.0.1', port: 9000 },
@@ -260,6 +265,7 @@ test('every key is read and converted', () => {
       service_name: 'gw',
     },
     launch: null,
+    model: { dir: QWEN3, dirs: { 'Qwen/Qwen3-8B': QWEN3 } },
   };
   assert.deepEqual(validateConfig(raw, 'test'), expected);
 });
@@ -644,5 +650,26 @@ test('batch.database_url: a postgres:// URL, else an error naming the key', () =
   assert.equal(
     validateConfig({ ...ONE_BACKEND, batch: { database_url: 'postgresql://u@db/x' } }, 'test').batch.database_url,
     'postgresql://u@db/x',
+  );
+});
+
+test("model.dir auto takes launch.command's local --model-path; a hub id or a directory without a tokenizer is no model", () => {
+  const launch = (modelPath: string) => ({
+    launch: { command: `python -m sglang.launch_server --model-path ${modelPath} --port {port}`, ports: '30000-30001' },
+  });
+  assert.deepEqual(validateConfig(launch(QWEN3), 'test').model, { dir: QWEN3, dirs: {} });
+  assert.deepEqual(validateConfig(launch('Qwen/Qwen3-8B'), 'test').model, { dir: null, dirs: {} });
+  assert.deepEqual(validateConfig({ ...ONE_BACKEND }, 'test').model, { dir: null, dirs: {} });
+});
+
+test('a model directory without tokenizer.json is refused naming the key', () => {
+  assert.throws(
+    () => validateConfig({ ...ONE_BACKEND, model: { dir: '/nonexistent/model' } }, 'test'),
+    (error: Error) =>
+      error instanceof ConfigError && error.key === 'model.dir' && /tokenizer\.json/.test(error.message),
+  );
+  assert.throws(
+    () => validateConfig({ ...ONE_BACKEND, model: { dirs: { m: '/tmp' } } }, 'test'),
+    (error: Error) => error instanceof ConfigError && error.key === 'model.dirs.m',
   );
 });
