@@ -1,39 +1,27 @@
 /**
  * The Batch API's jobs: each runs its input file through fleetgate's own URL with the engine of
- * `fleetgate batch` (ledgered-run.ts: the output file is the ledger), in the `batch` priority class,
- * and walks OpenAI's lifecycle: validating → in_progress → finalizing → completed, or failed (bad
- * input), or cancelling → cancelled. State is in the store (batch-store.ts): a replica runs a job
- * while it holds the job's lease, renewing it every third of `leaseMs`; a job whose runner stopped
- * or died is claimed again (by any replica) and continues, skipping what its answers already hold.
- * A store that cannot be reached pauses a run (the runner sends nothing new) until it is back.
+ * `fleetgate batch`, in the `batch` priority class (one run: job-run.ts). This file is what is
+ * around the runs: the API's create, cancel, get and list, and the scheduling. State is in the
+ * store (batch-store.ts): a replica runs a job while it holds the job's lease, renewing it every
+ * third of `leaseMs`; a job whose runner stopped or died (or lost its lease) is claimed again (by
+ * any replica) and continues, skipping what its answers already hold.
  */
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { Span } from '@opentelemetry/api';
 import type { Tracing } from '../tracing/tracing.js';
-import { ConcurrencyControl, type FleetView } from './auto-concurrency.js';
-import { BATCH_URLS, BatchInputError, type BatchUrl } from './batch-input.js';
+import { BATCH_URLS } from './batch-input.js';
 import type { RunnerEvent } from './batch-runner.js';
-import type { Send } from './batch-sender.js';
 import {
   type BatchObject,
   type BatchPage,
   type BatchStatus,
   type BatchStore,
-  type JobResults,
+  type LeaseState,
   newStoredBatch,
   type StoredBatch,
   StoreUnavailableError,
 } from './batch-store.js';
-import { endJobSpan, startJobSpan, tracedSend } from './batch-trace.js';
-import { type CheckedInput, checkInputFile } from './input-file.js';
-import { runLedgered } from './ledgered-run.js';
-
-/** What a job sends through, set once fleetgate listens. */
-export interface JobEngine {
-  send: Send;
-  fetchStatus: () => Promise<FleetView>;
-}
+import { type JobEngine, JobRun } from './job-run.js';
 
 export interface BatchJobsOptions {
   store: BatchStore;
@@ -67,30 +55,15 @@ export interface CreateParams {
   metadata?: unknown;
 }
 
-/** Counts for `fleetgate_batch_requests_total{status}`. */
-export interface BatchRequestCounts {
-  completed: number;
-  failed: number;
-  retried: number;
-}
+/** Counts for `fleetgate_batch_requests_total{status}`: each request's outcome, as its runner saw it. */
+export type BatchRequestCounts = Record<RunnerEvent['type'], number>;
 
-/** How often a running job's counts are saved. */
-const SAVE_INTERVAL_MS = 1000;
-/** How often a step that needs the store tries again while it cannot be reached. */
-const STORE_RETRY_MS = 500;
 const DEFAULT_LEASE_MS = 15_000;
 
+/** A job this process runs: the run, and its end (the lease released). */
 interface Running {
-  stop: AbortController;
-  /** Set by a cancel: the run ends as `cancelled`; else (fleetgate stopping, lease lost) it stays resumable. */
-  cancelled: boolean;
+  run: JobRun;
   done: Promise<void>;
-  /** The job's span, while tracing is on. */
-  span: Span | null;
-}
-
-function pause(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 export class BatchJobs {
@@ -130,7 +103,7 @@ export class BatchJobs {
     this.#stopped = true;
     if (this.#poller !== null) clearInterval(this.#poller);
     await this.#claiming;
-    for (const running of this.#running.values()) running.stop.abort();
+    for (const { run } of this.#running.values()) run.stop();
     await Promise.all([...this.#running.values()].map((r) => r.done));
   }
 
@@ -223,202 +196,52 @@ export class BatchJobs {
     if (status !== 'cancelling' && status !== 'cancelled')
       throw new BatchRequestError(409, `batch ${id} is ${status}: it cannot be cancelled`);
     const running = this.#running.get(id);
-    if (running) {
-      running.cancelled = true;
-      running.stop.abort();
-    } else this.#poke();
+    if (running) running.run.cancel();
+    else this.#poke();
     return stored.batch;
   }
 
   #launch(stored: StoredBatch): void {
-    const stop = new AbortController();
-    const tracing = this.#opts.tracing ?? null;
-    const span = tracing === null ? null : startJobSpan(tracing, stored.batch);
-    const running: Running = { stop, cancelled: false, done: Promise.resolve(), span };
+    const run = new JobRun(stored, {
+      store: this.#opts.store,
+      engine: this.#engine as JobEngine,
+      owner: this.owner,
+      maxFileSize: this.#opts.maxFileSize,
+      maxAttempts: this.#opts.maxAttempts ?? 3,
+      tracing: this.#opts.tracing ?? null,
+      seconds: () => this.#seconds(),
+      observe: (event) => {
+        this.counts[event.type]++;
+      },
+      stopping: () => this.#stopped,
+      saved: () => this.#recount(),
+      onError: this.#opts.onError,
+    });
     const id = stored.batch.id;
-    this.#running.set(id, running);
-    const renewer = setInterval(() => void this.#renew(id, running), Math.ceil(this.#leaseMs / 3));
+    const renewer = setInterval(() => void this.#renew(id, run), Math.ceil(this.#leaseMs / 3));
     renewer.unref();
-    running.done = this.#run(stored, running)
-      .catch((error: unknown) => {
-        // Stopped, or the store went away mid-step: left resumable, claimed again once it is back.
-        if ((running.stop.signal.aborted && !running.cancelled) || error instanceof StoreUnavailableError) return;
-        this.#opts.onError?.(id, error);
-        return this.#fail(stored, 'internal_error', `the job stopped: ${(error as Error).message}`, null);
-      })
-      .catch(() => {})
-      .finally(async () => {
-        clearInterval(renewer);
-        this.#running.delete(id);
-        if (span !== null) endJobSpan(span, stored.batch);
-        await this.#opts.store.release(id, this.owner).catch(() => {});
-        this.#poke();
-      });
+    const done = run.run().finally(async () => {
+      clearInterval(renewer);
+      this.#running.delete(id);
+      await this.#opts.store.release(id, this.owner).catch(() => {});
+      this.#poke();
+    });
+    this.#running.set(id, { run, done });
   }
 
   /** Keeps the lease; a cancel seen in the store stops the run as cancelled, a lost lease as it is. */
-  async #renew(id: string, running: Running): Promise<void> {
-    let state: Awaited<ReturnType<BatchStore['renew']>>;
+  async #renew(id: string, run: JobRun): Promise<void> {
+    let state: LeaseState;
     try {
       state = await this.#opts.store.renew(id, this.owner, this.#leaseMs);
     } catch {
       return; // The store is down: the run is paused by its results; the lease is renewed once it is back.
     }
-    if (state === 'held') return;
-    running.cancelled = state === 'cancelling';
-    running.stop.abort();
+    if (state === 'cancelling') run.cancel();
+    else if (state === 'lost') run.leaseLost();
   }
 
-  /** Runs `step` until the store takes it (it may be down for a while), unless the run is stopped meanwhile. */
-  async #persist<T>(step: () => Promise<T>, running: Running | null = null): Promise<T> {
-    for (;;) {
-      try {
-        return await step();
-      } catch (error) {
-        if (
-          !(error instanceof StoreUnavailableError) ||
-          this.#stopped ||
-          (running?.stop.signal.aborted && !running.cancelled)
-        )
-          throw error;
-        await pause(STORE_RETRY_MS);
-      }
-    }
-  }
-
-  async #save(stored: StoredBatch): Promise<void> {
-    await this.#persist(() => this.#opts.store.saveBatch(stored));
+  async #recount(): Promise<void> {
     this.#byStatus = await this.#opts.store.countByStatus().catch(() => this.#byStatus);
-  }
-
-  async #run(stored: StoredBatch, running: Running): Promise<void> {
-    const { batch } = stored;
-    const { store } = this.#opts;
-    const engine = this.#engine as JobEngine;
-    if (batch.status === 'cancelling') {
-      running.cancelled = true;
-      return this.#settleStopped(stored, running);
-    }
-    const endpoint = batch.endpoint as BatchUrl;
-    const local = await this.#persist(() => store.openInput(batch.input_file_id), running);
-    try {
-      let input: CheckedInput;
-      try {
-        input = await checkInputFile(local.path, { endpoint, maxBytes: this.#opts.maxFileSize });
-      } catch (error) {
-        if (!(error instanceof BatchInputError)) throw error;
-        return await this.#fail(stored, 'invalid_request', error.problem, error.line);
-      }
-      if (running.stop.signal.aborted) return await this.#settleStopped(stored, running);
-      batch.status = 'in_progress';
-      batch.in_progress_at ??= this.#seconds();
-      batch.request_counts = { total: input.requests, completed: 0, failed: 0 };
-      await this.#save(stored);
-      await this.#runRequests(stored, running, input, engine);
-    } finally {
-      await local.close();
-    }
-    if (running.stop.signal.aborted) return this.#settleStopped(stored, running);
-    batch.status = 'finalizing';
-    batch.finalizing_at = this.#seconds();
-    await this.#save(stored);
-    await this.#describeOutputs(stored);
-    await this.#finish(stored, 'completed');
-  }
-
-  async #runRequests(stored: StoredBatch, running: Running, input: CheckedInput, engine: JobEngine): Promise<void> {
-    const { batch } = stored;
-    const { store } = this.#opts;
-    const results = await this.#persist(() => store.openResults(stored, running.stop.signal), running);
-    const control = new ConcurrencyControl({ fixed: null, fetchStatus: engine.fetchStatus });
-    await control.start();
-    const saver = setInterval(() => void this.#saveProgress(stored, results), SAVE_INTERVAL_MS);
-    saver.unref();
-    const observe = (event: RunnerEvent) => {
-      if (event.type === 'completed') {
-        batch.request_counts.completed++;
-        this.counts.completed++;
-      } else if (event.type === 'failed') {
-        batch.request_counts.failed++;
-        this.counts.failed++;
-      } else this.counts.retried++;
-    };
-    try {
-      await runLedgered({
-        input,
-        endpoint: batch.endpoint as BatchUrl,
-        results,
-        send:
-          running.span === null ? engine.send : tracedSend(this.#opts.tracing as Tracing, running.span, engine.send),
-        limit: control.limit,
-        maxAttempts: this.#opts.maxAttempts ?? 3,
-        signal: running.stop.signal,
-        resumed: (done) => {
-          batch.request_counts.completed = done;
-        },
-        observe,
-      });
-      await this.#countFromStore(stored, results);
-    } finally {
-      clearInterval(saver);
-      control.stop();
-    }
-  }
-
-  /** The counts as stored, where the store keeps them (answers written by any replica). */
-  async #countFromStore(stored: StoredBatch, results: JobResults): Promise<void> {
-    const counts = await this.#persist(() => results.counts());
-    if (counts !== null) Object.assign(stored.batch.request_counts, counts);
-  }
-
-  async #saveProgress(stored: StoredBatch, results: JobResults): Promise<void> {
-    try {
-      const counts = await results.counts();
-      if (counts !== null) Object.assign(stored.batch.request_counts, counts);
-      await this.#opts.store.saveBatch(stored);
-    } catch {
-      // Saved at the next interval, or when the run ends.
-    }
-  }
-
-  /** Output and error files become files of the API (OpenAI names them only when they hold lines). */
-  async #describeOutputs(stored: StoredBatch): Promise<void> {
-    const { batch } = stored;
-    const now = this.#seconds();
-    const { store } = this.#opts;
-    if (batch.request_counts.completed > 0) {
-      await this.#persist(() => store.describeResults(stored, 'output', now));
-      batch.output_file_id = stored.outputId;
-    }
-    if (batch.request_counts.failed > 0) {
-      await this.#persist(() => store.describeResults(stored, 'error', now));
-      batch.error_file_id = stored.errorsId;
-    }
-  }
-
-  /** Cancelled: what was written stays downloadable. Stopped with fleetgate or lease lost: left as is, to resume. */
-  async #settleStopped(stored: StoredBatch, running: Running): Promise<void> {
-    if (!running.cancelled) return;
-    const results = await this.#persist(() => this.#opts.store.openResults(stored));
-    await this.#countFromStore(stored, results);
-    await results.close();
-    stored.batch.cancelling_at ??= this.#seconds();
-    await this.#describeOutputs(stored);
-    await this.#finish(stored, 'cancelled');
-  }
-
-  async #finish(stored: StoredBatch, status: 'completed' | 'cancelled'): Promise<void> {
-    const now = this.#seconds();
-    stored.batch.status = status;
-    if (status === 'completed') stored.batch.completed_at = now;
-    else stored.batch.cancelled_at = now;
-    await this.#save(stored);
-  }
-
-  async #fail(stored: StoredBatch, code: string, message: string, line: number | null): Promise<void> {
-    stored.batch.status = 'failed';
-    stored.batch.failed_at = this.#seconds();
-    stored.batch.errors = { object: 'list', data: [{ code, message, line, param: null }] };
-    await this.#save(stored);
   }
 }

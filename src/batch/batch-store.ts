@@ -2,7 +2,8 @@
  * What the Batch API keeps, and the one interface both stores implement: `dir-store.ts` (files
  * under `batch.dir`, one process) and `pg-store.ts` (PostgreSQL, shared by every replica). A file's
  * bytes only ever pass through as streams. A job is run by whoever holds its lease (`claim`,
- * `renew`, `release`); its answers go to `openResults`, one per `custom_id` by construction.
+ * `renew`, `release`), and saved only by it (`saveBatch` is fenced by the lease); its answers go
+ * to `openResults`, one per `custom_id` by construction (two runners of one job store each once).
  */
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
@@ -77,6 +78,17 @@ export interface StoredBatch {
   errorsId: string;
 }
 
+/** The File object of content stored under `id` (`bytes` long), described at `createdAt` (unix seconds). */
+export function newFileObject(
+  id: string,
+  bytes: number,
+  filename: string,
+  purpose: FilePurpose,
+  createdAt: number,
+): FileObject {
+  return { id, object: 'file', bytes, created_at: createdAt, filename, purpose, status: 'processed', expires_at: null };
+}
+
 export function newId(prefix: 'file-' | 'batch_'): string {
   return `${prefix}${randomBytes(12).toString('hex')}`;
 }
@@ -116,23 +128,19 @@ export function newStoredBatch(
 
 export const ID_PATTERN = /^(file-|batch_)[0-9a-f]{24}$/;
 
-const TERMINAL: ReadonlySet<BatchStatus> = new Set(['completed', 'failed', 'cancelled', 'expired']);
-
-/**
- * Whether a job saved as `current` may be saved as `next`: an ended job stays as it ended, and a
- * cancel (from any replica) is not undone by the runner's save of an older copy.
- */
-export function mayReplace(current: BatchStatus, next: BatchStatus): boolean {
-  if (current === next) return true;
-  if (TERMINAL.has(current)) return false;
-  return current !== 'cancelling' || next === 'cancelled';
-}
-
 /** The store cannot be reached now (the database is down): a 503 with `message`, and a pause for a job. */
 export class StoreUnavailableError extends Error {}
 
 /** What a renewal found: the lease still ours, ours but the job was cancelled, or taken by another. */
 export type LeaseState = 'held' | 'cancelling' | 'lost';
+
+/**
+ * What a runner's save of its job came to: `saved`; `status-kept`, the stored status may not be
+ * replaced by the saved one (`mayReplace` in batch-status.ts: a cancel came first, or the job
+ * ended); `lease-lost`, the saver no longer holds the job's lease (it expired, and maybe another
+ * replica runs the job now): nothing was written, and the saver stops working on the job.
+ */
+export type SaveOutcome = 'saved' | 'status-kept' | 'lease-lost';
 
 export interface BatchPage {
   data: BatchObject[];
@@ -172,8 +180,8 @@ export interface BatchStore {
   describeResults(stored: StoredBatch, kind: 'output' | 'error', nowSeconds: number): Promise<FileObject>;
   file(id: string): Promise<FileObject | null>;
   insertBatch(stored: StoredBatch): Promise<void>;
-  /** Saves `stored` unless `mayReplace` refuses it; false when refused. */
-  saveBatch(stored: StoredBatch): Promise<boolean>;
+  /** Saves `stored` if `owner` holds its lease, unexpired, and `mayReplace` allows its status. */
+  saveBatch(stored: StoredBatch, owner: string): Promise<SaveOutcome>;
   batch(id: string): Promise<StoredBatch | null>;
   /** Newest first, after the job `after`. */
   listBatches(limit: number, after: string | undefined): Promise<BatchPage>;

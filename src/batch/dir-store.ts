@@ -4,7 +4,8 @@
  * its output goes. Metadata is written to a temporary name and renamed, so a restart finds either
  * the old or the new state of a job, never half of one. A file has no File object until its bytes
  * are whole, so an upload cut short is never listed. A job's answers are its output file (the
- * ledger); leases live in memory, since only this process runs jobs from this directory.
+ * ledger). Leases live in memory, since only this process runs jobs from this directory, but keep
+ * the contract of the shared store: an owner and an expiry, and a save only by the live holder.
  */
 import {
   createReadStream,
@@ -21,6 +22,7 @@ import {
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { ACTIVE_STATUSES, CANCELLABLE_STATUSES, mayReplace } from './batch-status.js';
 import {
   type BatchPage,
   type BatchStatus,
@@ -31,8 +33,9 @@ import {
   type JobResults,
   type LeaseState,
   type LocalInput,
-  mayReplace,
+  newFileObject,
   newId,
+  type SaveOutcome,
   type StoredBatch,
 } from './batch-store.js';
 import { FileResults } from './ledgered-run.js';
@@ -43,13 +46,17 @@ function writeAtomically(path: string, text: string): void {
   renameSync(tmp, path);
 }
 
-const ACTIVE: ReadonlySet<BatchStatus> = new Set(['validating', 'in_progress', 'finalizing', 'cancelling']);
+interface Lease {
+  owner: string;
+  /** Date.now() at which it passes. */
+  expires: number;
+}
 
 export class DirStore implements BatchStore {
   readonly #files: string;
   readonly #batches: string;
   readonly #jobs = new Map<string, StoredBatch>();
-  readonly #leased = new Set<string>();
+  readonly #leases = new Map<string, Lease>();
 
   constructor(dir: string) {
     this.#files = join(dir, 'files');
@@ -89,16 +96,7 @@ export class DirStore implements BatchStore {
 
   async describeFile(id: string, filename: string, purpose: FilePurpose, nowSeconds: number): Promise<FileObject> {
     const path = this.#contentPath(id);
-    const file: FileObject = {
-      id,
-      object: 'file',
-      bytes: existsSync(path) ? statSync(path).size : 0,
-      created_at: nowSeconds,
-      filename,
-      purpose,
-      status: 'processed',
-      expires_at: null,
-    };
+    const file = newFileObject(id, existsSync(path) ? statSync(path).size : 0, filename, purpose, nowSeconds);
     writeAtomically(join(this.#files, `${id}.json`), JSON.stringify(file));
     return file;
   }
@@ -125,11 +123,17 @@ export class DirStore implements BatchStore {
     this.#write(stored);
   }
 
-  async saveBatch(stored: StoredBatch): Promise<boolean> {
+  async saveBatch(stored: StoredBatch, owner: string): Promise<SaveOutcome> {
     const current = this.#jobs.get(stored.batch.id);
-    if (current !== undefined && !mayReplace(current.batch.status, stored.batch.status)) return false;
+    if (current === undefined || !this.#holds(current.batch.id, owner)) return 'lease-lost';
+    if (!mayReplace(current.batch.status, stored.batch.status)) return 'status-kept';
     this.#write(stored);
-    return true;
+    return 'saved';
+  }
+
+  #holds(id: string, owner: string): boolean {
+    const lease = this.#leases.get(id);
+    return lease !== undefined && lease.owner === owner && lease.expires > Date.now();
   }
 
   async batch(id: string): Promise<StoredBatch | null> {
@@ -161,7 +165,7 @@ export class DirStore implements BatchStore {
   async requestCancel(id: string, nowSeconds: number): Promise<StoredBatch | null> {
     const stored = this.#jobs.get(id);
     if (stored === undefined) return null;
-    if (stored.batch.status === 'validating' || stored.batch.status === 'in_progress') {
+    if (CANCELLABLE_STATUSES.includes(stored.batch.status)) {
       stored.batch.status = 'cancelling';
       stored.batch.cancelling_at = nowSeconds;
       this.#write(stored);
@@ -169,22 +173,27 @@ export class DirStore implements BatchStore {
     return structuredClone(stored);
   }
 
-  async claim(): Promise<StoredBatch | null> {
+  async claim(owner: string, leaseMs: number): Promise<StoredBatch | null> {
+    const now = Date.now();
+    const free = (id: string) => (this.#leases.get(id)?.expires ?? 0) <= now;
     const next = this.#newestFirst()
       .reverse()
-      .find((s) => ACTIVE.has(s.batch.status) && !this.#leased.has(s.batch.id));
+      .find((s) => ACTIVE_STATUSES.includes(s.batch.status) && free(s.batch.id));
     if (next === undefined) return null;
-    this.#leased.add(next.batch.id);
+    this.#leases.set(next.batch.id, { owner, expires: now + leaseMs });
     return structuredClone(next);
   }
 
-  async renew(id: string): Promise<LeaseState> {
-    if (!this.#leased.has(id)) return 'lost';
+  /** As in the shared store: the owner renews its lease even past its expiry, unless another took it. */
+  async renew(id: string, owner: string, leaseMs: number): Promise<LeaseState> {
+    const lease = this.#leases.get(id);
+    if (lease?.owner !== owner) return 'lost';
+    lease.expires = Date.now() + leaseMs;
     return this.#jobs.get(id)?.batch.status === 'cancelling' ? 'cancelling' : 'held';
   }
 
-  async release(id: string): Promise<void> {
-    this.#leased.delete(id);
+  async release(id: string, owner: string): Promise<void> {
+    if (this.#leases.get(id)?.owner === owner) this.#leases.delete(id);
   }
 
   async openInput(fileId: string): Promise<LocalInput> {

@@ -1,9 +1,11 @@
 /**
  * One contract for both Batch API stores (batch-store.ts): the directory store and the PostgreSQL
  * store (a real server, started by the test) pass the same cases: files streamed in and out, jobs
- * listed newest first, a cancel no save of the runner undoes, leases (one holder at a time, a cancel
- * seen at renewal, released for another), answers stored and read back. Then what only the shared
- * store promises: an expired lease is taken over, and two runners of one job store each answer once.
+ * listed newest first, a cancel no save of the runner undoes, saves that follow the status rules of
+ * batch-status.ts for every pair of statuses, leases (one holder at a time, a cancel seen at
+ * renewal, released for another, a save by a replica whose lease passed refused), answers stored
+ * and read back. Then what only the shared store promises: an expired lease is taken over, and two
+ * runners of one job store each answer once.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -12,8 +14,9 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { text } from 'node:stream/consumers';
 import { after, before, describe, test } from 'node:test';
+import { mayReplace } from '../../src/batch/batch-status.js';
 import type { BatchStore, StoredBatch } from '../../src/batch/batch-store.js';
-import { newId, newStoredBatch } from '../../src/batch/batch-store.js';
+import { BATCH_STATUSES, newId, newStoredBatch } from '../../src/batch/batch-store.js';
 import { DirStore } from '../../src/batch/dir-store.js';
 import { PgStore } from '../../src/batch/pg-store.js';
 import { tempDir } from '../helpers/batch.js';
@@ -115,21 +118,35 @@ for (const [name, open] of stores) {
 
     test('a cancel is not undone by a save of an older copy; an ended job stays ended', async () => {
       const store = await open();
-      const stored = job(1);
-      await store.insertBatch(stored);
+      await store.insertBatch(job(1));
+      const stored = (await store.claim('a', 60_000)) as StoredBatch;
       stored.batch.status = 'in_progress';
-      assert.equal(await store.saveBatch(stored), true);
+      assert.equal(await store.saveBatch(stored, 'a'), 'saved');
       const cancelling = await store.requestCancel(stored.batch.id, 5);
       assert.equal(cancelling?.batch.status, 'cancelling');
       assert.equal(cancelling?.batch.cancelling_at, 5);
       stored.batch.request_counts.completed = 7;
-      assert.equal(await store.saveBatch(stored), false, 'the runner saves in_progress: refused');
+      assert.equal(await store.saveBatch(stored, 'a'), 'status-kept', 'the runner saves in_progress: refused');
       assert.equal((await store.batch(stored.batch.id))?.batch.status, 'cancelling');
       stored.batch.status = 'cancelled';
-      assert.equal(await store.saveBatch(stored), true);
+      assert.equal(await store.saveBatch(stored, 'a'), 'saved');
       stored.batch.status = 'in_progress';
-      assert.equal(await store.saveBatch(stored), false);
+      assert.equal(await store.saveBatch(stored, 'a'), 'status-kept');
       assert.equal((await store.requestCancel(stored.batch.id, 6))?.batch.status, 'cancelled');
+    });
+
+    test('a save follows the status rules (mayReplace) for every pair of statuses', async () => {
+      const store = await open();
+      for (const current of BATCH_STATUSES)
+        for (const next of BATCH_STATUSES) {
+          await store.insertBatch(job(1, 'in_progress'));
+          const stored = (await store.claim('a', 60_000)) as StoredBatch;
+          stored.batch.status = current;
+          assert.equal(await store.saveBatch(stored, 'a'), 'saved', `in_progress → ${current}`);
+          stored.batch.status = next;
+          const expected = mayReplace(current, next) ? 'saved' : 'status-kept';
+          assert.equal(await store.saveBatch(stored, 'a'), expected, `${current} → ${next}`);
+        }
     });
 
     test('leases: one holder; a cancel is seen at renewal; released, the job is claimed again', async () => {
@@ -146,6 +163,36 @@ for (const [name, open] of stores) {
       assert.equal(await store.renew(stored.batch.id, 'a', 60_000), 'cancelling');
       await store.release(stored.batch.id, 'a');
       assert.equal((await store.claim('b', 60_000))?.batch.id, stored.batch.id);
+    });
+
+    test('a replica whose lease passed is refused a save (before and after another claims it); the holder saves', async () => {
+      const store = await open();
+      const inserted = job(1, 'in_progress');
+      await store.insertBatch(inserted);
+      const stale = (await store.claim('a', 200)) as StoredBatch;
+      assert.equal(stale.batch.id, inserted.batch.id);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const id = inserted.batch.id;
+      const overwrite = async (): Promise<unknown> => {
+        stale.batch.status = 'finalizing';
+        stale.batch.request_counts.completed = 99;
+        const outcome = await store.saveBatch(stale, 'a');
+        const kept = (await store.batch(id))?.batch;
+        assert.deepEqual(
+          [kept?.status, kept?.request_counts.completed],
+          ['in_progress', 0],
+          'the stale write did not land',
+        );
+        return outcome;
+      };
+      assert.equal(await overwrite(), 'lease-lost', 'expired, not yet taken: refused');
+      const holder = (await store.claim('b', 60_000)) as StoredBatch;
+      assert.equal(holder?.batch.id, id, 'the expired lease is taken over');
+      assert.equal(await overwrite(), 'lease-lost', 'taken by another: refused');
+      holder.batch.request_counts.completed = 3;
+      assert.equal(await store.saveBatch(holder, 'b'), 'saved');
+      assert.equal((await store.batch(id))?.batch.request_counts.completed, 3);
+      assert.equal(await store.renew(id, 'a', 60_000), 'lost');
     });
 
     test('answers: stored, scanned back, read as output and error files', async () => {
