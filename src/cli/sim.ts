@@ -6,6 +6,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { parseDuration } from '../config/duration.js';
+import { loadChatModel } from '../model/chat-model.js';
 import {
   FAILURE_MODES,
   fleetOptions,
@@ -17,6 +18,12 @@ import {
   type SimSpeed,
 } from '../sim/index.js';
 import { STDOUT_LOG } from '../sim/log-writer.js';
+import {
+  REASONING_PARSERS,
+  type ReasoningParserName,
+  VLLM_REASONING_FIELDS,
+  type VllmReasoningField,
+} from '../sim/thinking.js';
 import { onFaultSignal, startupFault } from './sim-fault-file.js';
 import { readFlags, UsageError, verbArgs } from './verb-args.js';
 
@@ -26,7 +33,20 @@ const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
   --port N                 one port (repeatable)
   --host 127.0.0.1         address to listen on
   --log-dir DIR            write DIR/sglang_gpu{i}.log per server (truncated at start, like '> log')
-  --model NAME             model_path (default meta-llama/Llama-3.1-8B-Instruct)
+  --model NAME             model_path (default meta-llama/Llama-3.1-8B-Instruct; --model-path's DIR when given)
+  --model-path DIR         a model directory (Hugging Face layout: tokenizer.json, tokenizer_config.json, chat
+                           template), as SGLang takes it: chat prompts are rendered with its template and
+                           counted with its tokenizer, and a raw prompt (/generate input_ids, /v1/completions
+                           token ids) holding a rendered chat and part of an answer continues that answer
+  --reasoning-parser qwen3|qwen3-thinking|deepseek-r1
+                           thinking mode: each answer reasons (<think>...</think>) before it answers; chat
+                           answers carry the reasoning in reasoning_content (vLLM: see --vllm-reasoning-field),
+                           honouring separate_reasoning, stream_reasoning and chat_template_kwargs.enable_thinking
+  --think-tokens MIN-MAX   reasoning length in tokens, fixed per prompt (default 32-96); max_tokens and
+                           <sim:len=N> bound the whole answer, reasoning included
+  --vllm-reasoning-field reasoning|reasoning_content|both
+                           --kind vllm: the reasoning field by version: reasoning (v0.16+, default),
+                           reasoning_content (up to v0.11.0), both (the versions in between)
   --kind sglang|vllm       server kind (default sglang)
   --version new|old        SGLang generation: old = v0.4 (/health 200 during warm-up)
   --speed fast|demo|realistic   start-up timing preset (default demo: ~20 s per server)
@@ -147,6 +167,10 @@ const SIM_FLAGS = {
   host: { type: 'string' },
   'log-dir': { type: 'string' },
   model: { type: 'string' },
+  'model-path': { type: 'string' },
+  'reasoning-parser': { type: 'string' },
+  'think-tokens': { type: 'string' },
+  'vllm-reasoning-field': { type: 'string' },
   kind: { type: 'string' },
   version: { type: 'string' },
   speed: { type: 'string' },
@@ -216,6 +240,7 @@ export function parseSimArgs(argv: string[]) {
       values['restart-after'] === undefined ? null : parseDurationFlag(values['restart-after'], '--restart-after'),
     enableMetrics: !values['no-metrics'],
     apiKey: values['api-key'] ?? null,
+    ...thinkingOf(values),
   });
   const options = fleet.map((o) => ({
     ...o,
@@ -226,6 +251,39 @@ export function parseSimArgs(argv: string[]) {
   // Under --log-stdout, stdout is the server's log: our own lines would only clutter it.
   const quiet = values.quiet === true || values['log-stdout'] === true;
   return { options, quiet, exitOnFailure: values['exit-on-failure'] === true, faultFile };
+}
+
+/** `MIN-MAX` (or one number): the reasoning length range in tokens. */
+export function parseThinkTokens(text: string): [number, number] {
+  const match = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(text);
+  const min = Number(match?.[1]);
+  const max = Number(match?.[2] ?? match?.[1]);
+  if (match === null || min > max) throw new UsageError(`--think-tokens: '${text}' is not MIN-MAX (e.g. 32-96)`);
+  return [min, max];
+}
+
+/** Thinking mode's flags (`--model-path`, `--reasoning-parser`, `--think-tokens`, `--vllm-reasoning-field`). */
+function thinkingOf(values: SimFlags) {
+  const parser = values['reasoning-parser'];
+  if (parser !== undefined && !REASONING_PARSERS.includes(parser as ReasoningParserName))
+    throw new UsageError(`--reasoning-parser: '${parser}' must be one of ${REASONING_PARSERS.join(', ')}`);
+  const field = values['vllm-reasoning-field'];
+  if (field !== undefined && !VLLM_REASONING_FIELDS.includes(field as VllmReasoningField))
+    throw new UsageError(`--vllm-reasoning-field: '${field}' must be one of ${VLLM_REASONING_FIELDS.join(', ')}`);
+  const modelPath = values['model-path'];
+  if (modelPath !== undefined) {
+    try {
+      loadChatModel(modelPath);
+    } catch (error) {
+      throw new UsageError(`--model-path: ${(error as Error).message}`);
+    }
+  }
+  return {
+    modelPath: modelPath ?? null,
+    reasoningParser: (parser as ReasoningParserName | undefined) ?? null,
+    thinkTokens: values['think-tokens'] === undefined ? undefined : parseThinkTokens(values['think-tokens']),
+    vllmReasoningField: field as VllmReasoningField | undefined,
+  };
 }
 
 /** The scripted start-up failures by server index: `--fail`, unless the memory or name conditions lift them. */

@@ -6,6 +6,15 @@
  */
 import type { FinishReason } from './engine.js';
 import { EOS_TOKEN_ID, outputIds, outputText, outputTextFrom, tokenId, tokenText } from './text-gen.js';
+import {
+  generatedIds,
+  generatedSpan,
+  generatedToken,
+  ThinkingChatDeltas,
+  type ThinkingJob,
+  thinkingMessage,
+  thinkingUsage,
+} from './thinking-format.js';
 
 export type Api = 'generate' | 'chat' | 'completion';
 
@@ -23,6 +32,8 @@ export interface Job {
   /** Prompt tokens found in the server's prefix cache; known once the request is admitted. */
   cachedTokens: number;
   startedMs: number;
+  /** Thinking mode: the answer's script and how its engine writes it (thinking-format.ts). */
+  thinking?: ThinkingJob;
 }
 
 export const DONE = 'data: [DONE]\n\n';
@@ -54,11 +65,21 @@ function generateMeta(job: Job, generated: number, reason: FinishReason | null, 
 }
 
 /** `/generate` stream chunk after `generated` tokens: cumulative text, latest id only. */
+/** The raw text of the first `generated` tokens: markers inline (no reasoning parser runs on the raw APIs). */
+function rawText(job: Job, generated: number): string {
+  return job.thinking === undefined ? outputText(generated) : generatedSpan(job.thinking, generated).raw;
+}
+
+function rawIds(job: Job, from: number, count: number): number[] {
+  if (job.thinking !== undefined) return generatedIds(job.thinking, from, count);
+  return from === 0 ? outputIds(count) : [tokenId(from)];
+}
+
 export function generateChunk(job: Job, generated: number, reason: FinishReason | null, retractions: number): string {
   return sse(
     JSON.stringify({
-      text: outputText(generated),
-      output_ids: generated > 0 ? [tokenId(generated - 1)] : [],
+      text: rawText(job, generated),
+      output_ids: generated > 0 ? rawIds(job, generated - 1, 1) : [],
       meta_info: generateMeta(job, generated, reason, retractions),
     }),
   );
@@ -66,8 +87,8 @@ export function generateChunk(job: Job, generated: number, reason: FinishReason 
 
 export function generateBody(job: Job, generated: number, reason: FinishReason, retractions: number): string {
   return JSON.stringify({
-    text: outputText(generated),
-    output_ids: outputIds(generated),
+    text: rawText(job, generated),
+    output_ids: rawIds(job, 0, generated),
     meta_info: { ...generateMeta(job, generated, reason, retractions), response_sent_to_client_ts: Date.now() / 1000 },
   });
 }
@@ -77,37 +98,57 @@ function openaiFinish(reason: FinishReason): { finish: string; matched: string }
 }
 
 function usageJson(job: Job, generated: number): string {
-  return JSON.stringify({
+  const thinking = job.thinking === undefined ? null : thinkingUsage(job.thinking, generated);
+  const usage = JSON.stringify({
     prompt_tokens: job.promptTokens,
     total_tokens: job.promptTokens + generated,
     completion_tokens: generated,
     prompt_tokens_details: { cached_tokens: job.cachedTokens },
-    reasoning_tokens: 0,
+    reasoning_tokens: thinking?.reasoningTokens ?? 0,
   });
+  return thinking?.details ? `${usage.slice(0, -1)},"completion_tokens_details":${thinking.details}}` : usage;
 }
 
 /** Builds the chunks of one OpenAI-style stream. */
 export class OpenAiStream {
   #job: Job;
   #head: string;
+  /** A thinking chat answer's deltas (reasoning, content, held reasoning). */
+  #deltas: ThinkingChatDeltas | null = null;
 
   constructor(job: Job) {
     this.#job = job;
     const object = job.api === 'chat' ? 'chat.completion.chunk' : 'text_completion';
     this.#head = `{"id":${JSON.stringify(job.rid)},"object":"${object}","created":${job.created},"model":${JSON.stringify(job.model)},"choices":[`;
+    if (job.thinking !== undefined && job.api === 'chat') {
+      this.#deltas = new ThinkingChatDeltas(job.thinking, (delta) =>
+        sse(
+          `${this.#head}{"index":0,"delta":${delta},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
+        ),
+      );
+    }
+  }
+
+  /** vLLM in thinking mode writes only the delta keys it sets (`exclude_unset`), as thinking-format.ts does. */
+  #vllmThinking(): boolean {
+    return this.#job.thinking?.kind === 'vllm';
   }
 
   /** Chat only: the role chunk SGLang sends first. */
   first(): string {
     if (this.#job.api !== 'chat') return '';
     return sse(
-      `${this.#head}{"index":0,"delta":{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
+      `${this.#head}{"index":0,"delta":${this.#vllmThinking() ? '{"role":"assistant","content":""}' : '{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null}'},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
     );
   }
 
   /** The chunk for the request's token number `index` (0-based; after the prompt's own answer tokens). */
   token(index: number): string {
-    const text = JSON.stringify(tokenText(this.#job.offset + index));
+    if (this.#deltas !== null) return this.#deltas.token(index);
+    const thinking = this.#job.thinking;
+    const text = JSON.stringify(
+      thinking === undefined ? tokenText(this.#job.offset + index) : generatedToken(thinking, index),
+    );
     if (this.#job.api === 'chat') {
       return sse(
         `${this.#head}{"index":0,"delta":{"role":null,"content":${text},"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}`,
@@ -123,9 +164,9 @@ export class OpenAiStream {
     const { finish, matched } = openaiFinish(reason);
     const choice =
       this.#job.api === 'chat'
-        ? `{"index":0,"delta":{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":${finish},"matched_stop":${matched}}`
+        ? `{"index":0,"delta":${this.#vllmThinking() ? '{}' : '{"role":null,"content":null,"reasoning_content":null,"tool_calls":null}'},"logprobs":null,"finish_reason":${finish},"matched_stop":${matched}}`
         : `{"index":0,"text":"","logprobs":null,"finish_reason":${finish},"matched_stop":${matched}}`;
-    let out = sse(`${this.#head}${choice}],"usage":null}`);
+    let out = (this.#deltas?.flush() ?? '') + sse(`${this.#head}${choice}],"usage":null}`);
     if (this.#job.includeUsage) out += sse(`${this.#head}],"usage":${usageJson(this.#job, generated)}}`);
     return out + DONE;
   }
@@ -133,11 +174,13 @@ export class OpenAiStream {
 
 export function openaiBody(job: Job, generated: number, reason: FinishReason): string {
   const { finish, matched } = openaiFinish(reason);
-  const text = JSON.stringify(outputTextFrom(job.offset, generated));
+  const text = JSON.stringify(
+    job.thinking === undefined ? outputTextFrom(job.offset, generated) : rawText(job, generated),
+  );
   const head = `{"id":${JSON.stringify(job.rid)},"object":"${job.api === 'chat' ? 'chat.completion' : 'text_completion'}","created":${job.created},"model":${JSON.stringify(job.model)},"choices":[`;
   const choice =
     job.api === 'chat'
-      ? `{"index":0,"message":{"role":"assistant","content":${text},"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":${finish},"matched_stop":${matched}}`
+      ? `{"index":0,"message":${job.thinking === undefined ? `{"role":"assistant","content":${text},"reasoning_content":null,"tool_calls":null}` : thinkingMessage(job.thinking, generated)},"logprobs":null,"finish_reason":${finish},"matched_stop":${matched}}`
       : `{"index":0,"text":${text},"logprobs":null,"finish_reason":${finish},"matched_stop":${matched}}`;
   return `${head}${choice}],"usage":${usageJson(job, generated)},"metadata":{"weight_version":"default"}}`;
 }

@@ -18,7 +18,9 @@ import {
 } from './formats.js';
 import { prefixKeys } from './prefix-cache.js';
 import { CONTEXT_LEN } from './presets.js';
-import { type Continued, continuedFrom, countPromptTokens, outputTextFrom, stopAfter } from './text-gen.js';
+import { answerTarget, type Continued, continuedFrom, countPromptTokens, outputTextFrom } from './text-gen.js';
+import type { ThinkingJob } from './thinking-format.js';
+import { chatPlan, continuationPlan, type ThinkingConfig, type ThinkingPlan } from './thinking-prompt.js';
 import type { SimCounters } from './types.js';
 
 export interface GenerationHost {
@@ -30,6 +32,9 @@ export interface GenerationHost {
   /** Sent back as `x-sim-server` on generation answers: which server answered (bench and test traces). */
   readonly serverName: string;
   readonly defaultMaxTokens: number;
+  readonly kind?: 'sglang' | 'vllm';
+  /** Thinking mode (`--reasoning-parser`, `--model-path`); null or absent: answers as without it. */
+  readonly thinking?: ThinkingConfig | null;
   /** Live requests by rid, for `/abort_request`. */
   readonly active: Map<string, EngineRequest>;
   /** True while the server itself is dropping connections (a crash is not a client disconnect). */
@@ -75,6 +80,8 @@ interface Prompt {
   answered?: (answer: string) => string;
   /** Answer tokens the prompt already holds (a continuation): generation goes on from this token number. */
   offset: number;
+  /** Thinking mode: the answer's script and where this request starts in it. */
+  thinking?: ThinkingPlan;
 }
 
 /** Tool definitions first, then each message's role and content, as a chat template renders them. */
@@ -87,10 +94,34 @@ function renderChat(messages: readonly unknown[], tools: unknown): string {
   return out;
 }
 
-function promptOf(api: Api, body: Body): Prompt | string {
+/** The simulator's stand-in for a chat template and tokenizer: the prompt's text, rendering and size. */
+export function standInChat(
+  messages: readonly unknown[],
+  tools: unknown,
+): { text: string; rendered: string; tokens: number } {
+  const text = messages.map((m) => textOf((m as Body | null)?.content)).join('\n');
+  return { text, rendered: renderChat(messages, tools), tokens: countPromptTokens(text) + 4 * messages.length };
+}
+
+/** A thinking-mode prompt: the plan reads the prompt; `<sim:len=N>` is read in its conversation. */
+function thinkingPrompt(plan: ThinkingPlan): Prompt {
+  return {
+    text: plan.conversation,
+    tokens: plan.promptTokens,
+    rendered: plan.rendered,
+    offset: plan.offset,
+    thinking: plan,
+  };
+}
+
+function promptOf(api: Api, body: Body, thinking: ThinkingConfig | null): Prompt | string {
   if (api === 'chat') {
     const messages = body.messages;
     if (!Array.isArray(messages) || messages.length === 0) return 'messages: Field required (a non-empty list)';
+    if (thinking !== null && body.continue_final_message !== true) {
+      const kwargs = body.chat_template_kwargs as Record<string, unknown> | undefined;
+      return thinkingPrompt(chatPlan(thinking, messages, kwargs, body.tools, standInChat(messages, body.tools)));
+    }
     const continued = continuedChat(messages, body);
     if (typeof continued === 'string') return continued;
     const asked = continued === null ? messages : messages.slice(0, -1);
@@ -111,8 +142,12 @@ function promptOf(api: Api, body: Body): Prompt | string {
   if (field === undefined || field === null) {
     return api === 'generate' ? 'Either text, input_ids or input_embeds should be provided.' : 'prompt: Field required';
   }
-  if (Array.isArray(field) && field.every((x) => typeof x === 'number'))
-    return { text: '', tokens: Math.max(1, field.length), rendered: field.join(','), offset: 0 };
+  const ids = Array.isArray(field) && field.every((x) => typeof x === 'number') ? (field as number[]) : null;
+  if (thinking !== null && (ids !== null || typeof field === 'string')) {
+    const plan = continuationPlan(thinking, ids ?? (field as string));
+    if (plan !== null) return thinkingPrompt(plan);
+  }
+  if (ids !== null) return { text: '', tokens: Math.max(1, ids.length), rendered: ids.join(','), offset: 0 };
   const text = textOf(field);
   // A completions prompt that ends with the start of the simulated answer is that answer continued
   // (so a fresh prompt must not end with " Paris", the answer's first word: docs/stream-resume.md).
@@ -139,6 +174,28 @@ function continuedChat(messages: readonly unknown[], body: Body): Continued | nu
   return continuedFrom(textOf(last.content));
 }
 
+/** How this request's thinking answer is written: the parser runs on chat requests only. */
+function thinkingJob(host: GenerationHost, api: Api, body: Body, plan: ThinkingPlan): ThinkingJob {
+  const config = host.thinking as ThinkingConfig;
+  const ids = new Map<string, number>();
+  const model = config.model;
+  return {
+    plan,
+    kind: host.kind ?? 'sglang',
+    vllmField: config.vllmField,
+    separate: config.parser !== null && api === 'chat' && (host.kind === 'vllm' || body.separate_reasoning !== false),
+    streamReasoning: body.stream_reasoning !== false,
+    tokenId: (text) => {
+      let id = ids.get(text);
+      if (id === undefined) {
+        id = model === null ? 1000 + ids.size : model.encode(text)[0];
+        ids.set(text, id);
+      }
+      return id;
+    },
+  };
+}
+
 function positiveInt(value: unknown, name: string): number | string | null {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0)
@@ -151,7 +208,7 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
   if (body === null || typeof body !== 'object' || Array.isArray(body))
     return 'The request body must be a JSON object.';
   const b = body as Body;
-  const prompt = promptOf(api, b);
+  const prompt = promptOf(api, b, host.thinking ?? null);
   if (typeof prompt === 'string') return prompt;
   const params = (api === 'generate' ? b.sampling_params : b) as Body | undefined;
   const requested =
@@ -168,9 +225,7 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
     return `Requested token count exceeds the model's maximum context length of ${CONTEXT_LEN} tokens. You requested a total of ${prompt.tokens + maxTokens} tokens: ${prompt.tokens} tokens from the input messages and ${maxTokens} tokens for the completion.`;
   }
   // A `<sim:len=N>` answer ends after N tokens in all, however many the prompt already holds.
-  const stop = stopAfter(prompt.text);
-  const early = stop === null ? null : Math.max(1, stop - prompt.offset);
-  const target = Math.max(1, Math.min(maxTokens, early ?? maxTokens));
+  const { target, stopReason } = answerTarget(prompt.text, prompt.offset, maxTokens);
   const streamOptions = b.stream_options as Body | undefined;
   const rid = typeof b.rid === 'string' ? b.rid : randomUUID().replaceAll('-', '');
   const page = host.engine.pageSize;
@@ -187,6 +242,7 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
       offset: prompt.offset,
       cachedTokens: 0,
       startedMs: performance.now(),
+      thinking: prompt.thinking === undefined ? undefined : thinkingJob(host, api, b, prompt.thinking),
     },
     prefixKeys: prefixKeys(prompt.rendered, page, Math.floor((prompt.tokens - 1) / page)),
     ...(answered === undefined
@@ -201,7 +257,7 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
         }),
     maxTokens,
     target,
-    stopReason: early !== null && early < maxTokens ? 'stop' : 'length',
+    stopReason,
     priority: typeof b.priority === 'number' && Number.isInteger(b.priority) ? b.priority : undefined,
   };
 }

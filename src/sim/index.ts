@@ -3,6 +3,7 @@
 export { SIM_SPEEDS, type SimSpeed } from './presets.js';
 export { fleetOptions, SimFleet } from './sim-fleet.js';
 export { SimServer } from './sim-server.js';
+export { expectedThinkingAnswer } from './thinking-expected.js';
 export {
   FAILURE_MODES,
   INFO_PATHS,

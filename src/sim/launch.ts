@@ -4,6 +4,7 @@
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { loadChatModel } from '../model/chat-model.js';
 import { Engine, type EngineRequest } from './engine.js';
 import { createHandler, type HttpHost } from './http.js';
 import type { InfoContext } from './info.js';
@@ -13,6 +14,7 @@ import { gpuIndex, memoryFigures } from './memory.js';
 import type { ResolvedSimOptions } from './options.js';
 import type { RuntimeLog } from './runtime-log.js';
 import { SglangLog } from './sglang-log.js';
+import type { ThinkingConfig } from './thinking-prompt.js';
 import { Timers } from './timers.js';
 import type { SimCounters, SimStatus } from './types.js';
 import { VllmLog } from './vllm-log.js';
@@ -40,6 +42,7 @@ export class Launch implements LaunchHost, HttpHost {
   readonly held = new Set<ServerResponse>();
   readonly active = new Map<string, EngineRequest>();
   readonly pid = 1000 + Math.floor(Math.random() * 4_000_000);
+  readonly thinking: ThinkingConfig | null;
   #opts: ResolvedSimOptions;
   #owner: LaunchOwner;
   #server: Server | null = null;
@@ -81,6 +84,7 @@ export class Launch implements LaunchHost, HttpHost {
         owner.counters.retractions += count;
       },
     });
+    this.thinking = thinkingConfig(opts);
     this.info = {
       model: opts.model,
       host: opts.host,
@@ -115,6 +119,9 @@ export class Launch implements LaunchHost, HttpHost {
   }
   get serverName(): string {
     return this.#opts.name;
+  }
+  get kind(): 'sglang' | 'vllm' {
+    return this.#opts.kind;
   }
   get defaultMaxTokens(): number {
     return this.#opts.engine.defaultMaxTokens;
@@ -290,4 +297,19 @@ export class Launch implements LaunchHost, HttpHost {
     this.held.clear();
     (this.log as RuntimeLog).close();
   }
+}
+
+/**
+ * Thinking mode from the options: on with a reasoning parser, or with a model directory whose
+ * vocabulary has think markers (a thinking model without a parser writes its tags into `content`).
+ */
+function thinkingConfig(opts: ResolvedSimOptions): ThinkingConfig | null {
+  const model = opts.modelPath === null ? null : loadChatModel(opts.modelPath);
+  if (opts.reasoningParser === null && model?.think == null) return null;
+  return {
+    parser: opts.reasoningParser,
+    thinkTokens: opts.thinkTokens,
+    model,
+    vllmField: opts.vllmReasoningField,
+  };
 }

@@ -1,5 +1,12 @@
 /** SimOptions with every default filled in, checked once at construction. */
 import { CONTEXT_LEN, DEFAULT_MODEL, engineFor, timingFor } from './presets.js';
+import {
+  DEFAULT_THINK_TOKENS,
+  REASONING_PARSERS,
+  type ReasoningParserName,
+  VLLM_REASONING_FIELDS,
+  type VllmReasoningField,
+} from './thinking.js';
 import { FAILURE_MODES, type SimEngineOptions, type SimFailure, type SimOptions, type SimTiming } from './types.js';
 
 export interface ResolvedSimOptions {
@@ -17,6 +24,10 @@ export interface ResolvedSimOptions {
   enableMetrics: boolean;
   apiKey: string | null;
   contextLen: number;
+  modelPath: string | null;
+  reasoningParser: ReasoningParserName | null;
+  thinkTokens: readonly [number, number];
+  vllmReasoningField: VllmReasoningField;
 }
 
 function check(condition: boolean, message: string): void {
@@ -53,13 +64,30 @@ export function resolveOptions(opts: SimOptions): ResolvedSimOptions {
   );
   const kind = opts.kind ?? 'sglang';
   check(kind === 'sglang' || kind === 'vllm', `kind must be sglang or vllm, got ${kind}`);
+  const reasoningParser = opts.reasoningParser ?? null;
+  check(
+    reasoningParser === null || REASONING_PARSERS.includes(reasoningParser),
+    `reasoningParser must be one of ${REASONING_PARSERS.join(', ')}, got ${reasoningParser}`,
+  );
+  const thinkTokens = opts.thinkTokens ?? DEFAULT_THINK_TOKENS;
+  check(
+    thinkTokens.length === 2 &&
+      thinkTokens.every((n) => Number.isInteger(n) && n >= 0) &&
+      thinkTokens[0] <= thinkTokens[1],
+    `thinkTokens must be [MIN, MAX] integers, 0 <= MIN <= MAX, got ${JSON.stringify(thinkTokens)}`,
+  );
+  const vllmReasoningField = opts.vllmReasoningField ?? 'reasoning';
+  check(
+    VLLM_REASONING_FIELDS.includes(vllmReasoningField),
+    `vllmReasoningField must be one of ${VLLM_REASONING_FIELDS.join(', ')}, got ${vllmReasoningField}`,
+  );
   const version = opts.version ?? 'new';
   check(version === 'new' || version === 'old', `version must be new or old, got ${version}`);
   return {
     port: opts.port,
     host,
     name: opts.name ?? `${host}:${opts.port}`,
-    model: opts.model ?? DEFAULT_MODEL,
+    model: opts.model ?? opts.modelPath ?? DEFAULT_MODEL,
     kind,
     version,
     logFile: opts.logFile ?? null,
@@ -70,6 +98,10 @@ export function resolveOptions(opts: SimOptions): ResolvedSimOptions {
     enableMetrics: opts.enableMetrics ?? true,
     apiKey: opts.apiKey ?? null,
     contextLen: CONTEXT_LEN,
+    modelPath: opts.modelPath ?? null,
+    reasoningParser,
+    thinkTokens,
+    vllmReasoningField,
   };
 }
 

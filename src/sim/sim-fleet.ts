@@ -2,6 +2,7 @@
 import { join } from 'node:path';
 import { engineFor, type SimSpeed, timingFor } from './presets.js';
 import { SimServer } from './sim-server.js';
+import type { ReasoningParserName, VllmReasoningField } from './thinking.js';
 import type { SimEngineOptions, SimFailure, SimOptions, SimTiming } from './types.js';
 
 export class SimFleet {
@@ -38,6 +39,11 @@ export interface FleetSpec {
   restartAfterMs?: number | null;
   enableMetrics?: boolean;
   apiKey?: string | null;
+  /** Thinking mode and the model directory, the same on every server (SimOptions). */
+  modelPath?: string | null;
+  reasoningParser?: ReasoningParserName | null;
+  thinkTokens?: readonly [number, number];
+  vllmReasoningField?: VllmReasoningField;
 }
 
 /** Options for a fleet named gpu0..gpuN-1, one per port. */
@@ -61,6 +67,10 @@ export function fleetOptions(spec: FleetSpec): SimOptions[] {
       restartAfterMs: spec.restartAfterMs ?? null,
       enableMetrics: spec.enableMetrics,
       apiKey: spec.apiKey ?? null,
+      modelPath: spec.modelPath ?? null,
+      reasoningParser: spec.reasoningParser ?? null,
+      thinkTokens: spec.thinkTokens,
+      vllmReasoningField: spec.vllmReasoningField,
     };
   });
 }

@@ -61,10 +61,27 @@ const LEN_MARKER = /<sim:len=(\d+)>/g;
  * `<sim:len=N>` in a prompt makes the answer end after N tokens, like a model emitting its end token.
  * The last marker counts: in a conversation, the latest user message's.
  */
-export function stopAfter(text: string): number | null {
+function stopAfter(text: string): number | null {
   let last: string | null = null;
   for (const match of text.matchAll(LEN_MARKER)) last = match[1];
   return last === null ? null : Number(last);
+}
+
+/**
+ * Where an answer ends: after `maxTokens` new tokens, or earlier where the prompt's `<sim:len=N>`
+ * says (N tokens in all, counting the `offset` the prompt already holds), like a model's end token.
+ */
+export function answerTarget(
+  promptText: string,
+  offset: number,
+  maxTokens: number,
+): { target: number; stopReason: 'length' | 'stop' } {
+  const stop = stopAfter(promptText);
+  const early = stop === null ? null : Math.max(1, stop - offset);
+  return {
+    target: Math.max(1, Math.min(maxTokens, early ?? maxTokens)),
+    stopReason: early !== null && early < maxTokens ? 'stop' : 'length',
+  };
 }
 
 /** `count` tokens' text from token number `offset` on: the rest of an answer whose first `offset` tokens were given. */

@@ -2,6 +2,7 @@
  * Public types of the simulated SGLang / vLLM server. Behaviour follows
  * docs/sglang-vllm-behaviour.md sections 1-5 (vLLM: section 6).
  */
+import type { ReasoningParserName, VllmReasoningField } from './thinking.js';
 
 /**
  * What the simulated process is doing.
@@ -137,6 +138,18 @@ export interface SimOptions {
   restartAfterMs?: number | null;
   /** Default true; false makes `/metrics` 404 like SGLang without `--enable-metrics`. */
   enableMetrics?: boolean;
+  /**
+   * SGLang's `--model-path`: a model directory (Hugging Face layout) whose chat template renders
+   * chat prompts and whose tokenizer counts tokens and reads token-id prompts. Null: the
+   * simulator's stand-ins (about four characters a token).
+   */
+  modelPath?: string | null;
+  /** `--reasoning-parser`: thinking mode, the answer's reasoning split from its content (thinking.ts). */
+  reasoningParser?: ReasoningParserName | null;
+  /** Reasoning words per answer, MIN-MAX (default 32-96); each prompt gets its own, always the same. */
+  thinkTokens?: readonly [number, number];
+  /** vLLM's reasoning field, by version (default `reasoning`, the newest). */
+  vllmReasoningField?: VllmReasoningField;
   /** Like `--api-key`: 401 `{"error": "Unauthorized"}` without `Authorization: Bearer <key>` (health and metrics exempt). */
   apiKey?: string | null;
 }
