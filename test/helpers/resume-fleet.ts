@@ -7,7 +7,7 @@
 import type { Socket } from 'node:net';
 import type { TestContext } from 'node:test';
 import type { Gateway } from '../../src/app.js';
-import type { SimServer } from '../../src/sim/index.js';
+import type { SimOptions, SimServer } from '../../src/sim/index.js';
 import { createSims, startGateway } from './fleet.js';
 import { sampleValue } from './prometheus-text.js';
 import { type RawRequest, startRawBackend } from './raw-backend.js';
@@ -30,8 +30,9 @@ export async function resumeFleet(
   t: TestContext,
   first: { name: string; url: string },
   raw: object = {},
+  spareOptions: Partial<SimOptions> = {},
 ): Promise<ResumeFleet> {
-  const [spare] = await createSims(t, [{ name: 'gpu1', engine: { tokenMs: 5 } }]);
+  const [spare] = await createSims(t, [{ name: 'gpu1', engine: { tokenMs: 5 }, ...spareOptions }]);
   const spareBodies: Array<Record<string, unknown>> = [];
   spare.on('generation', ({ body }) => spareBodies.push(body));
   const { url, gateway } = await startGateway(t, {
