@@ -1,6 +1,7 @@
 /**
- * bench/results holds only the summaries the documents cite (issue #33): at most 32 files (25
- * until round 4 added its scale, database, tracing and TTFC benches), each linked from docs/benchmarks.md (current figures) or CHANGELOG.md's benchmark history, and each
+ * bench/results holds only the latest summary of each bench the documents cite (issues #33, #53): at
+ * most 25 files, older runs in git history, each linked from docs/benchmarks.md (current figures) or
+ * CHANGELOG.md's benchmark history, and each
  * named by one scheme: `<bench>[-<variant>]-<YYYY-MM-DD>[-<n>].<ext>`, `n` numbering same-day runs
  * of one variant. Raw runs go to the ignored bench/results/raw/.
  */
@@ -10,7 +11,7 @@ import { resolve } from 'node:path';
 import { test } from 'node:test';
 
 const root = resolve(import.meta.dirname, '../..');
-const MAX_FILES = 32;
+const MAX_FILES = 25;
 const BENCHES = ['overhead', 'balance', 'mixed', 'prefix', 'batch', 'soak', 'cold-start', 'log-parser'];
 const NAME = new RegExp(`^(${BENCHES.join('|')})(-[a-z0-9]+)*-\\d{4}-\\d{2}-\\d{2}(-\\d+)?\\.(json|md|txt|svg)$`);
 
@@ -20,7 +21,7 @@ function resultFiles(): string[] {
     .map((entry) => entry.name);
 }
 
-test('bench/results keeps at most 32 summaries, each cited by docs/benchmarks.md or the changelog', () => {
+test('bench/results keeps at most 25 summaries, each cited by docs/benchmarks.md or the changelog', () => {
   const files = resultFiles();
   assert.ok(files.length <= MAX_FILES, `bench/results has ${files.length} files (at most ${MAX_FILES})`);
   const doc = readFileSync(resolve(root, 'docs/benchmarks.md'), 'utf8');

@@ -10,7 +10,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { test } from 'node:test';
 
 const root = resolve(import.meta.dirname, '../..');
-const SKIPPED_DIRS = new Set(['node_modules', 'dist', '.git']);
+const SKIPPED_DIRS = new Set(['node_modules', 'dist', '.git', '.venv']);
 
 function markdownFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
