@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { fail, mapOf, nullable, type Rule, section, text } from './rules.js';
 import type { LaunchConfig, ModelConfig } from './types.js';
 
-export const AUTO_MODEL_DIR = 'auto';
+const AUTO_MODEL_DIR = 'auto';
 
 function modelDir(value: string, key: string): void {
   if (value === AUTO_MODEL_DIR) return;

@@ -14,7 +14,7 @@ import { Tokenizer } from '@huggingface/tokenizers';
 /** A problem with a model directory, naming the file. */
 export class ModelFilesError extends Error {}
 
-export interface RenderOptions {
+interface RenderOptions {
   /** End with the assistant turn's opening, as a request for a new answer does. */
   readonly addGenerationPrompt?: boolean;
   /** A request's `chat_template_kwargs` (e.g. `enable_thinking`). */
