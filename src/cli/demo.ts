@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { createGateway } from '../app.js';
 import { validateConfig } from '../config/validate.js';
 import { createLogger } from '../logging.js';
+import { packagedQwen3Dir } from '../model/chat-model.js';
 import { colorEnabled } from './render-status.js';
 import { runUntilSignal } from './serve.js';
 import { readFlags, verbArgs } from './verb-args.js';
@@ -17,7 +18,8 @@ import { readFlags, verbArgs } from './verb-args.js';
 const usage = `usage: fleetgate demo [--port 8080] [--base-port 30000] [--backends 7] [--host 127.0.0.1]
 
 Launches one simulated SGLang server (a fleetgate sim process) per port base-port..base-port+N-1
-through fleetgate launch, staggered; gpu3 dies of CUDA OOM during graph capture and fleetgate restarts
+through fleetgate launch, staggered, in thinking mode (Qwen3's chat template and tokenizer,
+--reasoning-parser qwen3: answers stream reasoning_content, then content); gpu3 dies of CUDA OOM during graph capture and fleetgate restarts
 it with a lower --mem-fraction-static (the remedy, shown on the status page); gpu5 generates 3x
 slower, a straggler under load. Ctrl-C stops all.
 `;
@@ -40,6 +42,10 @@ function simCommand(host: string): string {
     'sim --port {port} --host',
     quoted(host),
     '--name {name} --log-stdout --exit-on-failure --speed demo --start-delay {i}s',
+    // Thinking mode, as the real job runs: Qwen3's template and tokenizer (the tests' model directory).
+    '--model-path',
+    quoted(packagedQwen3Dir()),
+    '--reasoning-parser qwen3',
     `--fail 0:cuda_oom_capture --fail-only-on ${FAILING_GPU}`,
     '--mem-fraction-static 0.88 --fail-if-mem-fraction-above 0.85',
     `--slow-on ${SLOW_GPU}:3`,
@@ -116,7 +122,8 @@ fleetgate demo: ${count} simulated SGLang servers (one fleetgate sim process eac
 
 Try (requests are held until a backend is ready, then streamed):
   curl -N ${base}/v1/chat/completions -H 'content-type: application/json' \\
-    -d '{"model": "default", "stream": true, "max_tokens": 32, "messages": [{"role": "user", "content": "Hello"}]}'
+    -d '{"model": "default", "stream": true, "max_tokens": 128, "messages": [{"role": "user", "content": "Hello"}]}'
+  (the servers think first: reasoning_content deltas, then the answer in content)
 
 Ctrl-C stops everything.
 `);
