@@ -1,10 +1,11 @@
 /**
  * The OpenAI Batch API on fleetgate's own URL, enough for the `openai` SDKs' `files.create`,
- * `files.retrieve`, `files.content` and `batches.create/retrieve/list/cancel` to work unchanged:
+ * `files.retrieve`, `files.content`, `files.delete` and `batches.create/retrieve/list/cancel` to work unchanged:
  *
  *   POST /v1/files                  multipart: file, purpose=batch   200 File object; 400; 413 over batch.max_file_size (streamed to disk)
  *   GET  /v1/files/:id              200 File object; 404
  *   GET  /v1/files/:id/content      200 the file's bytes, streamed; 404
+ *   DELETE /v1/files/:id            200 {id, object: "file", deleted: true}; 404; 409 the input of a job not yet ended
  *   POST /v1/batches                {input_file_id, endpoint, completion_window: "24h", metadata?}  200 Batch object
  *   GET  /v1/batches                ?limit=20&after=ID  a list page, newest first
  *   GET  /v1/batches/:id            200 Batch object; 404
@@ -136,6 +137,23 @@ function registerFileRoutes(app: FastifyInstance, { store, config }: BatchRouteO
       const file = await fileOr404(request.params.id, reply);
       if (file === null) return reply;
       return reply.type('application/octet-stream').send(store.readContent(file.id));
+    }),
+  );
+
+  app.delete<IdRoute>(
+    '/v1/files/:id',
+    { onRequest },
+    answer(async (request: FastifyRequest<IdRoute>, reply) => {
+      const { id } = request.params;
+      const outcome = await store.deleteFile(id);
+      if (outcome === 'missing') return sendError(reply, 404, `No file found with id '${id}'`);
+      if (outcome === 'in-use')
+        return sendError(
+          reply,
+          409,
+          `file ${id} is the input of a batch job not yet ended: cancel it or let it end first`,
+        );
+      return { id, object: 'file', deleted: true };
     }),
   );
 }

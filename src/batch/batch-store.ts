@@ -142,6 +142,9 @@ export type LeaseState = 'held' | 'cancelling' | 'lost';
  */
 export type SaveOutcome = 'saved' | 'status-kept' | 'lease-lost';
 
+/** What `deleteFile` came to: `in-use`, the file is the input of a job not yet ended (kept). */
+export type DeleteOutcome = 'deleted' | 'missing' | 'in-use';
+
 export interface BatchPage {
   data: BatchObject[];
   has_more: boolean;
@@ -179,6 +182,8 @@ export interface BatchStore {
   /** Describes a job's output or error file, made of its stored answers. */
   describeResults(stored: StoredBatch, kind: 'output' | 'error', nowSeconds: number): Promise<FileObject>;
   file(id: string): Promise<FileObject | null>;
+  /** Removes a described file, its object and bytes, unless a job not yet ended reads it. */
+  deleteFile(id: string): Promise<DeleteOutcome>;
   insertBatch(stored: StoredBatch): Promise<void>;
   /** Saves `stored` if `owner` holds its lease, unexpired, and `mayReplace` allows its status. */
   saveBatch(stored: StoredBatch, owner: string): Promise<SaveOutcome>;

@@ -27,6 +27,7 @@ import {
   type BatchPage,
   type BatchStatus,
   type BatchStore,
+  type DeleteOutcome,
   type FileObject,
   type FilePurpose,
   ID_PATTERN,
@@ -110,6 +111,15 @@ export class DirStore implements BatchStore {
     if (!ID_PATTERN.test(id)) return null;
     const path = join(this.#files, `${id}.json`);
     return existsSync(path) ? (JSON.parse(readFileSync(path, 'utf8')) as FileObject) : null;
+  }
+
+  async deleteFile(id: string): Promise<DeleteOutcome> {
+    if ((await this.file(id)) === null) return 'missing';
+    for (const { batch } of this.#jobs.values())
+      if (batch.input_file_id === id && ACTIVE_STATUSES.includes(batch.status)) return 'in-use';
+    rmSync(join(this.#files, `${id}.json`), { force: true });
+    rmSync(this.#contentPath(id), { force: true });
+    return 'deleted';
   }
 
   #write(stored: StoredBatch): void {

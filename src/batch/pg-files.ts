@@ -9,7 +9,9 @@ import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { ACTIVE_STATUSES } from './batch-status.js';
 import {
+  type DeleteOutcome,
   type FileObject,
   type FilePurpose,
   type LocalInput,
@@ -126,6 +128,23 @@ export class PgFiles {
       [id],
     );
     return rows[0]?.object ?? null;
+  }
+
+  /**
+   * Removes a described file's row and chunks, unless a job not yet ended has it as its input (a
+   * job's output and error files are read from its answers, which stay with the job).
+   */
+  async deleteFile(id: string): Promise<DeleteOutcome> {
+    if ((await this.file(id)) === null) return 'missing';
+    const { rows } = await this.query<{ id: string }>(
+      `DELETE FROM batch_files WHERE id = $1 AND object IS NOT NULL AND NOT EXISTS (
+         SELECT 1 FROM batch_jobs WHERE stored->'batch'->>'input_file_id' = $1 AND status = ANY($2::text[])
+       ) RETURNING id`,
+      [id, ACTIVE_STATUSES],
+    );
+    if (rows.length === 0) return (await this.file(id)) === null ? 'missing' : 'in-use';
+    await this.query('DELETE FROM batch_file_chunks WHERE file_id = $1', [id]);
+    return 'deleted';
   }
 
   /** A local copy of an upload, for the two reads of a run; removed at its `close`. */

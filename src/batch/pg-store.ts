@@ -11,6 +11,7 @@ import type {
   BatchPage,
   BatchStatus,
   BatchStore,
+  DeleteOutcome,
   FileObject,
   FilePurpose,
   JobResults,
@@ -58,6 +59,10 @@ export class PgStore implements BatchStore {
 
   file(id: string): Promise<FileObject | null> {
     return this.#files.file(id);
+  }
+
+  deleteFile(id: string): Promise<DeleteOutcome> {
+    return this.#files.deleteFile(id);
   }
 
   openInput(fileId: string): Promise<LocalInput> {

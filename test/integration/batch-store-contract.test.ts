@@ -95,6 +95,29 @@ for (const [name, open] of stores) {
       assert.equal(await store.file('file-000000000000000000000000'), null);
     });
 
+    test('a file is deleted with its bytes, but not while a job not yet ended reads it', async () => {
+      const store = await open();
+      const id = await store.writeContent(pieces(Buffer.from('{"a":1}\n'), 1));
+      await store.describeFile(id, 'in.jsonl', 'batch', 100);
+      const running = job(1);
+      running.batch.input_file_id = id;
+      await store.insertBatch(running);
+      assert.equal(await store.deleteFile(id), 'in-use');
+      assert.ok(await store.file(id), 'kept for the job');
+      const stored = (await store.claim('a', 60_000)) as StoredBatch;
+      stored.batch.status = 'completed';
+      assert.equal(await store.saveBatch(stored, 'a'), 'saved');
+      assert.equal(await store.deleteFile(id), 'deleted');
+      assert.equal(await store.file(id), null);
+      const left: Buffer[] = await store
+        .readContent(id)
+        .toArray()
+        .catch(() => []);
+      assert.equal(Buffer.concat(left).length, 0, 'its bytes are gone');
+      assert.equal(await store.deleteFile(id), 'missing');
+      assert.equal(await store.deleteFile('file-000000000000000000000000'), 'missing');
+    });
+
     test('jobs: stored, listed newest first in pages, counted by status', async () => {
       const store = await open();
       const jobs = [job(10), job(30), job(20, 'completed')];
