@@ -52,7 +52,10 @@ const BODIES = {
 
 test('every body-less route takes no body, an empty JSON body and {}; every route needing one names it', async (t) => {
   const dir = tempDir(t);
-  const sims = await createSims(t, [{}, {}, {}, {}]);
+  const sims = await createSims(
+    t,
+    [1, 2, 3, 4].map(() => ({ engine: { tokenMs: 20 } })),
+  );
   for (const sim of sims) sim.start();
   await Promise.all(sims.map((sim) => sim.whenReady()));
   const raw = {
@@ -72,39 +75,48 @@ test('every body-less route takes no body, an empty JSON body and {}; every rout
   t.after(() => gateway.close());
   await waitFor(() => gateway.fleet.registry.ready.length === sims.length, { what: 'every backend ready' });
 
-  // Jobs to cancel: one per body shape, on an input slow enough to be running when cancelled.
+  const upload = async (text: string) => {
+    const form = new FormData();
+    form.append('purpose', 'batch');
+    form.append('file', new Blob([text]), 'input.jsonl');
+    const res = await fetch(`${base}/v1/files`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}` },
+      body: form,
+    });
+    assert.equal(res.status, 200);
+    return ((await res.json()) as { id: string }).id;
+  };
+  // Jobs to cancel, on an input slow enough (~1 s a request) to be running when cancelled.
   const lines = Array.from({ length: 50 }, (_, i) =>
     JSON.stringify({
       custom_id: `r${i}`,
       method: 'POST',
       url: '/v1/chat/completions',
-      body: { model: 'default', max_tokens: 4, messages: [{ role: 'user', content: `q${i}` }] },
+      body: { model: 'default', max_tokens: 50, messages: [{ role: 'user', content: `q${i}` }] },
     }),
   );
-  const form = new FormData();
-  form.append('purpose', 'batch');
-  form.append('file', new Blob([`${lines.join('\n')}\n`]), 'input.jsonl');
-  const uploaded = await fetch(`${base}/v1/files`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TOKEN}` },
-    body: form,
-  });
-  assert.equal(uploaded.status, 200);
-  const fileId = ((await uploaded.json()) as { id: string }).id;
+  const input = await upload(`${lines.join('\n')}\n`);
 
-  // Each body shape gets its own backend and batch job, so each finds its target as the first did.
+  // Each body shape gets its own backend, batch job and file, so each finds its target as the first did.
   const shapes = Object.entries(BODIES);
   const targets = await Promise.all(
     shapes.map(async (_, i) => {
       const created = await request(`${base}/v1/batches`, {
         method: 'POST',
         headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ input_file_id: fileId, endpoint: '/v1/chat/completions', completion_window: '24h' }),
+        body: JSON.stringify({ input_file_id: input, endpoint: '/v1/chat/completions', completion_window: '24h' }),
       });
       assert.equal(created.statusCode, 200);
-      return { name: sims[i].name, id: ((await created.body.json()) as { id: string }).id };
+      const batch = ((await created.body.json()) as { id: string }).id;
+      return { name: sims[i].name, batch, file: await upload(`${lines[0]}\n`) };
     }),
   );
+  /** The route's path with its parameters naming shape `i`'s own backend, job or file. */
+  const pathOf = (url: string, i: number) =>
+    url
+      .replace(':name', targets[i].name)
+      .replace(':id', url.startsWith('/v1/files/') ? targets[i].file : targets[i].batch);
 
   const table = routeBodies(gateway.app).filter((route) => !route.url.includes('*') && route.url !== '/');
   t.diagnostic(`routes with a body: ${table.map((r) => `${r.method} ${r.url}`).join(', ')}`);
@@ -116,6 +128,7 @@ test('every body-less route takes no body, an empty JSON body and {}; every rout
     'POST /fleet/backends/:name/restart',
     'POST /fleet/reload',
     'DELETE /fleet/backends/:name',
+    'DELETE /v1/files/:id',
     'POST /fleet/backends',
     'POST /v1/batches',
     'POST /v1/files',
@@ -130,7 +143,7 @@ test('every body-less route takes no body, an empty JSON body and {}; every rout
   for (const route of bodyless) {
     const answers: string[] = [];
     for (const [i, [shape, body]] of shapes.entries()) {
-      const path = route.url.replace(':name', targets[i].name).replace(':id', targets[i].id);
+      const path = pathOf(route.url, i);
       const answer = await send(`${base}${path}`, route.method, body);
       answers.push(`${answer.status}`);
       const what = `${route.method} ${route.url} with ${shape}: ${answer.status} ${answer.message}`;
@@ -143,7 +156,7 @@ test('every body-less route takes no body, an empty JSON body and {}; every rout
   }
 
   for (const route of needing) {
-    const path = route.url.replace(':name', targets[0].name).replace(':id', targets[0].id);
+    const path = pathOf(route.url, 0);
     for (const shape of ['none', 'empty JSON'] as const) {
       const answer = await send(`${base}${path}`, route.method, BODIES[shape]);
       const what = `${route.method} ${route.url} with ${shape}: ${answer.status} ${answer.message}`;
