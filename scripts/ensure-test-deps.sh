@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The end-to-end tests talk to real peers: Prometheus (promtool for the alert rules), headless
 # Chromium for the status page, and PostgreSQL (the Batch API's shared store; the tests start their
-# own cluster). Install them from Debian's packages when they are missing.
+# own cluster). Install them from Debian's packages when they are missing. The Python client suite's
+# `openai` package goes into .venv (scripts/ensure-python-sdk.sh).
 set -euo pipefail
+"$(dirname "$0")/ensure-python-sdk.sh"
 missing=()
 command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
