@@ -297,6 +297,4 @@ export class StreamResume {
   }
 }
 
-function asObject(json: unknown): Record<string, unknown> | null {
-  return isObject(json) ? json : null;
-}
+const asObject = (json: unknown): Record<string, unknown> | null => (isObject(json) ? json : null);
