@@ -6,12 +6,12 @@
  * it does a text continuation's. An error event or a cut passes on as such: the journal and the
  * relay handle it like any attempt's.
  */
-import { Transform, type TransformCallback } from 'node:stream';
+import { type Readable, Transform, type TransformCallback } from 'node:stream';
 import type { ThinkMarkers } from '../model/chat-model.js';
 import type { ReasoningField } from './reasoning-fields.js';
 import { eventData } from './sse-event.js';
 import { type SplitText, ThinkSplitter } from './think-split.js';
-import type { RawEventReader } from './token-continuation.js';
+import { RawEventReader, type TokenPlan } from './token-continuation.js';
 
 export interface RawToChatOptions {
   reader: RawEventReader;
@@ -108,4 +108,19 @@ export class RawToChat extends Transform {
 function chunkEvent(delta: Record<string, string>, finish: string | null): string {
   const choice = { index: 0, delta, logprobs: null, finish_reason: finish };
   return `data: ${JSON.stringify({ object: 'chat.completion.chunk', choices: [choice] })}\n\n`;
+}
+
+/** The raw answer of the token-exact continuation `plan`, as the client's chat events. */
+export function chatFromRaw(raw: Readable, plan: TokenPlan, field: ReasoningField, includeUsage: boolean): Readable {
+  const chat = new RawToChat({
+    reader: new RawEventReader(plan.kind),
+    markers: plan.markers,
+    inThink: plan.inThink,
+    reasoningField: field,
+    promptTokens: plan.promptTokens + plan.generatedTokens,
+    includeUsage,
+  });
+  // A cut of the raw answer is a cut of the chat stream: the relay resumes or ends it.
+  raw.on('error', (error) => chat.destroy(error));
+  return raw.pipe(chat);
 }

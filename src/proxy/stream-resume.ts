@@ -30,9 +30,9 @@ import {
   remainingBudget,
 } from './continuation.js';
 import type { ProxyEventBus } from './proxy-events.js';
-import { RawToChat } from './raw-to-chat.js';
+import { chatFromRaw } from './raw-to-chat.js';
 import { StreamJournal } from './stream-journal.js';
-import { RawEventReader, type TokenPlan, tokenPlan } from './token-continuation.js';
+import { type TokenPlan, tokenPlan } from './token-continuation.js';
 
 /**
  * The `reason`s of `fleetgate_stream_resumes_total` exported at 0 for every backend from its start
@@ -197,7 +197,8 @@ export class StreamResume {
     this.#request.context.trace?.resumed(failed, backend, failure.kind, cutAt);
     this.#settings.events.emit('stream_resume', { backend: failed, reason: failure.kind });
     journal.beginAttempt(`: resumed on ${backend} after ${failed} failed\n\n`, generated);
-    return { type: 'continue', body: plan === null ? stream : this.#asChat(stream, plan, includeUsage) };
+    const field = journal.reasoningField ?? 'reasoning_content';
+    return { type: 'continue', body: plan === null ? stream : chatFromRaw(stream, plan, field, includeUsage) };
   }
 
   /**
@@ -218,21 +219,6 @@ export class StreamResume {
     // An OpenAI-compatible server of unknown make has no raw API to continue tokens on.
     if (model === null || kind === 'openai') return null;
     return tokenPlan(model, kind, body, journal.reasoning, journal.text);
-  }
-
-  /** The raw answer of a token-exact continuation, as the client's chat events. */
-  #asChat(stream: Readable, plan: TokenPlan, includeUsage: boolean): Readable {
-    const chat = new RawToChat({
-      reader: new RawEventReader(plan.kind),
-      markers: plan.markers,
-      inThink: plan.inThink,
-      reasoningField: this.#journal.reasoningField ?? 'reasoning_content',
-      promptTokens: plan.promptTokens + plan.generatedTokens,
-      includeUsage,
-    });
-    // A cut of the raw answer is a cut of the chat stream: the relay resumes or ends it.
-    stream.on('error', (error) => chat.destroy(error));
-    return stream.pipe(chat);
   }
 
   /** Why this stream cannot be continued; `tokenExact`: its reasoning can be re-entered. */
