@@ -18,7 +18,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import { sendError } from './openai-error.js';
 
 /** What a route's body must hold. */
-export interface BodyNeed {
+interface BodyNeed {
   /** `application/json` or `multipart/form-data`. */
   type: string;
   /** The fields it cannot do without, as the 400 names them. */
