@@ -141,6 +141,7 @@ interface Refusal {
   type: string;
   status: number;
   message: string;
+  body_message: string | null;
   retry_after: string | null;
 }
 
@@ -278,6 +279,7 @@ test("errors as the SDK's typed exceptions with fleetgate's message; max_retries
     sync: Record<'bad_body' | 'missing_file' | 'missing_batch_input' | 'wrong_key' | 'wrong_key_models', Refusal>;
     async: Record<'bad_body' | 'missing_file' | 'wrong_key', Refusal> & {
       rate_limit: {
+        rounds: number;
         fills: number;
         fills_answered: number;
         fill_errors: string[];
@@ -293,22 +295,23 @@ test("errors as the SDK's typed exceptions with fleetgate's message; max_retries
   for (const [mode, got] of Object.entries(result) as Array<[string, Errors['sync'] & Errors['async']]>) {
     assert.equal(got.bad_body.type, 'BadRequestError', mode);
     assert.equal(got.bad_body.status, 400);
-    assert.match(got.bad_body.message, /endpoint must be one of/, `${mode}: fleetgate's message`);
+    assert.match(got.bad_body.body_message ?? '', /^endpoint must be one of /, `${mode}: fleetgate's message`);
     assert.equal(got.missing_file.type, 'NotFoundError', mode);
-    assert.match(got.missing_file.message, /No file found with id 'file-0+'/);
+    assert.match(got.missing_file.body_message ?? '', /^No file found with id 'file-0+'$/);
     assert.equal(got.wrong_key.type, 'AuthenticationError', mode);
     assert.equal(got.wrong_key.status, 401);
-    assert.match(got.wrong_key.message, /API key/i, `${mode}: ${got.wrong_key.message}`);
+    assert.match(got.wrong_key.body_message ?? '', /API key/i, `${mode}: ${got.wrong_key.message}`);
   }
   assert.equal(result.sync.missing_batch_input.type, 'NotFoundError');
   assert.equal(result.sync.wrong_key_models.type, 'AuthenticationError');
 
   const limit = result.async.rate_limit;
-  t.diagnostic(`429: ${JSON.stringify(limit.refused)}; retried: ${JSON.stringify(limit.retried)}`);
+  t.diagnostic(`429 after ${limit.fills} requests (${limit.rounds} round): ${JSON.stringify(limit.refused)}`);
+  t.diagnostic(`max_retries=2: ${JSON.stringify(limit.retried)}`);
   assert.equal(limit.refused.type, 'RateLimitError');
   assert.equal(limit.refused.status, 429);
   assert.equal(limit.refused.retry_after, '1');
-  assert.match(limit.refused.message, /already waiting/, "fleetgate's message");
+  assert.match(limit.refused.body_message ?? '', /already waiting \(its max_waiting\)$/, "fleetgate's message");
   assert.ok(limit.retried.retries_taken >= 1, 'the 429 was retried');
   assert.equal(limit.retried.finish, 'length', 'and answered once capacity freed');
   assert.deepEqual(limit.fill_errors, []);

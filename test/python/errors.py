@@ -54,6 +54,8 @@ def described(error):
         "type": type(error).__name__,
         "status": error.status_code,
         "message": error.message,
+        # fleetgate's own message, as the SDK parsed it from the body's `error`
+        "body_message": error.body.get("message") if isinstance(error.body, dict) else None,
         "retry_after": error.response.headers.get("retry-after"),
     }
 
@@ -115,19 +117,31 @@ async def until_counted(http, fills):
     raise TimeoutError(f"fleetgate did not count {fills} requests on {TIGHT_MODEL}")
 
 
+async def fill_until_waiting(tight, http, fills):
+    """Adds requests one at a time until one waits in the tight class; returns how many waiting."""
+    waiting = 0
+    while waiting < 1 and len(fills) < MAX_FILLS:
+        call = tight.chat.completions.create(model=TIGHT_MODEL, messages=MESSAGES, max_tokens=FILL_TOKENS)
+        fills.append(asyncio.ensure_future(call))
+        waiting = await until_counted(http, len(fills))
+    return waiting
+
+
 async def rate_limit():
-    """Fills the tight queue one request at a time until one waits; then the 429, then the retry."""
+    """
+    Fills the tight queue until one request waits; the next is refused 429 with Retry-After; then
+    `max_retries=2` retries it until it is taken. The engine's cap may still grow by a slot between
+    the fill and the refusal (auto cap), so a round whose probe was taken is tried again, at most 3.
+    """
     tight = AsyncOpenAI(base_url=f"{BASE_URL}/v1", api_key=TIGHT_KEY, max_retries=0, timeout=60)
-    fills = []
+    fills, refused, rounds = [], None, 0
     async with httpx.AsyncClient(base_url=BASE_URL, timeout=10) as http:
-        waiting = 0
-        while waiting < 1 and len(fills) < MAX_FILLS:
-            call = tight.chat.completions.create(model=TIGHT_MODEL, messages=MESSAGES, max_tokens=FILL_TOKENS)
-            fills.append(asyncio.ensure_future(call))
-            waiting = await until_counted(http, len(fills))
-    refused = await caught_async(
-        lambda: tight.chat.completions.create(model=TIGHT_MODEL, messages=MESSAGES, max_tokens=4)
-    )
+        while refused is None and rounds < 3:
+            rounds += 1
+            await fill_until_waiting(tight, http, fills)
+            refused = await caught_async(
+                lambda: tight.chat.completions.create(model=TIGHT_MODEL, messages=MESSAGES, max_tokens=4)
+            )
     retrying = OpenAI(base_url=f"{BASE_URL}/v1", api_key=TIGHT_KEY, max_retries=2, timeout=60)
     started = time.monotonic()
 
@@ -140,6 +154,7 @@ async def rate_limit():
     filled = await asyncio.gather(*fills, return_exceptions=True)
     await tight.close()
     return {
+        "rounds": rounds,
         "fills": len(fills),
         "fills_answered": sum(1 for f in filled if not isinstance(f, BaseException)),
         "fill_errors": [repr(f) for f in filled if isinstance(f, BaseException)],
