@@ -25,7 +25,8 @@ export function streamFrom(url: string, path: string, body: object, headers: Rec
     for await (const chunk of res.body) text += chunk;
     return { ...readStream(text), body: text, status };
   })();
-  const pieces = () => (text.match(/"(content|text)":"[^"]/g) ?? []).length;
+  // Generated text of any kind: the answer, completions text, or a reasoning parser's reasoning.
+  const pieces = () => (text.match(/"(content|text|reasoning_content|reasoning)":"[^"]/g) ?? []).length;
   return {
     received: () => text,
     atTokens: async (tokens, timeoutMs = 20_000) => {

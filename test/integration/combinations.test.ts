@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { request } from 'undici';
-import type { SimOptions } from '../../src/sim/index.js';
+import { packagedQwen3Dir } from '../../src/model/chat-model.js';
+import { expectedThinkingAnswer, type SimOptions } from '../../src/sim/index.js';
 import { assertCompleteOutput, generationRequests, readJsonl, tempDir, writeChatInput } from '../helpers/batch.js';
 import { spawnCli } from '../helpers/cli.js';
 import { createSims, takesOf } from '../helpers/fleet.js';
@@ -181,4 +182,64 @@ test('replicas x auto cap at start: two replicas burst at once, each backend hol
   const cap = 8 + 2;
   for (const sim of sims)
     assert.ok(sim.counters.peakHeld <= cap * 1.7, `${sim.name} held ${sim.counters.peakHeld} at most`);
+});
+
+test('token-exact resume x priorities x two cuts, as shipped: a thinking stream cut twice mid-reasoning is whole and keeps its class', async (t) => {
+  const thinking = { modelPath: packagedQwen3Dir(), reasoningParser: 'qwen3', thinkTokens: [40, 40] } as const;
+  const sims = await startedSims(
+    t,
+    [0, 1, 2].map(() => ({ engine: { tokenMs: 25 }, ...thinking })),
+  );
+  const generateBodies: Array<Record<string, unknown>> = [];
+  const served: number[] = [];
+  sims.forEach((sim, i) => {
+    sim.on('generation', ({ body }) => {
+      served.push(i);
+      if (body.input_ids !== undefined) generateBodies.push(body);
+    });
+  });
+  const { gateway, url } = await readyGateway(
+    t,
+    'shipped',
+    sims.map((sim) => ({ url: sim.url, name: sim.name })),
+    {
+      model: { dir: thinking.modelPath },
+      auth: { api_keys: ['sk-app'] },
+      queue: {
+        classes: [
+          { name: 'interactive', api_keys: ['sk-app'], backend_priority: 100 },
+          { name: 'batch', backend_priority: 0 },
+        ],
+      },
+    },
+  );
+  await waitFor(() => gateway.fleet.registry.ready.length === 3, { what: 'all ready' });
+  const messages = [{ role: 'user', content: 'Why is the sky blue, twice cut?' }];
+  const body = { model: 'default', stream: true, max_tokens: 80, messages, stream_options: { include_usage: true } };
+  const expected = expectedThinkingAnswer({ messages, max_tokens: 80 }, thinking);
+  const stream = streamFrom(url, '/v1/chat/completions', body, { authorization: 'Bearer sk-app' });
+  const crashServing = () => sims[served[served.length - 1]].crash();
+  await stream.atTokens(8);
+  await crashServing();
+  await waitFor(() => generateBodies.length === 1, { what: 'the first continuation' });
+  await stream.atTokens(20);
+  await crashServing();
+  const got = await stream.done;
+  assert.equal(got.status, 200);
+  assert.equal(got.comments.length, 2, `two joins: ${got.comments}`);
+  const deltaText = (field: string) =>
+    got.events
+      .map((e) => (e.choices as Array<{ delta?: Record<string, unknown> }> | undefined)?.[0]?.delta?.[field])
+      .filter((text) => typeof text === 'string')
+      .join('');
+  const reasoning = deltaText('reasoning_content');
+  const content = deltaText('content');
+  assert.equal(reasoning, expected.reasoning, 'the reasoning neither restarts nor repeats across two cuts');
+  assert.equal(content, expected.content);
+  assert.equal(got.usage?.completion_tokens, expected.completionTokens);
+  assert.equal(generateBodies.length, 2, 'both continuations went as token ids');
+  assert.ok(
+    generateBodies.every((b) => b.priority === 100),
+    'each sent with its class backend_priority',
+  );
 });
