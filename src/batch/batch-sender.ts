@@ -3,11 +3,15 @@
  * runner decides on: an answer to keep (2xx), an answer that failed for good (4xx), one worth
  * another attempt (5xx, 408, a body cut short or not JSON), or a request fleetgate never sent
  * anywhere (refused connection, 429, 503 with no backend ready): that one costs no attempt, since
- * no engine saw it.
+ * no engine saw it. Chat and completions lines are sent streamed and assembled back into the
+ * non-streamed answer (stream-assembler.ts) unless `streamUpstream` is off: a stream cut by a dying
+ * engine is resumed on another by fleetgate, where a non-streamed request starts over.
  */
 import { randomUUID } from 'node:crypto';
 import { Agent, errors, request } from 'undici';
+import { isObject } from '../config/json-object.js';
 import type { BatchRequest } from './batch-input.js';
+import { type StreamApi, StreamAssembler, streamable, streamedBody } from './stream-assembler.js';
 
 export type SendOutcome =
   | { kind: 'answer'; status: number; requestId: string; body: unknown; tokens: number }
@@ -32,6 +36,8 @@ export interface SenderOptions {
   /** Longest wait for a whole answer, ms. */
   timeoutMs: number;
   connections: number;
+  /** Send chat and completions lines streamed and assemble the answer (default true). */
+  streamUpstream?: boolean;
 }
 
 /** Completion tokens of an OpenAI answer (prompt tokens for embeddings), for tokens/s. */
@@ -60,6 +66,7 @@ const NOT_SENT_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_E
 export class BatchSender {
   readonly #agent: Agent;
   readonly #opts: SenderOptions;
+  #streamed = 0;
 
   constructor(opts: SenderOptions) {
     this.#opts = opts;
@@ -71,9 +78,25 @@ export class BatchSender {
     });
   }
 
+  /** Requests sent streamed upstream so far (attempts, retries included). */
+  get streamed(): number {
+    return this.#streamed;
+  }
+
+  /** The API to stream `batchRequest` under and the body to send, or null: sent as the line wrote it. */
+  #streamPlan(batchRequest: BatchRequest): { api: StreamApi; body: string } | null {
+    if (this.#opts.streamUpstream === false) return null;
+    const parsed = parseJson(batchRequest.body.toString('utf8'));
+    if (!parsed.ok || !isObject(parsed.value)) return null;
+    const api = streamable(batchRequest.url, parsed.value);
+    return api === null ? null : { api, body: JSON.stringify(streamedBody(parsed.value)) };
+  }
+
   readonly send: Send = async (batchRequest, signal, extra) => {
     const url = new URL(batchRequest.url.slice(1), this.#opts.base);
     const headers: Record<string, string> = { ...extra, 'content-type': 'application/json' };
+    const plan = this.#streamPlan(batchRequest);
+    let assembled: ReturnType<StreamAssembler['finish']> | null = null;
     if (this.#opts.priorityClass !== null) headers['x-fleetgate-priority'] = this.#opts.priorityClass;
     if (this.#opts.apiKey !== null) headers.authorization = `Bearer ${this.#opts.apiKey}`;
     let status: number;
@@ -83,14 +106,24 @@ export class BatchSender {
       const res = await request(url, {
         method: 'POST',
         headers,
-        body: batchRequest.body,
+        body: plan === null ? batchRequest.body : plan.body,
         dispatcher: this.#agent,
         signal,
       });
+      if (plan !== null) this.#streamed++;
       status = res.statusCode;
       requestId = String(res.headers['x-request-id'] ?? `req_${randomUUID().replaceAll('-', '')}`);
+      const sse = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
       try {
-        text = await res.body.text();
+        if (plan !== null && sse && status >= 200 && status < 300) {
+          const assembler = new StreamAssembler(plan.api);
+          res.body.setEncoding('utf8');
+          for await (const chunk of res.body) assembler.push(chunk as string);
+          assembled = assembler.finish();
+          text = '';
+        } else {
+          text = await res.body.text();
+        }
       } catch (error) {
         return {
           kind: 'retry',
@@ -115,6 +148,10 @@ export class BatchSender {
         };
       }
       return { kind: 'retry', reason: `${code || 'error'}: ${message}`, status: null, requestId: null, body: null };
+    }
+    if (assembled !== null) {
+      if (!assembled.ok) return { kind: 'retry', reason: assembled.reason, status, requestId, body: assembled.body };
+      return { kind: 'answer', status, requestId, body: assembled.body, tokens: tokensOf(assembled.body) };
     }
     const parsed = parseJson(text);
     const body = parsed.ok ? parsed.value : text;

@@ -73,6 +73,7 @@ export async function createBatchService(
         apiKey: config.auth.api_keys[0] ?? null,
         timeoutMs: config.upstream.headers_timeout || 60 * 60_000,
         connections: 1024,
+        streamUpstream: config.batch.stream_upstream,
       });
       jobs.start({ send: sender.send, fetchStatus: () => fetchFleetStatus<FleetView>(base) });
     },

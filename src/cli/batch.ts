@@ -22,7 +22,7 @@ import { DEFAULT_URL, resolveBaseUrl, UrlError } from './fleetgate-url.js';
 import { parseReadyTarget } from './render-wait.js';
 import { isUsageError, readFlags, UsageError } from './verb-args.js';
 
-const usage = `usage: fleetgate batch INPUT.jsonl -o OUTPUT.jsonl [--url URL] [--concurrency auto|N] [--max-attempts N] [--json-progress]
+const usage = `usage: fleetgate batch INPUT.jsonl -o OUTPUT.jsonl [--url URL] [--concurrency auto|N] [--max-attempts N] [--no-stream-upstream] [--json-progress]
        fleetgate batch INPUT.jsonl -o OUTPUT.jsonl --serve|--launch [--config FILE] [serve options] [--ready N|all] [batch options]
 
 Sends every request of INPUT (OpenAI Batch input: one {"custom_id", "method", "url", "body"} per line;
@@ -43,6 +43,8 @@ options:
   --timeout DUR            longest wait for one answer (default 30m)
   --max-input-size SIZE    largest INPUT accepted (default: no limit; INPUT is read as a stream)
   --api-key KEY            sent as Authorization: Bearer KEY (default $FLEETGATE_API_KEY; in-process, the config's first auth.api_keys)
+  --no-stream-upstream     send chat/completions lines non-streamed (default: streamed upstream and assembled
+                           into the non-streamed answer, so fleetgate resumes an answer whose engine died)
   --json-progress          progress as JSON lines on stdout (default: a bar on a terminal, else a line every 30 s on stderr)
   -h, --help               this text
 
@@ -74,6 +76,8 @@ interface BatchArgs {
   maxInputSize: number | null;
   apiKey: string | null;
   jsonProgress: boolean;
+  /** Chat/completions lines go upstream streamed (assembled back); false with `--no-stream-upstream`. */
+  streamUpstream: boolean;
   /** `--serve`/`--launch`: the fleetgate built in this process; null: the one at `url`. */
   gateway: Omit<InProcessOptions, 'signal'> | null;
 }
@@ -106,6 +110,7 @@ function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
       'max-input-size': { type: 'string' },
       'api-key': { type: 'string' },
       'json-progress': { type: 'boolean', default: false },
+      'no-stream-upstream': { type: 'boolean', default: false },
       serve: { type: 'boolean', default: false },
       launch: { type: 'boolean', default: false },
       config: { type: 'string' },
@@ -140,6 +145,7 @@ function parseBatchArgs(argv: string[]): BatchArgs | 'help' {
     maxInputSize,
     apiKey: values['api-key'] ?? (process.env.FLEETGATE_API_KEY || null),
     jsonProgress: values['json-progress'],
+    streamUpstream: !values['no-stream-upstream'],
     gateway,
   };
 }
@@ -287,6 +293,7 @@ async function runBatchCommand(args: BatchArgs, url: URL, input: CheckedInput): 
     apiKey: args.apiKey,
     timeoutMs: args.timeoutMs,
     connections: 4096,
+    streamUpstream: args.streamUpstream,
   });
   const stop = new AbortController();
   const onSignal = () => stop.abort();

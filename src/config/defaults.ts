@@ -102,6 +102,8 @@ export const DEFAULT_TRACING_PROTOCOL = 'http/protobuf';
 export const DEFAULT_TRACING_SAMPLE_RATIO = 1;
 export const DEFAULT_TRACING_SERVICE_NAME = 'fleetgate';
 export const DEFAULT_BATCH_LEASE = 15_000;
+/** Batch chat/completions requests go upstream streamed, so a dying engine's answers are resumed. */
+export const DEFAULT_BATCH_STREAM_UPSTREAM = true;
 export const DEFAULT_RATE_LIMIT_ENABLED = false;
 export const DEFAULT_RATE_LIMIT_MAX = 60;
 export const DEFAULT_RATE_LIMIT_WINDOW = 60_000;

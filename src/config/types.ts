@@ -195,6 +195,8 @@ export interface Config {
     database_url: string | null;
     /** A running job's lease in the database, ms: a job whose replica died is taken over after it. */
     lease: number;
+    /** Send chat and completions lines streamed and assemble the answer: a dying engine's answers resume. */
+    stream_upstream: boolean;
   };
   metrics: {
     /** The token-latency histograms (time to first token, inter-token, per output token, output tokens). */

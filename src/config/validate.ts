@@ -182,6 +182,7 @@ const topLevel = section({
     max_file_size: size(defaults.DEFAULT_BATCH_MAX_FILE_SIZE),
     database_url: nullable(text(undefined, postgresUrl)),
     lease: duration(defaults.DEFAULT_BATCH_LEASE, { mayBeZero: false }),
+    stream_upstream: boolean(defaults.DEFAULT_BATCH_STREAM_UPSTREAM),
   }),
   metrics: section({ token_latency: boolean(defaults.DEFAULT_METRICS_TOKEN_LATENCY) }),
   tracing: section({

@@ -85,7 +85,14 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
   discovery: null,
   log: { level: 'info', destination: 'stdout', access: true },
   shutdown: { grace: 25_000 },
-  batch: { enabled: true, dir: 'fleetgate-batches', max_file_size: 200 * 2 ** 20, database_url: null, lease: 15_000 },
+  batch: {
+    enabled: true,
+    dir: 'fleetgate-batches',
+    max_file_size: 200 * 2 ** 20,
+    database_url: null,
+    lease: 15_000,
+    stream_upstream: true,
+  },
   metrics: { token_latency: true },
   tracing: { otlp_endpoint: null, otlp_protocol: 'http/protobuf', sample_ratio: 1, service_name: 'fleetgate' },
   launch: null,
@@ -159,6 +166,7 @@ test('every key is read and converted', () => {
       max_file_size: '1MiB',
       database_url: 'postgres://fg:pw@db:5432/fleetgate',
       lease: '20s',
+      stream_upstream: false,
     },
     metrics: { token_latency: false },
     tracing: {
@@ -256,6 +264,7 @@ test('every key is read and converted', () => {
       max_file_size: 2 ** 20,
       database_url: 'postgres://fg:pw@db:5432/fleetgate',
       lease: 20_000,
+      stream_upstream: false,
     },
     metrics: { token_latency: false },
     tracing: {
