@@ -87,6 +87,7 @@ def sync_checks(client):
         "first": [b.id for b in first.data],
         "first_has_more": first.has_more,
         "second": [b.id for b in second.data],
+        "created_at": [b.created_at for b in first.data + second.data],
         "all": [b.id for b in client.batches.list(limit=1)],
         "jobs": {"completed": done.id, "cancelled": job.id},
     }
