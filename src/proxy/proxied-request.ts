@@ -12,6 +12,7 @@ import type { RequestHeaders } from './headers.js';
 import type { RequestOutcome, RequestRecord } from './proxy-events.js';
 import type { RequestSpan } from './request-trace.js';
 import type { RelayResult } from './response-relay.js';
+import type { StreamJournal } from './stream-journal.js';
 import type { StreamResume } from './stream-resume.js';
 import type { TokenClock } from './token-timing.js';
 
@@ -39,6 +40,8 @@ export class ProxiedRequest {
   /** The answer is an SSE stream. */
   sse = false;
   resume: StreamResume | null = null;
+  /** Its SSE answer's one reader (stream-journal.ts); null for what is no generation's stream. */
+  reader: StreamJournal | null = null;
   /** Times its generated tokens (token-timing.ts); null for what is no generation's answer. */
   tokens: TokenClock | null = null;
 
@@ -79,7 +82,7 @@ export class ProxiedRequest {
     if (this.resume !== null) return this.resume.tokens;
     const reported = relay === null ? null : completionTokensIn(relay.tail);
     if (reported !== null) return reported;
-    const events = this.tokens?.events ?? 0;
+    const events = this.reader?.tokens ?? 0;
     return events > 0 ? events : null;
   }
 

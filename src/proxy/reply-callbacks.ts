@@ -16,13 +16,15 @@ import { classifyUpstreamError } from '../routing/dispatch/upstream-failures.js'
 import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { admissionRefusal } from './admission-refusals.js';
 import { unwatchConnection } from './client-gone.js';
-import { apiOf } from './continuation.js';
+import { apiOf, type ResumeApi } from './continuation.js';
 import { clientResponseHeaders } from './headers.js';
 import type { ProxiedRequest } from './proxied-request.js';
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
 import { type RelayResult, relayBody } from './response-relay.js';
+import { StreamJournal } from './stream-journal.js';
 import { type ResumeSettings, StreamResume, type TokenResumeSettings } from './stream-resume.js';
-import { contentKeysOf, TokenClock } from './token-timing.js';
+import { streamShapeOf } from './stream-shape.js';
+import { TokenClock } from './token-timing.js';
 
 /** Not a real host: the fleet dispatcher picks the backend and ignores the origin. */
 export const FLEET_ORIGIN = 'http://fleet.invalid';
@@ -124,13 +126,19 @@ export class ReplyCallbacks {
     const status = res.statusCode;
     reply.hijack();
     reply.raw.writeHead(status, reply.getHeaders() as OutgoingHttpHeaders);
-    traffic.resume = sse && status === 200 ? this.#resumable(traffic) : null;
+    const generated = status === 200 && traffic.method === 'POST';
+    const api = apiOf(traffic.path);
+    const resumable = sse && generated && api !== null && this.#mayResume(traffic);
+    const reader = sse && generated ? new StreamJournal(streamShapeOf(traffic.path), resumable) : null;
+    traffic.reader = reader;
+    traffic.resume = resumable && reader !== null ? this.#resumeOf(traffic, api as ResumeApi, reader) : null;
     const tokens = this.#tokenClock(traffic, status, sse);
     traffic.tokens = tokens;
     relayBody(res.stream, reply.raw, {
       sse,
       now,
       clientStallTimeout: this.#opts.clientStallTimeout,
+      reader: reader ?? undefined,
       resume: traffic.resume ?? undefined,
       tokens: tokens ?? undefined,
       ended: (result) => {
@@ -146,21 +154,22 @@ export class ReplyCallbacks {
     const observer = this.#opts.events.tokens;
     const backend = traffic.context.backend;
     if (observer === null || backend === null || status !== 200 || traffic.method !== 'POST') return null;
-    return new TokenClock(observer, backend, sse, traffic.started, contentKeysOf(traffic.path));
+    return new TokenClock(observer, backend, sse, traffic.started);
   }
 
   /** A streamed chat or completions answer continues after a cut unless resume is off for it. */
-  #resumable(traffic: ProxiedRequest): StreamResume | null {
-    const api = apiOf(traffic.path);
-    if (api === null || this.#resume.limit === 0 || traffic.sent === null || traffic.upstreamHeaders === null)
-      return null;
-    if (!traffic.resumable) return null;
-    return new StreamResume(this.#resume, {
+  #mayResume(traffic: ProxiedRequest): boolean {
+    return this.#resume.limit > 0 && traffic.sent !== null && traffic.upstreamHeaders !== null && traffic.resumable;
+  }
+
+  #resumeOf(traffic: ProxiedRequest, api: ResumeApi, reader: StreamJournal): StreamResume {
+    const request = {
       api,
       path: traffic.path,
-      json: traffic.sent,
-      headers: traffic.upstreamHeaders,
+      json: traffic.sent as () => unknown,
+      headers: traffic.upstreamHeaders as Record<string, unknown>,
       context: traffic.context,
-    });
+    };
+    return new StreamResume(this.#resume, request, reader);
   }
 }

@@ -8,12 +8,15 @@
  * that sends none: while it stalls, undici's own body timeout is suspended, and the backend would
  * hold the request's GPU slot for as long as the client keeps the connection open. A stream with a
  * `resume` (stream-resume.ts) is cut by nothing of the upstream's: the relay hands the cut to it and
- * relays the continuation it returns, or writes the error event it lets stand.
+ * relays the continuation it returns, or writes the error event it lets stand. An SSE answer's
+ * chunks go through its one reader (stream-journal.ts): what the client gets (whole events, with a
+ * resume), the content events the token clock times, the error event and `[DONE]` the resume reads.
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { errorBody, errorTypeFor } from '../http/openai-error.js';
 import { classifyUpstreamError, type UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
+import type { StreamJournal } from './stream-journal.js';
 import { EARLY_END_FAILURE, ERROR_EVENT_FAILURE, type ResumeStep, type StreamResume } from './stream-resume.js';
 import type { TokenClock } from './token-timing.js';
 
@@ -33,6 +36,8 @@ export interface RelayOptions {
   now: () => number;
   /** ms a client may take no bytes before it is cut off; 0 = no limit. */
   clientStallTimeout: number;
+  /** The stream's one reader: each chunk is framed and read once, here. Required with `resume`. */
+  reader?: StreamJournal;
   /** Continues a stream the upstream cuts; absent, a cut ends it. */
   resume?: StreamResume;
   /** Times a stream's content events as they go out (token-timing.ts); absent, none are read. */
@@ -78,20 +83,21 @@ class ResponseRelay {
 
   readonly #onData = (upstream: Buffer) => {
     if (this.#done) return;
-    const resume = this.#opts.resume;
-    const chunk = resume === undefined ? upstream : resume.pass(upstream);
-    if (resume?.cutEvent) {
-      this.#write(chunk);
-      this.#interrupt(ERROR_EVENT_FAILURE);
+    const reader = this.#opts.reader;
+    if (reader === undefined) {
+      this.#write(upstream, 0);
       return;
     }
-    this.#write(chunk);
+    const chunk = reader.feed(upstream);
+    this.#write(chunk, reader.fedEvents);
+    if (this.#opts.resume !== undefined && reader.errorEvent !== null) this.#interrupt(ERROR_EVENT_FAILURE);
   };
 
-  #write(chunk: Buffer): void {
+  /** Writes `chunk`, which holds `events` content events. */
+  #write(chunk: Buffer, events: number): void {
     if (chunk.length === 0) return;
     if (this.#firstByteAt === null) this.#firstByteAt = this.#opts.now();
-    if (this.#opts.tokens !== undefined && this.#opts.sse) this.#opts.tokens.seen(chunk, this.#opts.now());
+    if (events > 0) this.#opts.tokens?.seen(events, this.#opts.now());
     this.#bytes += chunk.length;
     this.#previous = this.#last;
     this.#last = chunk;
@@ -128,7 +134,7 @@ class ResponseRelay {
 
   readonly #onEnd = () => {
     if (this.#done) return;
-    if (this.#opts.resume !== undefined && !this.#opts.resume.complete) {
+    if (this.#opts.resume !== undefined && this.#opts.reader?.done !== true) {
       this.#interrupt(EARLY_END_FAILURE);
       return;
     }

@@ -4,19 +4,14 @@
  * which the stream journal reads for every token of every stream without JSON.parse (what it costs
  * per chunk: docs/benchmarks.md, "Stream resume and the single body parse against the floor").
  */
-import { REASONING_FIELDS } from './reasoning-fields.js';
-
 const DATA = 'data:';
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 /**
- * What the fast path leaves to the full parse: an error, tool calls, reasoning, logprobs, a finish,
- * usage, or a multi-line event, in one regex pass rather than one `includes` each.
+ * What the fast path leaves to the full parse: an error, tool calls, logprobs, a finish, usage, or a
+ * multi-line event, in one regex pass rather than one `includes` each.
  */
-const QUOTED_KEY = { content: '"content":"', text: '"text":"' } as const;
-const UNUSUAL = new RegExp(
-  `"(?:error"|tool_calls":\\[|${REASONING_FIELDS.map((field) => `${field}":"`).join('|')}|logprobs":[{[]|finish_reason":"|usage":\\{)|\\n`,
-);
+const UNUSUAL = /"(?:error"|tool_calls":\[|logprobs":[{[]|finish_reason":"|usage":\{)|\n/;
 
 /** The event's `data:` lines joined: its payload (`[DONE]`, or JSON). */
 export function eventData(event: string): string {
@@ -27,23 +22,37 @@ export function eventData(event: string): string {
   return data;
 }
 
+/** What the fast path read of a plain event: which of the shape's fields held its text (-1: none), and the text. */
+export interface PlainText {
+  field: number;
+  text: string;
+}
+
 /**
- * The text of an event that is one choice (index 0) whose delta holds only text under `key`
- * (`content` for chat, `text` for completions), nothing a continuation must know about (finish,
- * usage, tool calls, reasoning, logprobs, an error): `''` when it carries none. Null: not such an
- * event, left to the full parse. Inside a JSON string a quote is escaped, so none of the byte
- * patterns looked for can come from generated text.
+ * Reads an event that is one choice (index 0, or no choices: `/generate`) whose only generated text
+ * is one string under one of the shape's `quoted` fields, and nothing a continuation must know about
+ * (finish, usage, tool calls, logprobs, an error), into `out`; `field` -1 when it carries no text.
+ * False: not such an event (or two text fields at once), left to the full parse. Inside a JSON
+ * string a quote is escaped, so none of the byte patterns looked for can come from generated text.
  */
-export function plainDeltaText(event: string, key: 'content' | 'text'): string | null {
-  if (!event.startsWith('data: {')) return null;
-  if (UNUSUAL.test(event)) return null;
+export function readPlainText(event: string, quoted: readonly string[], out: PlainText): boolean {
+  if (!event.startsWith('data: {')) return false;
+  if (UNUSUAL.test(event)) return false;
   const index = event.indexOf('"index":');
-  if (index >= 0 && (event[index + 8] !== '0' || event.indexOf('"index":', index + 1) >= 0)) return null;
-  const quoted = QUOTED_KEY[key];
-  const at = event.indexOf(quoted);
-  if (at < 0) return '';
-  if (event.indexOf(quoted, at + 1) >= 0) return null;
-  const start = at + quoted.length;
+  if (index >= 0 && (event[index + 8] !== '0' || event.indexOf('"index":', index + 1) >= 0)) return false;
+  let field = -1;
+  let at = -1;
+  for (let i = 0; i < quoted.length; i++) {
+    const found = event.indexOf(quoted[i]);
+    if (found < 0) continue;
+    if (field >= 0 || event.indexOf(quoted[i], found + 1) >= 0) return false;
+    field = i;
+    at = found;
+  }
+  out.field = field;
+  out.text = '';
+  if (field < 0) return true;
+  const start = at + quoted[field].length;
   let end = start;
   let escaped = false;
   for (; end < event.length; end++) {
@@ -55,6 +64,7 @@ export function plainDeltaText(event: string, key: 'content' | 'text'): string |
       end++;
     }
   }
-  if (end >= event.length) return null;
-  return escaped ? (JSON.parse(event.slice(start - 1, end + 1)) as string) : event.slice(start, end);
+  if (end >= event.length) return false;
+  out.text = escaped ? (JSON.parse(event.slice(start - 1, end + 1)) as string) : event.slice(start, end);
+  return true;
 }

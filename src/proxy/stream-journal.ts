@@ -1,14 +1,20 @@
 /**
- * The journal of one client stream across its attempts (docs/stream-resume.md). It reads the SSE
- * events as they pass (whole events only go to the client, so a cut never leaves half an event
- * behind), keeps the text and token count that reached the client, and rewrites a continuation's
- * events into the original stream: its `id`, `created` and `model`, no second `role`, a `usage`
- * that sums the attempts. Pure: stream-resume.ts does the I/O.
+ * The one reader of a generation's SSE stream, and its journal across attempts
+ * (docs/stream-resume.md). Each upstream chunk is framed into events once and each event read once
+ * (a fast path for a plain text delta, else JSON.parse): the generated text and reasoning that reached
+ * the client, its content events (the token clock times them), finish, usage, `[DONE]`, an error
+ * event, and what forbids a continuation. With `reframe` (a stream that may be resumed) only whole
+ * events go to the client, so a cut never leaves half an event behind, and a continuation's events
+ * are rewritten into the original stream: its `id`, `created` and `model`, no second `role`, a
+ * `usage` that sums the attempts. Without it the bytes pass as they came and are only read. Pure:
+ * the relay and stream-resume.ts do the I/O.
  */
 import { isObject } from '../config/json-object.js';
-import type { Body, ResumeApi, ResumeRefusal } from './continuation.js';
-import { type ReasoningField, reasoningOf } from './reasoning-fields.js';
-import { eventData, plainDeltaText } from './sse-event.js';
+import type { Body, ResumeRefusal } from './continuation.js';
+import { GeneratedText } from './generated-text.js';
+import type { ReasoningField } from './reasoning-fields.js';
+import { eventData, type PlainText, readPlainText } from './sse-event.js';
+import type { StreamShape } from './stream-shape.js';
 
 const SEPARATOR = Buffer.from('\n\n');
 
@@ -27,15 +33,18 @@ interface Identity {
  * came, a continuation's rewritten. It stops at an upstream error event (`errorEvent`) or `[DONE]`.
  */
 export class StreamJournal {
-  readonly #api: ResumeApi;
+  readonly #shape: StreamShape;
+  readonly #reframe: boolean;
+  readonly #plain: PlainText = { field: -1, text: '' };
   #pending: Buffer | null = null;
+  /** Content events read in the last `feed`: what the client got with its bytes. */
+  #fed = 0;
   #attempt = 0;
   #identity: Identity | null = null;
-  #text = '';
+  readonly #generated: GeneratedText;
   /** Tokens of the attempts before the current one. */
   #before = 0;
-  /** The current attempt's content events, and its own usage figure when it sent one. */
-  #events = 0;
+  /** The current attempt's own usage figure, when it sent one. */
   #usage: number | null = null;
   #promptTokens: number | null = null;
   #join: string | null = null;
@@ -44,14 +53,19 @@ export class StreamJournal {
   #finished = false;
   /** What was streamed that forbids a continuation (`refusal`). */
   #toolCalls = false;
-  /** The reasoning that reached the client, and the field it came under (the first seen). */
-  #reasoning = '';
-  #reasoningField: ReasoningField | null = null;
   #logprobs = false;
   #choices = false;
 
-  constructor(api: ResumeApi) {
-    this.#api = api;
+  /** `reframe`: only whole events go out (a stream that may be resumed); else bytes pass as they came. */
+  constructor(shape: StreamShape, reframe = true) {
+    this.#shape = shape;
+    this.#reframe = reframe;
+    this.#generated = new GeneratedText(shape);
+  }
+
+  /** Content events (generated text or reasoning) in the bytes the last `feed` returned. */
+  get fedEvents(): number {
+    return this.#fed;
   }
 
   /** The raw upstream error event, once one arrived. */
@@ -71,29 +85,29 @@ export class StreamJournal {
 
   /** The text that reached the client (content deltas, or completion text). */
   get text(): string {
-    return this.#text;
+    return this.#generated.text;
   }
 
   /** The reasoning that reached the client (chat streams of a reasoning parser). */
   get reasoning(): string {
-    return this.#reasoning;
+    return this.#generated.reasoning;
   }
 
   /** The delta field the reasoning came under; null before any. */
   get reasoningField(): ReasoningField | null {
-    return this.#reasoningField;
+    return this.#generated.reasoningField;
   }
 
   /** Output tokens that reached the client: each attempt's own `usage` where sent, else one per content event. */
   get tokens(): number {
-    return this.#before + (this.#usage ?? this.#events);
+    return this.#before + (this.#usage ?? this.#generated.events);
   }
 
   /** Why what was streamed forbids a continuation; null if nothing does. */
   get refusal(): ResumeRefusal | null {
     if (this.#choices) return 'n';
     if (this.#toolCalls) return 'tool_calls';
-    if (this.#reasoning !== '') return 'reasoning';
+    if (this.#generated.reasoning !== '') return 'reasoning';
     if (this.#logprobs) return 'logprobs';
     return null;
   }
@@ -105,7 +119,7 @@ export class StreamJournal {
    */
   beginAttempt(join: string, tokensBefore: number = this.tokens): void {
     this.#before = tokensBefore;
-    this.#events = 0;
+    this.#generated.restart();
     this.#usage = null;
     this.#attempt++;
     this.#pending = null;
@@ -114,7 +128,22 @@ export class StreamJournal {
   }
 
   feed(chunk: Buffer): Buffer {
+    const out = this.#feedChunk(chunk);
+    this.#fed = this.#generated.takeFed();
+    return out;
+  }
+
+  #feedChunk(chunk: Buffer): Buffer {
+    if (!this.#reframe) {
+      if (!this.#done) this.#feedEvents(chunk);
+      return chunk;
+    }
     if (this.#errorEvent !== null || this.#done) return EMPTY;
+    return this.#feedEvents(chunk);
+  }
+
+  /** Reads the whole events `chunk` completes; returns the client's bytes for them (reframe). */
+  #feedEvents(chunk: Buffer): Buffer {
     const data = this.#pending === null ? chunk : Buffer.concat([this.#pending, chunk]);
     this.#pending = null;
     // One decode per chunk, up to its last whole event; the rest waits for the next chunk.
@@ -151,7 +180,7 @@ export class StreamJournal {
   lengthEnding(includeUsage: boolean): string {
     const identity = this.#identity ?? { id: null, created: null, model: null };
     const choice =
-      this.#api === 'chat'
+      this.#shape.api === 'chat'
         ? { index: 0, delta: {}, logprobs: null, finish_reason: 'length' }
         : { index: 0, text: '', logprobs: null, finish_reason: 'length' };
     let out = `data: ${JSON.stringify({ ...identity, object: this.#object(), choices: [choice] })}\n\n`;
@@ -164,7 +193,7 @@ export class StreamJournal {
   }
 
   #object(): string {
-    return this.#api === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+    return this.#shape.api === 'chat' ? 'chat.completion.chunk' : 'text_completion';
   }
 
   /** The client bytes: the first attempt's as they came, a continuation's rewritten after its join comment. */
@@ -180,15 +209,12 @@ export class StreamJournal {
 
   /** Reads one event (without its blank line); for a continuation, its rewritten form or null to drop it. */
   #read(text: string): { kind: EventKind; rewritten: string | null } {
-    if (this.#attempt === 0 && this.#identity !== null) {
-      const plain = plainDeltaText(text, this.#api === 'chat' ? 'content' : 'text');
-      if (plain !== null) {
-        if (plain !== '') {
-          this.#text += plain;
-          this.#events++;
-        }
-        return PASSED;
-      }
+    const plain = this.#plain;
+    // A resumable stream's first event is read whole: its `id`, `created` and `model` are kept.
+    const identified = this.#identity !== null || this.#shape.api === null;
+    if (this.#attempt === 0 && identified && readPlainText(text, this.#shape.quoted, plain)) {
+      if (plain.text !== '') this.#generated.add(this.#shape.fields[plain.field], plain.text);
+      return PASSED;
     }
     if (text.startsWith(':')) return { kind: 'other', rewritten: null };
     const json = eventData(text);
@@ -216,24 +242,12 @@ export class StreamJournal {
     }
     let keep = false;
     const choices = Array.isArray(event.choices) ? event.choices : [];
+    if (this.#shape.place === 'event') keep = this.#generated.read(event) || keep;
     for (const c of choices) {
       if (!isObject(c)) continue;
       if (typeof c.index === 'number' && c.index !== 0) this.#choices = true;
-      const delta = this.#api === 'chat' ? (isObject(c.delta) ? c.delta : {}) : c;
-      const content = this.#api === 'chat' ? delta.content : delta.text;
-      if (typeof content === 'string' && content !== '') {
-        this.#text += content;
-        this.#events++;
-        keep = true;
-      }
-      const reasoning = reasoningOf(delta);
-      if (reasoning !== null) {
-        this.#reasoning += reasoning.text;
-        this.#reasoningField ??= reasoning.field;
-        // One event however many of the names carry it (newer vLLM may send two).
-        if (typeof content !== 'string' || content === '') this.#events++;
-        keep = true;
-      }
+      const delta = this.#shape.place === 'delta' ? (isObject(c.delta) ? c.delta : {}) : c;
+      keep = this.#generated.read(delta) || keep;
       if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) {
         this.#toolCalls = true;
         keep = true;

@@ -6,11 +6,10 @@
  * readiness, caps, the request's model queue and priority class apply; it waits at most
  * `retry.resume_wait` for a backend, and a stream is continued at most `retry.resume_limit` times.
  *
- * The response relay (response-relay.ts) calls this module and nothing else about resuming:
- * `pass(chunk)` for every upstream chunk (the journal keeps whole events, the text and tokens sent,
- * and rewrites a continuation's events), `cutEvent` when the upstream sent an error event, `complete`
- * when its `[DONE]` passed, and `resume(failure)` when the attempt ended early. The pure parts
- * (eligibility, the continuation body, the event rewriting) are in continuation.ts.
+ * The stream's one reader, its journal (stream-journal.ts), is made by the answer's owner and read
+ * by the relay for every chunk (whole events, the text and tokens sent, an error event, `[DONE]`);
+ * the relay calls this module only with `resume(failure)` when the attempt ended early. The pure
+ * parts (eligibility, the continuation body) are in continuation.ts and token-continuation.ts.
  */
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
@@ -31,7 +30,7 @@ import {
 } from './continuation.js';
 import type { ProxyEventBus } from './proxy-events.js';
 import { chatFromRaw } from './raw-to-chat.js';
-import { StreamJournal } from './stream-journal.js';
+import type { StreamJournal } from './stream-journal.js';
 import { type TokenPlan, tokenPlan } from './token-continuation.js';
 
 /**
@@ -120,10 +119,11 @@ export class StreamResume {
   /** The client left: the relay has ended, and no continuation is wanted any more. */
   #clientLeft = false;
 
-  constructor(settings: ResumeSettings, request: ResumableRequest) {
+  /** `journal`: the stream's reader, made with `reframe` (only whole events go out). */
+  constructor(settings: ResumeSettings, request: ResumableRequest, journal: StreamJournal) {
     this.#settings = settings;
     this.#request = request;
-    this.#journal = new StreamJournal(request.api);
+    this.#journal = journal;
     this.#backends = request.context.backend === null ? [] : [request.context.backend];
   }
 
@@ -139,21 +139,6 @@ export class StreamResume {
   /** Completion tokens that reached the client across the attempts (StreamJournal.tokens). */
   get tokens(): number {
     return this.#journal.tokens;
-  }
-
-  /** The client bytes for an upstream chunk (see StreamJournal.feed). */
-  pass(chunk: Buffer): Buffer {
-    return this.#journal.feed(chunk);
-  }
-
-  /** The upstream sent an error event: the attempt is over. */
-  get cutEvent(): boolean {
-    return this.#journal.errorEvent !== null;
-  }
-
-  /** `[DONE]` went out: the stream is whole. */
-  get complete(): boolean {
-    return this.#journal.done;
   }
 
   /** The client left while a continuation was being sought. */

@@ -17,7 +17,9 @@ import { ProxiedRequest } from '../../src/proxy/proxied-request.js';
 import { ProxyEventBus, type RequestOutcome, type RequestRecord } from '../../src/proxy/proxy-events.js';
 import { RequestSpan } from '../../src/proxy/request-trace.js';
 import { type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
+import { StreamJournal } from '../../src/proxy/stream-journal.js';
 import { StreamResume } from '../../src/proxy/stream-resume.js';
+import { CHAT_SHAPE } from '../../src/proxy/stream-shape.js';
 import { TokenClock, type TokenSeries } from '../../src/proxy/token-timing.js';
 import { contextIn, RequestContext } from '../../src/routing/request-context.js';
 import { outputText } from '../../src/sim/text-gen.js';
@@ -68,7 +70,9 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
       return { statusCode: 200, headers: { 'content-type': 'text/event-stream' }, body: stream };
     },
   } as unknown as Pick<Dispatcher, 'request'>;
-  if (opts.resume ?? true) {
+  const resumable = opts.resume ?? true;
+  traffic.reader = new StreamJournal(CHAT_SHAPE, resumable);
+  if (resumable) {
     const settings = {
       dispatcher,
       origin: 'http://fleet.invalid',
@@ -76,7 +80,8 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
       limit: 2,
       waitMs: 5_000,
     };
-    traffic.resume = new StreamResume(settings, { api: 'chat', path: PATH, json: () => body, headers: {}, context });
+    const request = { api: 'chat', path: PATH, json: () => body, headers: {}, context } as const;
+    traffic.resume = new StreamResume(settings, request, traffic.reader);
   }
   const series: TokenSeries = {
     firstToken() {},
@@ -94,6 +99,7 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
       sse: true,
       now: () => ++clock,
       clientStallTimeout: 0,
+      reader: traffic.reader ?? undefined,
       resume: traffic.resume ?? undefined,
       tokens: traffic.tokens ?? undefined,
       ended: (result) => {

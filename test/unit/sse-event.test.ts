@@ -1,7 +1,15 @@
 /** sse-event.ts: an event's payload, and the fast path's text of a plain single-delta event. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { eventData, plainDeltaText } from '../../src/proxy/sse-event.js';
+import { eventData, readPlainText } from '../../src/proxy/sse-event.js';
+import { CHAT_SHAPE, COMPLETION_SHAPE } from '../../src/proxy/stream-shape.js';
+
+/** The fast path's reading: the text and its field's name, '' for none; null: left to the full parse. */
+function plainDeltaText(event: string, shape = CHAT_SHAPE): { field: string; text: string } | '' | null {
+  const out = { field: -1, text: '' };
+  if (!readPlainText(event, shape.quoted, out)) return null;
+  return out.field < 0 || out.text === '' ? '' : { field: shape.fields[out.field], text: out.text };
+}
 
 const chat = (delta: object, extra: object = {}) =>
   `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta, finish_reason: null }], ...extra })}`;
@@ -12,14 +20,17 @@ test('eventData joins the data lines, with or without the space after the colon'
   assert.equal(eventData(': a comment'), '');
 });
 
-test('plainDeltaText reads the text of a plain delta as JSON.parse would, escapes included', () => {
+test('readPlainText reads the text of a plain delta as JSON.parse would, escapes included, and names its field', () => {
   for (const content of ['hello', 'a "quoted" word', 'back\\slash', 'line\nbreak', 'é ✓', 'tab\tend\\']) {
-    assert.equal(plainDeltaText(chat({ content }), 'content'), content);
+    assert.deepEqual(plainDeltaText(chat({ content })), { field: 'content', text: content });
   }
-  assert.equal(plainDeltaText(chat({ role: 'assistant' }), 'content'), '', 'no text: plain, nothing to add');
-  assert.equal(plainDeltaText(chat({ content: '' }), 'content'), '');
+  assert.equal(plainDeltaText(chat({ role: 'assistant' })), '', 'no text: plain, nothing to add');
+  assert.equal(plainDeltaText(chat({ content: '' })), '');
   const completion = `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, text: 'abc', finish_reason: null }] })}`;
-  assert.equal(plainDeltaText(completion, 'text'), 'abc');
+  assert.deepEqual(plainDeltaText(completion, COMPLETION_SHAPE), { field: 'text', text: 'abc' });
+  // Reasoning, under either name, is read by the same fast path (one table of names).
+  assert.deepEqual(plainDeltaText(chat({ reasoning_content: 'hm' })), { field: 'reasoning_content', text: 'hm' });
+  assert.deepEqual(plainDeltaText(chat({ reasoning: 'so', content: null })), { field: 'reasoning', text: 'so' });
 });
 
 test('plainDeltaText leaves to the full parse what a continuation must know about', () => {
@@ -27,7 +38,8 @@ test('plainDeltaText leaves to the full parse what a continuation must know abou
     chat({ content: 'a' }, { usage: { completion_tokens: 1 } }),
     `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta: { content: 'a' }, finish_reason: 'stop' }] })}`,
     chat({ tool_calls: [{ index: 0 }] }),
-    chat({ reasoning_content: 'hm' }),
+    chat({ reasoning: 'x', reasoning_content: 'x' }),
+    chat({ reasoning: 'x', content: 'y' }),
     `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta: { content: 'a' }, logprobs: { content: [] } }] })}`,
     `data: ${JSON.stringify({ id: 'x', choices: [{ index: 1, delta: { content: 'a' } }] })}`,
     `data: ${JSON.stringify({
@@ -40,5 +52,5 @@ test('plainDeltaText leaves to the full parse what a continuation must know abou
     'data: [DONE]',
     'data: {"id":"x",\ndata: "choices":[]}',
   ];
-  for (const event of unusual) assert.equal(plainDeltaText(event, 'content'), null, event);
+  for (const event of unusual) assert.equal(plainDeltaText(event), null, event);
 });

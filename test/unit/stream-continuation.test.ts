@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { bodyRefusal, continuationBody, remainingBudget } from '../../src/proxy/continuation.js';
 import { StreamJournal } from '../../src/proxy/stream-journal.js';
+import { CHAT_SHAPE } from '../../src/proxy/stream-shape.js';
 import { continuedFrom, outputText } from '../../src/sim/text-gen.js';
 import { chatChunks } from '../helpers/chat-chunks.js';
 import { readStream } from '../helpers/stream-check.js';
@@ -88,7 +89,7 @@ test('continuationBody: chat continues a final assistant message, completions ex
 });
 
 test('journal: whole events only, an error event stops it, a continuation reads as the same stream', () => {
-  const journal = new StreamJournal('chat');
+  const journal = new StreamJournal(CHAT_SHAPE);
   const first = Buffer.from(chatChunks('a', 0, 3, { role: true }));
   // Split inside the third token's event: only whole events go out.
   const cut = first.length - 10;
@@ -127,7 +128,7 @@ test('journal: tool calls, reasoning and logprobs streamed forbid a continuation
     [event({ content: 'a' }, { content: [] }), 'logprobs'],
   ];
   for (const [chunk, want] of cases) {
-    const journal = new StreamJournal('chat');
+    const journal = new StreamJournal(CHAT_SHAPE);
     journal.feed(chunk);
     assert.equal(journal.refusal, want);
   }
@@ -142,7 +143,7 @@ test('sim continuedFrom: an answer given back is found whole, whatever precedes 
 });
 
 test("journal: its state is read-only from outside, and a continuation's error event resets with the attempt", () => {
-  const journal = new StreamJournal('chat');
+  const journal = new StreamJournal(CHAT_SHAPE);
   journal.feed(Buffer.from(chatChunks('a', 0, 1, { role: true })));
   journal.feed(Buffer.from('data: {"error":{"message":"boom"}}\n\n'));
   for (const key of ['done', 'finished', 'errorEvent', 'text', 'tokens', 'refusal']) {

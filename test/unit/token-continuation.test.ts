@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { RawToChat } from '../../src/proxy/raw-to-chat.js';
 import { StreamJournal } from '../../src/proxy/stream-journal.js';
+import { CHAT_SHAPE } from '../../src/proxy/stream-shape.js';
 import { generatedRaw, opensThink, ThinkSplitter } from '../../src/proxy/think-split.js';
 import { RawEventReader, tokenPlan } from '../../src/proxy/token-continuation.js';
 
@@ -134,14 +135,16 @@ test('RawToChat: a raw answer becomes reasoning deltas, content deltas, one fini
 test('journal: vLLM reasoning after the first event and mid-chunk is read as reasoning, counted once', () => {
   const event = (delta: object) =>
     `data: ${JSON.stringify({ id: 'c', choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
-  const journal = new StreamJournal('chat');
+  const journal = new StreamJournal(CHAT_SHAPE);
   journal.feed(Buffer.from(event({ role: 'assistant', content: '' })));
   const second = event({ reasoning: 'a' });
   journal.feed(Buffer.from(second.slice(0, 30)));
   journal.feed(Buffer.from(second.slice(30) + event({ reasoning: 'b', reasoning_content: 'b' })));
-  assert.equal(journal.reasoning, 'ab');
+  assert.equal(journal.fedEvents, 2, 'the cut event counts with the bytes that complete it');
+  journal.feed(Buffer.from(event({ reasoning: 'c', content: 'd' })));
+  assert.equal(journal.reasoning, 'abc');
   assert.equal(journal.reasoningField, 'reasoning');
   assert.equal(journal.refusal, 'reasoning', 'resumed as text it would lose the reasoning');
-  assert.equal(journal.tokens, 2, 'one token per event, whichever names carry it');
-  assert.equal(journal.text, '');
+  assert.equal(journal.tokens, 3, 'one token per event, whichever names carry it');
+  assert.equal(journal.text, 'd');
 });

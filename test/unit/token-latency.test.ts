@@ -1,5 +1,5 @@
 /**
- * The pure parts of token latency: content events found in SSE bytes, the clock's observations
+ * The pure parts of token latency: content events the stream's one reader finds, the clock's observations
  * (first token once, gaps per token, per-request figures on the backend that ended the stream), and
  * the serving view's windowed median of a histogram, with a fake clock.
  */
@@ -7,15 +7,22 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { HistogramSeries } from '../../src/metrics/backend-histogram.js';
 import { bucketQuantile, WindowQuantile } from '../../src/metrics/window-quantile.js';
-import {
-  CHAT_CONTENT,
-  contentEventsIn,
-  contentKeysOf,
-  TokenClock,
-  type TokenSeries,
-} from '../../src/proxy/token-timing.js';
+import { StreamJournal } from '../../src/proxy/stream-journal.js';
+import { CHAT_SHAPE, streamShapeOf } from '../../src/proxy/stream-shape.js';
+import { TokenClock, type TokenSeries } from '../../src/proxy/token-timing.js';
 
 const event = (delta: object) => `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta }] })}\n\n`;
+
+/** Content events the reader of a `path` stream finds in `chunks`, fed one by one as upstream reads. */
+function contentEvents(path: string, chunks: Buffer[], reframe = false): number {
+  const reader = new StreamJournal(streamShapeOf(path), reframe);
+  let events = 0;
+  for (const chunk of chunks) {
+    reader.feed(chunk);
+    events += reader.fedEvents;
+  }
+  return events;
+}
 
 test('content events: the answer and its reasoning (chat), text (completions), deltas (Responses), once per event', () => {
   const chat = Buffer.from(
@@ -29,14 +36,21 @@ test('content events: the answer and its reasoning (chat), text (completions), d
       event({ tool_calls: [{ index: 0, function: { name: 'f', arguments: '{"content":"x"}' } }] }) +
       'data: [DONE]\n\n',
   );
-  assert.equal(contentEventsIn(chat, CHAT_CONTENT), 5);
-  assert.equal(contentKeysOf('/v1/chat/completions?x=1'), CHAT_CONTENT);
+  assert.equal(contentEvents('/v1/chat/completions', [chat]), 5);
+  assert.equal(contentEvents('/v1/chat/completions', [chat], true), 5, 're-framed for a resume, the same');
+  assert.equal(streamShapeOf('/v1/chat/completions?x=1'), CHAT_SHAPE);
   const completions = Buffer.from(
     `data: ${JSON.stringify({ choices: [{ index: 0, text: 'x', finish_reason: null }] })}\n\n` +
       `data: ${JSON.stringify({ choices: [{ index: 0, text: '', finish_reason: 'stop' }] })}\n\n`,
   );
-  assert.equal(contentEventsIn(completions, contentKeysOf('/v1/completions')), 1);
-  assert.equal(contentEventsIn(Buffer.from(': keep-alive\n\n'), CHAT_CONTENT), 0);
+  assert.equal(contentEvents('/v1/completions', [completions]), 1);
+  assert.equal(contentEvents('/v1/chat/completions', [Buffer.from(': keep-alive\n\n')]), 0);
+  const generate = Buffer.from(
+    [{ text: 'a' }, { text: 'ab' }, { text: 'ab', meta_info: { finish_reason: { type: 'stop' } } }]
+      .map((e) => `data: ${JSON.stringify(e)}\n\n`)
+      .join(''),
+  );
+  assert.equal(contentEvents('/generate', [generate]), 3, 'SGLang /generate: cumulative text, one event each');
   // A Responses stream's text goes out in its deltas; the `done` events after them repeat it.
   const responses = Buffer.from(
     [
@@ -49,7 +63,7 @@ test('content events: the answer and its reasoning (chat), text (completions), d
       .map((e) => `data: ${JSON.stringify(e)}\n\n`)
       .join(''),
   );
-  assert.equal(contentEventsIn(responses, contentKeysOf('/v1/responses')), 3);
+  assert.equal(contentEvents('/v1/responses', [responses]), 3);
 });
 
 test('content events cut across upstream reads are counted once, wherever the cut falls', () => {
@@ -59,13 +73,7 @@ test('content events cut across upstream reads are counted once, wherever the cu
       event({ reasoning: 'x', reasoning_content: 'x' }) +
       event({ content: 'Hi' }),
   );
-  const counted = (chunks: Buffer[]) => {
-    const clock = new TokenClock({ seriesOf: () => undefined }, 'a', true, 0);
-    chunks.forEach((chunk, i) => {
-      clock.seen(chunk, i);
-    });
-    return clock.events;
-  };
+  const counted = (chunks: Buffer[]) => contentEvents('/v1/chat/completions', chunks);
   for (let cut = 1; cut < stream.length; cut++) {
     assert.equal(counted([stream.subarray(0, cut), stream.subarray(cut)]), 3, `cut at ${cut}`);
   }
@@ -92,11 +100,10 @@ test('clock: one first token, a gap per token (split evenly inside a chunk), the
   const b = new Recorder('b');
   const observer = { seriesOf: (name: string) => (name === 'a' ? a : b) };
   const clock = new TokenClock(observer, 'a', true, 1000);
-  clock.seen(Buffer.from(event({ role: 'assistant', content: '' })), 1010);
-  clock.seen(Buffer.from(event({ content: 'one' })), 1100);
-  clock.seen(Buffer.from(event({ content: 'two' }) + event({ content: 'three' })), 1140);
+  clock.seen(1, 1100);
+  clock.seen(2, 1140);
   clock.switchTo('b');
-  clock.seen(Buffer.from(event({ content: 'four' })), 1400);
+  clock.seen(1, 1400);
   clock.finished(1450, 4);
   assert.deepEqual(a.seen, ['ttft true 0.100', 'itl 0.020', 'itl 0.020']);
   assert.deepEqual(b.seen, ['itl 0.260', 'end 4 0.100']);
@@ -110,7 +117,6 @@ test('clock: a non-streamed answer is one first token at its end, counted by its
   assert.deepEqual(a.seen, ['ttft false 2.500', 'end 40 null']);
   const silent = new Recorder('s');
   const stream = new TokenClock({ seriesOf: () => silent }, 's', true, 0);
-  stream.seen(Buffer.from(event({ role: 'assistant', content: '' })), 5);
   stream.finished(10, 0);
   assert.deepEqual(silent.seen, [], 'a stream with no generated text counts no output tokens');
   const embeddings = new Recorder('e');
