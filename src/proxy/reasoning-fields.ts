@@ -8,12 +8,3 @@
 export const REASONING_FIELDS = ['reasoning_content', 'reasoning'] as const;
 
 export type ReasoningField = (typeof REASONING_FIELDS)[number];
-
-/** The delta's reasoning text and the field it came under; the first non-empty field wins. */
-export function reasoningOf(delta: Readonly<Record<string, unknown>>): { field: ReasoningField; text: string } | null {
-  for (const field of REASONING_FIELDS) {
-    const text = delta[field];
-    if (typeof text === 'string' && text !== '') return { field, text };
-  }
-  return null;
-}
