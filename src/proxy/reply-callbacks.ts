@@ -16,15 +16,11 @@ import { classifyUpstreamError } from '../routing/dispatch/upstream-failures.js'
 import { AdmissionError } from '../routing/queue/wait-queue.js';
 import { admissionRefusal } from './admission-refusals.js';
 import { unwatchConnection } from './client-gone.js';
-import { apiOf, type ResumeApi } from './continuation.js';
 import { clientResponseHeaders } from './headers.js';
-import type { ProxiedRequest } from './proxied-request.js';
+import type { AnswerParts, ProxiedRequest } from './proxied-request.js';
 import type { ProxyEventBus, RequestOutcome } from './proxy-events.js';
 import { type RelayResult, relayBody } from './response-relay.js';
-import { StreamJournal } from './stream-journal.js';
-import { type ResumeSettings, StreamResume, type TokenResumeSettings } from './stream-resume.js';
-import { streamShapeOf } from './stream-shape.js';
-import { TokenClock } from './token-timing.js';
+import type { ResumeSettings, TokenResumeSettings } from './stream-resume.js';
 
 /** Not a real host: the fleet dispatcher picks the backend and ignores the origin. */
 export const FLEET_ORIGIN = 'http://fleet.invalid';
@@ -48,17 +44,25 @@ export interface ReplyCallbackOptions {
 /** The callbacks over each request's `ProxiedRequest` (`request.traffic`), set by the route's handler. */
 export class ReplyCallbacks {
   readonly #opts: ReplyCallbackOptions;
-  readonly #resume: ResumeSettings;
+  readonly #answerParts: AnswerParts;
 
   constructor(opts: ReplyCallbackOptions) {
     this.#opts = opts;
-    this.#resume = {
+    const resume: ResumeSettings = {
       dispatcher: opts.dispatcher,
       origin: FLEET_ORIGIN,
       events: opts.events,
       limit: opts.resumeLimit,
       waitMs: opts.resumeWaitMs,
       tokens: opts.tokenResume,
+    };
+    const events = opts.events;
+    // The observer is read per answer: the metrics attach it after the routes, and detach it on close.
+    this.#answerParts = {
+      resume,
+      get tokens() {
+        return events.tokens;
+      },
     };
   }
 
@@ -120,27 +124,18 @@ export class ReplyCallbacks {
     res: { statusCode: number; headers: IncomingHttpHeaders; stream: Readable },
   ) => {
     const traffic = request.traffic as ProxiedRequest;
-    const { now } = this.#opts;
-    const sse = isEventStream(res.headers);
-    traffic.sse = sse;
     const status = res.statusCode;
+    const sse = isEventStream(res.headers);
     reply.hijack();
     reply.raw.writeHead(status, reply.getHeaders() as OutgoingHttpHeaders);
-    const generated = status === 200 && traffic.method === 'POST';
-    const api = apiOf(traffic.path);
-    const resumable = sse && generated && api !== null && this.#mayResume(traffic);
-    const reader = sse && generated ? new StreamJournal(streamShapeOf(traffic.path), resumable) : null;
-    traffic.reader = reader;
-    traffic.resume = resumable && reader !== null ? this.#resumeOf(traffic, api as ResumeApi, reader) : null;
-    const tokens = this.#tokenClock(traffic, status, sse);
-    traffic.tokens = tokens;
+    traffic.answerStarted(status, sse, this.#answerParts);
     relayBody(res.stream, reply.raw, {
       sse,
-      now,
+      now: this.#opts.now,
       clientStallTimeout: this.#opts.clientStallTimeout,
-      reader: reader ?? undefined,
+      reader: traffic.reader ?? undefined,
       resume: traffic.resume ?? undefined,
-      tokens: tokens ?? undefined,
+      tokens: traffic.tokens ?? undefined,
       ended: (result) => {
         const end = result.end.type;
         const outcome = end === 'complete' ? 'ok' : end === 'client_abort' ? 'client_abort' : 'upstream_error';
@@ -148,28 +143,4 @@ export class ReplyCallbacks {
       },
     });
   };
-
-  /** A generation's answer (a POST answered 200) is timed when an observer listens. */
-  #tokenClock(traffic: ProxiedRequest, status: number, sse: boolean): TokenClock | null {
-    const observer = this.#opts.events.tokens;
-    const backend = traffic.context.backend;
-    if (observer === null || backend === null || status !== 200 || traffic.method !== 'POST') return null;
-    return new TokenClock(observer, backend, sse, traffic.started);
-  }
-
-  /** A streamed chat or completions answer continues after a cut unless resume is off for it. */
-  #mayResume(traffic: ProxiedRequest): boolean {
-    return this.#resume.limit > 0 && traffic.sent !== null && traffic.upstreamHeaders !== null && traffic.resumable;
-  }
-
-  #resumeOf(traffic: ProxiedRequest, api: ResumeApi, reader: StreamJournal): StreamResume {
-    const request = {
-      api,
-      path: traffic.path,
-      json: traffic.sent as () => unknown,
-      headers: traffic.upstreamHeaders as Record<string, unknown>,
-      context: traffic.context,
-    };
-    return new StreamResume(this.#resume, request, reader);
-  }
 }

@@ -14,17 +14,16 @@ import type { Config } from '../config/types.js';
 import { apiKeyGuard } from '../http/api-key-guard.js';
 import { sendError } from '../http/openai-error.js';
 import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
-import { attachContext, RequestContext } from '../routing/request-context.js';
+import { attachContext } from '../routing/request-context.js';
 import type { Tracing } from '../tracing/tracing.js';
 import type { PriorityStamp } from './backend-priority.js';
 import { watchConnection } from './client-gone.js';
 import { type RequestHeaders, upstreamRequestHeaders } from './headers.js';
-import { ProxiedRequest } from './proxied-request.js';
+import { ProxiedRequest, RESUME_HEADER } from './proxied-request.js';
 import type { ProxyEventBus } from './proxy-events.js';
 import { registerRateLimit } from './rate-limit.js';
 import { FLEET_ORIGIN, ReplyCallbacks } from './reply-callbacks.js';
 import type { ContextReader } from './request-context-from.js';
-import { RequestSpan } from './request-trace.js';
 import type { TokenResumeSettings } from './stream-resume.js';
 
 export interface TrafficOptions {
@@ -46,9 +45,6 @@ export interface TrafficOptions {
   tokenResume?: TokenResumeSettings;
 }
 
-/** The context of a refused request, which never reaches the dispatcher. */
-const NO_CONTEXT = new RequestContext();
-
 /**
  * Registers the traffic routes; they load with the app, so that hooks added to `app` before it is
  * ready apply to them too.
@@ -69,33 +65,46 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     now,
   });
 
-  /** Reads the request's context, answers a refusal, else hands the request to the fleet. */
+  /** Admits the request (its owner reads it), answers a refusal, else hands it to the fleet. */
   const handler = (request: FastifyRequest, reply: FastifyReply, dest: string, options: object) => {
-    const path = request.raw.url ?? '/';
-    const received = (request.body as Buffer | undefined) ?? null;
-    const read = opts.contextOf(path, request.headers, received);
-    const started = now();
-    const method = request.raw.method ?? 'GET';
-    const trace = tracing ? new RequestSpan(tracing, method, path, request.headers, started) : null;
-    const context = 'status' in read ? NO_CONTEXT : read.context;
-    const traffic = new ProxiedRequest(context, { method, path, started, trace }, () => {
-      if (!reply.raw.writableFinished) context.clientGone.abort();
-    });
+    const traffic = admit(request, reply);
     request.traffic = traffic;
-    traffic.resumable = request.headers[RESUME_HEADER] !== 'off';
-    if ('status' in read) return callbacks.refuse(reply, read.status, read.message, read.type, read.outcome);
-    if (trace !== null) {
-      read.context.trace = trace;
-      if (received !== null) trace.describe(received);
-    }
+    const refusal = traffic.refusal;
+    if (refusal !== null)
+      return callbacks.refuse(reply, refusal.status, refusal.message, refusal.type, refusal.outcome);
     watchConnection(request.raw.socket, traffic.onClientClose);
-    if (received === null) return reply.from(dest, options);
-    const priority = read.context.traits?.priority;
-    const stamped = opts.stampPriority && priority !== undefined ? opts.stampPriority(path, priority, read.json) : null;
-    traffic.sent = stamped === null ? read.json : () => stamped;
-    const body = stamped === null ? received : Buffer.from(JSON.stringify(stamped));
+    const body = upstreamBody(request, traffic);
+    if (body === null) return reply.from(dest, options);
     const contentType = request.headers['content-type'] ?? 'application/octet-stream';
     return reply.from(dest, { ...options, body, contentType });
+  };
+
+  /** The request's owner, from what it says. */
+  const admit = (request: FastifyRequest, reply: FastifyReply): ProxiedRequest => {
+    const path = request.raw.url ?? '/';
+    const body = (request.body as Buffer | undefined) ?? null;
+    return new ProxiedRequest({
+      method: request.raw.method ?? 'GET',
+      path,
+      headers: request.headers,
+      body,
+      started: now(),
+      read: opts.contextOf(path, request.headers, body),
+      tracing,
+      answerPending: () => !reply.raw.writableFinished,
+    });
+  };
+
+  /** The body sent upstream: as received, or with the class's `priority` stamped in. */
+  const upstreamBody = (request: FastifyRequest, traffic: ProxiedRequest): Buffer | null => {
+    const received = (request.body as Buffer | undefined) ?? null;
+    const priority = traffic.context.traits?.priority;
+    const json = traffic.sent;
+    if (received === null || json === null || !opts.stampPriority || priority === undefined) return received;
+    const stamped = opts.stampPriority(traffic.path, priority, json);
+    if (stamped === null) return received;
+    traffic.sendsRewritten(stamped);
+    return Buffer.from(JSON.stringify(stamped));
   };
 
   app.register(async (scope) => {
@@ -120,16 +129,13 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
   });
 }
 
-/** `off`: the client's stream is not continued after a cut (docs/stream-resume.md). */
-const RESUME_HEADER = 'x-fleetgate-resume';
-
 /** The request's headers on their way upstream, with its context riding along for the dispatcher. */
 function upstreamHeaders(apiKey: string | null) {
   return (request: FastifyRequest, headers: RequestHeaders) => {
     upstreamRequestHeaders(headers, { peer: request.raw.socket.remoteAddress ?? '', apiKey });
     delete headers[RESUME_HEADER];
     const traffic = request.traffic as ProxiedRequest;
-    traffic.upstreamHeaders = headers;
+    traffic.sentWith(headers);
     return attachContext(headers, traffic.context);
   };
 }

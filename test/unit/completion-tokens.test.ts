@@ -15,12 +15,8 @@ import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { Dispatcher } from 'undici';
 import { ProxiedRequest } from '../../src/proxy/proxied-request.js';
 import { ProxyEventBus, type RequestOutcome, type RequestRecord } from '../../src/proxy/proxy-events.js';
-import { RequestSpan } from '../../src/proxy/request-trace.js';
 import { type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
-import { StreamJournal } from '../../src/proxy/stream-journal.js';
-import { StreamResume } from '../../src/proxy/stream-resume.js';
-import { CHAT_SHAPE } from '../../src/proxy/stream-shape.js';
-import { TokenClock, type TokenSeries } from '../../src/proxy/token-timing.js';
+import type { TokenSeries } from '../../src/proxy/token-timing.js';
 import { contextIn, RequestContext } from '../../src/routing/request-context.js';
 import { outputText } from '../../src/sim/text-gen.js';
 import { Tracing } from '../../src/tracing/tracing.js';
@@ -48,7 +44,6 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
     { otlp_endpoint: 'http://127.0.0.1:9/', otlp_protocol: 'http/protobuf', sample_ratio: 1, service_name: 'test' },
     exporter,
   );
-  const trace = new RequestSpan(tracing, 'POST', PATH, {}, 0);
   /** What the exported server span says the output tokens were. */
   const readTrace = async () => {
     await tracing.flush();
@@ -58,8 +53,18 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
   };
   const context = new RequestContext();
   context.backend = 'gpu0';
-  const traffic = new ProxiedRequest(context, { method: 'POST', path: PATH, started: 0, trace }, () => {});
-  traffic.sse = true;
+  const json = () => body;
+  const traffic = new ProxiedRequest({
+    method: 'POST',
+    path: PATH,
+    headers: {},
+    body: Buffer.from(JSON.stringify(body)),
+    started: 0,
+    read: { context, json },
+    tracing,
+    answerPending: () => true,
+  });
+  traffic.sentWith({});
   const dispatcher = {
     request: async (options: { headers: unknown }) => {
       const next = contextIn(options.headers) as RequestContext;
@@ -70,19 +75,13 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
       return { statusCode: 200, headers: { 'content-type': 'text/event-stream' }, body: stream };
     },
   } as unknown as Pick<Dispatcher, 'request'>;
-  const resumable = opts.resume ?? true;
-  traffic.reader = new StreamJournal(CHAT_SHAPE, resumable);
-  if (resumable) {
-    const settings = {
-      dispatcher,
-      origin: 'http://fleet.invalid',
-      events: new ProxyEventBus(),
-      limit: 2,
-      waitMs: 5_000,
-    };
-    const request = { api: 'chat', path: PATH, json: () => body, headers: {}, context } as const;
-    traffic.resume = new StreamResume(settings, request, traffic.reader);
-  }
+  const resume = {
+    dispatcher,
+    origin: 'http://fleet.invalid',
+    events: new ProxyEventBus(),
+    limit: opts.resume === false ? 0 : 2,
+    waitMs: 5_000,
+  };
   const series: TokenSeries = {
     firstToken() {},
     interToken() {},
@@ -90,7 +89,7 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
       seen.clock = tokens;
     },
   };
-  traffic.tokens = new TokenClock({ seriesOf: () => series }, 'gpu0', true, 0);
+  traffic.answerStarted(200, true, { resume, tokens: { seriesOf: () => series } });
   const client = new ClientResponse();
   const upstream = new PassThrough();
   let clock = 0;
@@ -191,12 +190,16 @@ test('a stream with no journal: its usage when it sent one, else its content eve
   assert.equal(without.seen.record?.completionTokens, 2);
   assert.equal(without.seen.clock, 2);
 
-  const context = new RequestContext();
-  const plain = new ProxiedRequest(
-    context,
-    { method: 'POST', path: '/v1/embeddings', started: 0, trace: null },
-    () => {},
-  );
+  const plain = new ProxiedRequest({
+    method: 'POST',
+    path: '/v1/embeddings',
+    headers: {},
+    body: null,
+    started: 0,
+    read: { context: new RequestContext(), json: () => undefined },
+    tracing: null,
+    answerPending: () => true,
+  });
   const answer: RelayResult = { end: { type: 'complete' }, bytes: 9, firstByteAt: 1, tail: Buffer.from('{"data":[]}') };
   assert.equal(plain.completionTokens(answer), null);
   assert.equal(plain.end(200, 'ok', answer, 2).completionTokens, null);
