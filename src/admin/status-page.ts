@@ -81,7 +81,7 @@ main { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 
 .kvbar { flex: 1 1 auto; min-width: 24px; height: 6px; border-radius: 3px; background: var(--track); overflow: hidden; }
 .kvfill { height: 100%; width: 0; background: var(--starting); transition: width .25s linear; }
 .kv.full .kvfill { background: var(--unhealthy); }
-.serve .latency { font-size: 12px; color: var(--muted); white-space: nowrap; }
+.serve .latency, .serve .thinking { font-size: 12px; color: var(--muted); white-space: nowrap; }
 .serve .slow { grid-column: 1 / -1; font-size: 12px; color: var(--stalled); }
 .mark { flex: none; font-size: 11px; font-weight: 700; color: #fff; background: var(--stalled); border-radius: 10px;
   padding: 1px 7px; }
@@ -216,6 +216,7 @@ const SCRIPT = `
     root.insertBefore(s.root, before);
     s.rates = el('div', 'rates', s.root);
     s.latency = el('div', 'latency', s.root);
+    s.thinking = el('div', 'thinking', s.root);
     var line = el('div', 'line', s.root);
     s.load = el('span', 'load', line);
     s.kv = el('span', 'kv', line);
@@ -244,6 +245,10 @@ const SCRIPT = `
     figure(s.rates, rate(f.requests_per_second), ' req/s');
     s.latency.hidden = f.ttft_p50_seconds == null && f.inter_token_p50_seconds == null;
     s.latency.textContent = 'p50 TTFT ' + ms(f.ttft_p50_seconds) + ' \u00b7 inter-token ' + ms(f.inter_token_p50_seconds);
+    // Reasoning tokens over output tokens: shown once the backend's answers reasoned in the window.
+    var think = f.thinking_share;
+    s.thinking.hidden = !(think > 0);
+    s.thinking.textContent = think > 0 ? 'thinking ' + Math.round(think * 100) + '% of output tokens' : '';
     s.load.textContent = f.running == null ? 'no load report' : f.running + ' running \u00b7 ' + f.queued + ' queued';
     s.kv.hidden = f.kv_cache_usage == null;
     if (f.kv_cache_usage != null) {

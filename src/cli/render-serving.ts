@@ -1,7 +1,7 @@
 /**
  * The serving view of `fleetgate status`: the fleet's last-minute totals and, per backend that
- * serves, its rates, its streams' median time to first token and inter-token gap, reported load
- * and the straggler mark. Pure text.
+ * serves, its rates, its streams' median time to first token and inter-token gap, its thinking
+ * share (reasoning tokens over output tokens), reported load and the straggler mark. Pure text.
  */
 import type { BackendStatus, FleetStatus } from '../admin/fleet-summary.js';
 import type { BackendServing } from '../metrics/serving-stats.js';
@@ -9,7 +9,19 @@ import { STRAGGLER_RATIO } from '../metrics/stragglers.js';
 
 const AMBER = '\x1b[33m';
 const RESET = '\x1b[0m';
-const HEADERS = ['NAME', 'REQ/S', 'TOK/S', 'TOK/S/REQ', 'TTFT P50', 'ITL P50', 'RUNNING', 'QUEUED', 'KV', ''] as const;
+const HEADERS = [
+  'NAME',
+  'REQ/S',
+  'TOK/S',
+  'TOK/S/REQ',
+  'TTFT P50',
+  'ITL P50',
+  'THINK',
+  'RUNNING',
+  'QUEUED',
+  'KV',
+  '',
+] as const;
 
 /** `0.25`, `4.1`, `1502`: two significant decimals for small rates, none for large ones. */
 function rateText(value: number): string {
@@ -24,6 +36,11 @@ function secondsText(value: number | null | undefined): string {
   if (value < 0.01) return `${(value * 1000).toFixed(1)}ms`;
   if (value < 10) return `${Math.round(value * 1000)}ms`;
   return `${value.toFixed(1)}s`;
+}
+
+/** `62%`; `-` for none (or an older fleetgate that sends none). */
+function shareText(value: number | null | undefined): string {
+  return value == null ? '-' : `${Math.round(value * 100)}%`;
 }
 
 function count(value: number | null): string {
@@ -61,6 +78,7 @@ export function renderServing(status: FleetStatus, opts: { color: boolean }): st
       s.tokens_per_second_per_request === null ? '-' : rateText(s.tokens_per_second_per_request),
       secondsText(s.ttft_p50_seconds),
       secondsText(s.inter_token_p50_seconds),
+      shareText(s.thinking_share),
       count(s.running),
       count(s.queued),
       s.kv_cache_usage === null ? '-' : `${Math.round(s.kv_cache_usage * 100)}%`,

@@ -127,6 +127,12 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
       buckets: TTFT_BUCKETS,
       registers,
     }),
+    timeToFirstAnswerToken: new BackendHistogram({
+      name: 'fleetgate_time_to_first_answer_token_seconds',
+      help: "Time from request arrival to a stream's first answer (content, not reasoning) event reaching the client; on the backend that sent it. A stream that never answered (its budget spent reasoning) observes none. Labels: backend, model.",
+      buckets: TTFT_BUCKETS,
+      registers,
+    }),
     interTokenLatency: new BackendHistogram({
       name: 'fleetgate_inter_token_latency_seconds',
       help: 'Time between content events of a stream as the client receives them, per token; after a resume, on the backend that continued it. Labels: backend, model.',
@@ -142,6 +148,12 @@ export function createMetricFamilies(registry: Registry, sources: ScrapeTimeSour
     outputTokens: new BackendHistogram({
       name: 'fleetgate_request_output_tokens',
       help: "Output tokens of a whole answer (its usage's completion_tokens, else a stream's content events); on the backend that ended it. Labels: backend, model.",
+      buckets: OUTPUT_TOKEN_BUCKETS,
+      registers,
+    }),
+    reasoningTokens: new BackendHistogram({
+      name: 'fleetgate_request_reasoning_tokens',
+      help: "Reasoning tokens of a whole answer that reasoned (the engine's usage figure, else a stream's reasoning events); on the backend that ended it; none for an answer without reasoning. Labels: backend, model.",
       buckets: OUTPUT_TOKEN_BUCKETS,
       registers,
     }),

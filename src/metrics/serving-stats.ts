@@ -1,7 +1,8 @@
 /**
  * The serving view's figures: requests/s, tokens/s, retries, stream resumes and errors over the last minute, per
  * backend and for the fleet, plus what each backend reports running, queued and of its KV cache,
- * and the straggler mark. Fed by the proxy's `request` events and by a once-a-second sample of the
+ * the straggler mark, and its thinking share (reasoning tokens over output tokens, from the token
+ * histograms' sums). Fed by the proxy's `request` events and by a once-a-second sample of the
  * registry (the load scraper's latest report of each backend); the clock is injected.
  */
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
@@ -9,6 +10,7 @@ import type { ProxyEventBus, RequestRecord } from '../proxy/proxy-events.js';
 import { SERVING_WINDOW_MS, SlidingWindow } from './rate-window.js';
 import { findStragglers, tokensPerRequest } from './stragglers.js';
 import { type BucketCounts, WindowQuantile } from './window-quantile.js';
+import { type HistogramSum, WindowShare } from './window-share.js';
 
 const SAMPLE_MS = 1_000;
 
@@ -38,11 +40,24 @@ export interface BackendServing {
   /** Medians over the window of its streams' time to first token and inter-token gaps, seconds; null with none. */
   ttft_p50_seconds: number | null;
   inter_token_p50_seconds: number | null;
+  /**
+   * Reasoning tokens over output tokens of the answers that ended on it in the window (0..1); null
+   * with no output tokens counted (or the token histograms off).
+   */
+  thinking_share: number | null;
+}
+
+/** A backend's token histograms the serving view reads (metrics/token-metrics.ts). */
+interface TokenHistograms {
+  readonly firstToken: BucketCounts;
+  readonly interToken: BucketCounts;
+  readonly outputTokens: HistogramSum;
+  readonly reasoningTokens: HistogramSum;
 }
 
 /** Where the serving view reads a backend's token-latency histograms (metrics/token-metrics.ts). */
 export interface LatencySource {
-  latencyOf(backend: string): { firstToken: BucketCounts; interToken: BucketCounts } | undefined;
+  latencyOf(backend: string): TokenHistograms | undefined;
 }
 
 export interface ServingView {
@@ -70,7 +85,8 @@ class BackendWindows {
   lastCounter: number | null = null;
   firstToken: WindowQuantile | null = null;
   interToken: WindowQuantile | null = null;
-  #sources: { firstToken: BucketCounts; interToken: BucketCounts } | null = null;
+  thinking: WindowShare | null = null;
+  #sources: TokenHistograms | null = null;
 
   constructor(
     now: number,
@@ -92,16 +108,24 @@ class BackendWindows {
     this.counterTokens.add(now, counter >= last ? counter - last : counter);
   }
 
-  /** Copies the latency histograms' counts (new ones when the backend's series were rebound). */
-  sampleLatency(now: number, sources: { firstToken: BucketCounts; interToken: BucketCounts } | undefined): void {
+  /** Copies the token histograms' counts and sums (new ones when the backend's series were rebound). */
+  sampleLatency(now: number, sources: TokenHistograms | undefined): void {
     if (sources === undefined) return;
-    if (this.#sources?.firstToken !== sources.firstToken || this.#sources.interToken !== sources.interToken) {
+    const old = this.#sources;
+    if (
+      old?.firstToken !== sources.firstToken ||
+      old.interToken !== sources.interToken ||
+      old.outputTokens !== sources.outputTokens ||
+      old.reasoningTokens !== sources.reasoningTokens
+    ) {
       this.#sources = sources;
       this.firstToken = new WindowQuantile(sources.firstToken, this.windowMs);
       this.interToken = new WindowQuantile(sources.interToken, this.windowMs);
+      this.thinking = new WindowShare(sources.reasoningTokens, sources.outputTokens, this.windowMs);
     }
     this.firstToken?.sample(now);
     this.interToken?.sample(now);
+    this.thinking?.sample(now);
   }
 
   tokensPerSecond(now: number): number {
@@ -218,6 +242,7 @@ export class ServingStats {
         straggler: stragglers.has(backend.name),
         ttft_p50_seconds: roundOrNull(windows.firstToken?.quantile(0.5) ?? null, 4),
         inter_token_p50_seconds: roundOrNull(windows.interToken?.quantile(0.5) ?? null, 4),
+        thinking_share: roundOrNull(windows.thinking?.share() ?? null, 3),
       };
     });
     return {

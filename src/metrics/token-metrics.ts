@@ -1,6 +1,7 @@
 /**
- * The token-latency histograms (definitions.ts: time to first token, inter-token latency, time per
- * output token, output tokens), by backend and the model it serves. The proxy's TokenClock asks
+ * The token-latency histograms (definitions.ts: time to first token, to the first answer token,
+ * inter-token latency, time per output token, output and reasoning tokens), by backend and the
+ * model it serves. The proxy's TokenClock asks
  * for a backend's series once per request (and once per resume); the series are fleetgate's own
  * arrays (backend-histogram.ts), bound here, so an observation is a bucket scan.
  */
@@ -12,34 +13,52 @@ import type { MetricFamilies } from './definitions.js';
 /** `model` of a backend whose model is not known yet. */
 const UNKNOWN_MODEL = 'unknown';
 
-/** A backend's two latency series the serving view reads (window-quantile.ts). */
+/**
+ * A backend's series the serving view reads: two latencies (window-quantile.ts) and the output and
+ * reasoning token counts whose sums give its thinking share (window-share.ts).
+ */
 export interface LatencySeries {
   readonly firstToken: HistogramSeries;
   readonly interToken: HistogramSeries;
+  readonly outputTokens: HistogramSeries;
+  readonly reasoningTokens: HistogramSeries;
 }
 
 class BoundTokenSeries implements TokenSeries {
   readonly #ttftStream: HistogramSeries;
   readonly #ttftWhole: HistogramSeries;
+  readonly #firstAnswer: HistogramSeries;
   readonly #interToken: HistogramSeries;
   readonly #perToken: HistogramSeries;
   readonly #tokens: HistogramSeries;
+  readonly #reasoning: HistogramSeries;
 
   constructor(families: MetricFamilies, backend: string, model: string) {
     const labels = { model };
     this.#ttftStream = families.timeToFirstToken.series(backend, { model, stream: 'true' });
     this.#ttftWhole = families.timeToFirstToken.series(backend, { model, stream: 'false' });
+    this.#firstAnswer = families.timeToFirstAnswerToken.series(backend, labels);
     this.#interToken = families.interTokenLatency.series(backend, labels);
     this.#perToken = families.timePerOutputToken.series(backend, labels);
     this.#tokens = families.outputTokens.series(backend, labels);
+    this.#reasoning = families.reasoningTokens.series(backend, labels);
   }
 
   get latency(): LatencySeries {
-    return { firstToken: this.#ttftStream, interToken: this.#interToken };
+    return {
+      firstToken: this.#ttftStream,
+      interToken: this.#interToken,
+      outputTokens: this.#tokens,
+      reasoningTokens: this.#reasoning,
+    };
   }
 
   firstToken(stream: boolean, seconds: number): void {
     (stream ? this.#ttftStream : this.#ttftWhole).observe(seconds);
+  }
+
+  firstAnswer(seconds: number): void {
+    this.#firstAnswer.observe(seconds);
   }
 
   interToken(seconds: number, count: number): void {
@@ -49,6 +68,10 @@ class BoundTokenSeries implements TokenSeries {
   finished(tokens: number, secondsPerToken: number | null): void {
     this.#tokens.observe(tokens);
     if (secondsPerToken !== null) this.#perToken.observe(secondsPerToken);
+  }
+
+  reasoned(tokens: number): void {
+    this.#reasoning.observe(tokens);
   }
 }
 
@@ -69,7 +92,7 @@ export class TokenMetrics implements TokenObserver {
     this.#fleet.off('removed', this.#forget);
   }
 
-  /** The backend's streamed time-to-first-token and inter-token series; undefined for one not in the fleet. */
+  /** The backend's series the serving view reads; undefined for one not in the fleet. */
   latencyOf(name: string): LatencySeries | undefined {
     return this.seriesOf(name)?.latency;
   }
@@ -90,7 +113,15 @@ export class TokenMetrics implements TokenObserver {
     const name = backend.name;
     if (!this.#bound.delete(name)) return;
     const f = this.#families;
-    for (const family of [f.timeToFirstToken, f.interTokenLatency, f.timePerOutputToken, f.outputTokens]) {
+    const families = [
+      f.timeToFirstToken,
+      f.timeToFirstAnswerToken,
+      f.interTokenLatency,
+      f.timePerOutputToken,
+      f.outputTokens,
+      f.reasoningTokens,
+    ];
+    for (const family of families) {
       family.remove(name);
     }
   };

@@ -5,6 +5,7 @@
 
 const COMPLETION_TOKENS = Buffer.from('"completion_tokens"');
 const PROMPT_TOKENS = Buffer.from('"prompt_tokens"');
+const REASONING_TOKENS = Buffer.from('"reasoning_tokens"');
 const FINISH_REASON = Buffer.from('"finish_reason":"');
 
 /** The last `completion_tokens` figure in the tail (OpenAI `usage`, SGLang `meta_info`). */
@@ -15,6 +16,14 @@ export function completionTokensIn(tail: Buffer | null): number | null {
 /** The last `prompt_tokens` figure in the tail. */
 export function promptTokensIn(tail: Buffer | null): number | null {
   return figureIn(tail, PROMPT_TOKENS);
+}
+
+/**
+ * The last `reasoning_tokens` figure in the tail: SGLang's top-level `usage.reasoning_tokens`, vLLM's
+ * `usage.completion_tokens_details.reasoning_tokens` (docs/sglang-vllm-behaviour.md, section 8).
+ */
+export function reasoningTokensIn(tail: Buffer | null): number | null {
+  return figureIn(tail, REASONING_TOKENS);
 }
 
 /** The last non-null `finish_reason` in the tail. */

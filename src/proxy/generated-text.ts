@@ -3,7 +3,9 @@
  * the first reasoning name seen), and its content events, counted once per event however many of
  * the shape's fields carry text (newer vLLM may send both reasoning names, and the turn from
  * reasoning to answer both kinds). The stream's reader (stream-journal.ts) feeds it each event it
- * reads, from its fast path or its full parse; the token clock and a continuation read it.
+ * reads, from its fast path or its full parse; the token clock and a continuation read it. It also
+ * counts the events that carried reasoning and marks the first that carried the answer (the
+ * thinking metrics, token-timing.ts): one branch the text already takes, no second read.
  */
 import { isObject } from '../config/json-object.js';
 import type { Body } from './continuation.js';
@@ -20,6 +22,9 @@ export class GeneratedText {
   /** Content events since `restart`, and since `fed` was last read. */
   #events = 0;
   #fed = 0;
+  /** Events that carried reasoning since `restart`. */
+  #reasoningEvents = 0;
+  #answered = false;
 
   constructor(shape: StreamShape) {
     this.#shape = shape;
@@ -42,6 +47,16 @@ export class GeneratedText {
     return this.#events;
   }
 
+  /** Events that carried reasoning since the attempt began (an event with both kinds counts here too). */
+  get reasoningEvents(): number {
+    return this.#reasoningEvents;
+  }
+
+  /** An event carrying the answer (not reasoning) reached the client, in any attempt. */
+  get answered(): boolean {
+    return this.#answered;
+  }
+
   /** Content events since the last call, which starts the next count. */
   takeFed(): number {
     const fed = this.#fed;
@@ -52,6 +67,7 @@ export class GeneratedText {
   /** A new attempt: its events are counted afresh (the text goes on). */
   restart(): void {
     this.#events = 0;
+    this.#reasoningEvents = 0;
   }
 
   /**
@@ -80,8 +96,11 @@ export class GeneratedText {
     if (REASONING.has(field)) {
       this.#reasoning += text;
       this.#reasoningField ??= field as ReasoningField;
+      // `read` skips an event's second reasoning name: one count per event.
+      this.#reasoningEvents++;
     } else {
       this.#text += text;
+      this.#answered = true;
     }
     if (again) return;
     this.#events++;

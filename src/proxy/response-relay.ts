@@ -16,6 +16,7 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { errorBody, errorTypeFor } from '../http/openai-error.js';
 import { classifyUpstreamError, type UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
+import { reasoningTokensIn } from './answer-tail.js';
 import type { StreamJournal } from './stream-journal.js';
 import { EARLY_END_FAILURE, ERROR_EVENT_FAILURE, type ResumeStep, type StreamResume } from './stream-resume.js';
 import type { TokenClock } from './token-timing.js';
@@ -85,19 +86,19 @@ class ResponseRelay {
     if (this.#done) return;
     const reader = this.#opts.reader;
     if (reader === undefined) {
-      this.#write(upstream, 0);
+      this.#write(upstream, 0, false);
       return;
     }
     const chunk = reader.feed(upstream);
-    this.#write(chunk, reader.fedEvents);
+    this.#write(chunk, reader.fedEvents, reader.answered);
     if (this.#opts.resume !== undefined && reader.errorEvent !== null) this.#interrupt(ERROR_EVENT_FAILURE);
   };
 
-  /** Writes `chunk`, which holds `events` content events. */
-  #write(chunk: Buffer, events: number): void {
+  /** Writes `chunk`, which holds `events` content events; `answered`: the answer has begun. */
+  #write(chunk: Buffer, events: number, answered: boolean): void {
     if (chunk.length === 0) return;
     if (this.#firstByteAt === null) this.#firstByteAt = this.#opts.now();
-    if (events > 0) this.#opts.tokens?.seen(events, this.#opts.now());
+    if (events > 0) this.#opts.tokens?.seen(events, this.#opts.now(), answered);
     this.#bytes += chunk.length;
     this.#previous = this.#last;
     this.#last = chunk;
@@ -230,12 +231,13 @@ class ResponseRelay {
     this.#body.off('data', this.#onData);
     // A late 'error' (a destroyed body) must not be unhandled.
     this.#body.on('error', noop);
-    this.#opts.ended({
-      end,
-      bytes: this.#bytes,
-      firstByteAt: this.#firstByteAt,
-      tail: tailOf(this.#previous, this.#last),
-    });
+    const tail = tailOf(this.#previous, this.#last);
+    const tokens = this.#opts.tokens;
+    if (tokens !== undefined && end.type === 'complete') {
+      const reader = this.#opts.reader;
+      tokens.reasoned(reader !== undefined ? reader.reasoningTokens : reasoningTokensIn(tail));
+    }
+    this.#opts.ended({ end, bytes: this.#bytes, firstByteAt: this.#firstByteAt, tail });
   }
 
   /**

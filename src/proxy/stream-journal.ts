@@ -3,7 +3,8 @@
  * (docs/stream-resume.md). Each upstream chunk is framed into events once and each event read once
  * (a fast path for a plain text delta, else JSON.parse): the generated text and reasoning that reached
  * the client, its content events (the token clock times them), finish, usage, `[DONE]`, an error
- * event, and what forbids a continuation. With `reframe` (a stream that may be resumed) only whole
+ * event, what forbids a continuation, and the thinking figures (the first answer event; reasoning
+ * tokens: the engine's usage figure, else the reasoning events). With `reframe` (a stream that may be resumed) only whole
  * events go to the client, so a cut never leaves half an event behind, and a continuation's events
  * are rewritten into the original stream: its `id`, `created` and `model`, no second `role`, a
  * `usage` that sums the attempts. Without it the bytes pass as they came and are only read. Pure:
@@ -46,6 +47,9 @@ export class StreamJournal {
   #before = 0;
   /** The current attempt's own usage figure, when it sent one. */
   #usage: number | null = null;
+  /** Reasoning tokens of the attempts before the current one, and the current one's usage figure. */
+  #reasoningBefore = 0;
+  #reasoningUsage: number | null = null;
   #promptTokens: number | null = null;
   #join: string | null = null;
   #errorEvent: Buffer | null = null;
@@ -103,6 +107,22 @@ export class StreamJournal {
     return this.#before + (this.#usage ?? this.#generated.events);
   }
 
+  /** An event carrying the answer (not its reasoning) has reached the client. */
+  get answered(): boolean {
+    return this.#generated.answered;
+  }
+
+  /**
+   * Reasoning tokens that reached the client, read once at the end: per attempt, the engine's own
+   * figure when its `usage` has a non-zero one (SGLang's `reasoning_tokens`, vLLM's
+   * `completion_tokens_details.reasoning_tokens`; SGLang before PR 15562 always sent 0), else its
+   * events that carried reasoning; summed over the attempts. 0 for a stream without reasoning.
+   */
+  get reasoningTokens(): number {
+    const usage = this.#reasoningUsage;
+    return this.#reasoningBefore + (usage !== null && usage > 0 ? usage : this.#generated.reasoningEvents);
+  }
+
   /** Why what was streamed forbids a continuation; null if nothing does. */
   get refusal(): ResumeRefusal | null {
     if (this.#choices) return 'n';
@@ -119,8 +139,10 @@ export class StreamJournal {
    */
   beginAttempt(join: string, tokensBefore: number = this.tokens): void {
     this.#before = tokensBefore;
+    this.#reasoningBefore = this.reasoningTokens;
     this.#generated.restart();
     this.#usage = null;
+    this.#reasoningUsage = null;
     this.#attempt++;
     this.#pending = null;
     this.#errorEvent = null;
@@ -263,6 +285,7 @@ export class StreamJournal {
     if (isObject(usage)) {
       keep = true;
       if (typeof usage.completion_tokens === 'number') this.#usage = usage.completion_tokens;
+      this.#reasoningUsage = reasoningTokensOf(usage) ?? this.#reasoningUsage;
       if (this.#attempt === 0 && typeof usage.prompt_tokens === 'number') this.#promptTokens = usage.prompt_tokens;
     }
     return keep || choices.length === 0;
@@ -290,6 +313,13 @@ export class StreamJournal {
     }
     return event;
   }
+}
+
+/** An answer's `usage`'s reasoning tokens: vLLM's `completion_tokens_details`, else SGLang's top-level figure. */
+function reasoningTokensOf(usage: Body): number | null {
+  const details = usage.completion_tokens_details;
+  if (isObject(details) && typeof details.reasoning_tokens === 'number') return details.reasoning_tokens;
+  return typeof usage.reasoning_tokens === 'number' ? usage.reasoning_tokens : null;
 }
 
 const EMPTY = Buffer.alloc(0);

@@ -7,16 +7,27 @@
  * per-request figures go to the backend that ended the stream. A content event is one that carries
  * generated text (the answer or its reasoning, as the API names them): the stream's one reader
  * (stream-journal.ts) counts them as it reads the events, and the relay hands the count here with
- * the bytes that carried them.
+ * the bytes that carried them. The time to first token counts the first content event of either kind,
+ * reasoning or answer (as SGLang's router does since its PR 29251); for thinking mode the clock
+ * also observes the time to the first answer event (the reader tells it, with the bytes, once the
+ * answer has begun) and, at the end, the request's reasoning tokens (the reader's figure, handed
+ * over once by the relay; none for an answer without reasoning).
  */
 
-/** A backend's bound series; metrics/token-metrics.ts implements it. */
+/**
+ * A backend's bound series; metrics/token-metrics.ts implements it. The two thinking figures are
+ * optional: a series that leaves them out (a test's stub) is simply not told them.
+ */
 export interface TokenSeries {
   firstToken(stream: boolean, seconds: number): void;
+  /** A stream's first answer (not reasoning) event, `seconds` after the request arrived. */
+  firstAnswer?(seconds: number): void;
   /** `count` gaps of `seconds` each (the events of one chunk share its gap). */
   interToken(seconds: number, count: number): void;
   /** At the end of a whole answer: time per output token (streams with > 1 token) and the count. */
   finished(tokens: number, secondsPerToken: number | null): void;
+  /** At the end of a whole answer that reasoned: its reasoning tokens (> 0). */
+  reasoned?(tokens: number): void;
 }
 
 /** Where the clock finds a backend's series. */
@@ -30,8 +41,10 @@ export class TokenClock {
   readonly #stream: boolean;
   #series: TokenSeries | undefined;
   #firstAt: number | null = null;
+  #answerAt: number | null = null;
   #lastAt = 0;
   #events = 0;
+  #reasoning = 0;
 
   /** `startedAt`: when the request arrived, on the clock `seen` and `finished` are given. */
   constructor(observer: TokenObserver, backend: string, stream: boolean, startedAt: number) {
@@ -46,6 +59,11 @@ export class TokenClock {
     return this.#firstAt;
   }
 
+  /** When the first answer (not reasoning) event of a stream went out; null before. */
+  get firstAnswerAt(): number | null {
+    return this.#answerAt;
+  }
+
   /** Content events the client received so far. */
   get events(): number {
     return this.#events;
@@ -56,21 +74,35 @@ export class TokenClock {
     this.#series = this.#observer.seriesOf(backend);
   }
 
-  /** Client bytes of a stream holding `events` content events (at least one) went out at `now`. */
-  seen(events: number, now: number): void {
+  /**
+   * Client bytes of a stream holding `events` content events (at least one) went out at `now`;
+   * `answered`: the answer (not reasoning) has begun, in these bytes or before.
+   */
+  seen(events: number, now: number, answered = false): void {
     const series = this.#series;
     this.#events += events;
     if (this.#firstAt === null) {
       this.#firstAt = now;
-      this.#lastAt = now;
       series?.firstToken(true, (now - this.#startedAt) / 1000);
       // Several events in the first chunk: the rest came with no gap.
       if (events > 1) series?.interToken(0, events - 1);
-      return;
+    } else {
+      const gap = (now - this.#lastAt) / 1000 / events;
+      series?.interToken(gap, events);
     }
-    const gap = (now - this.#lastAt) / 1000 / events;
     this.#lastAt = now;
-    series?.interToken(gap, events);
+    if (answered && this.#answerAt === null) {
+      this.#answerAt = now;
+      series?.firstAnswer?.((now - this.#startedAt) / 1000);
+    }
+  }
+
+  /**
+   * The answer's reasoning tokens (the stream's reader's figure, else its `usage`'s), told once when
+   * its bytes end, before `finished`; 0 or null: it did not reason.
+   */
+  reasoned(tokens: number | null): void {
+    this.#reasoning = tokens ?? 0;
   }
 
   /**
@@ -87,12 +119,13 @@ export class TokenClock {
       this.#firstAt = now;
       series.firstToken(false, (now - this.#startedAt) / 1000);
       series.finished(tokens, null);
-      return;
+    } else {
+      // A stream with no generated text (no content event, no usage) counts no output tokens either.
+      if (tokens === 0) return;
+      const first = this.#firstAt;
+      const perToken = first !== null && tokens > 1 ? (this.#lastAt - first) / 1000 / (tokens - 1) : null;
+      series.finished(tokens, perToken);
     }
-    // A stream with no generated text (no content event, no usage) counts no output tokens either.
-    if (tokens === 0) return;
-    const first = this.#firstAt;
-    const perToken = first !== null && tokens > 1 ? (this.#lastAt - first) / 1000 / (tokens - 1) : null;
-    series.finished(tokens, perToken);
+    if (this.#reasoning > 0) series.reasoned?.(this.#reasoning);
   }
 }

@@ -158,6 +158,7 @@ function serving(fields: Partial<NonNullable<BackendStatus['serving']>> = {}): N
     straggler: false,
     ttft_p50_seconds: 0.0452,
     inter_token_p50_seconds: 0.0213,
+    thinking_share: null,
     ...fields,
   };
 }
@@ -166,7 +167,10 @@ function serving(fields: Partial<NonNullable<BackendStatus['serving']>> = {}): N
 const underLoad: FleetStatus = {
   ...fleet([
     backend('gpu0', { inflight: 8, serving: serving() }),
-    backend('gpu1', { inflight: 8, serving: serving({ requests_per_second: 0.55, tokens_per_second: 398 }) }),
+    backend('gpu1', {
+      inflight: 8,
+      serving: serving({ requests_per_second: 0.55, tokens_per_second: 398, thinking_share: 0.624 }),
+    }),
     backend('gpu2', {
       inflight: 8,
       serving: serving({
@@ -219,10 +223,14 @@ test('serving view: fleet totals, then one row per serving backend with rates, r
   assert.ok(at > 0, out);
   assert.equal(lines[at - 1], '', 'a blank line after the backend table');
   assert.equal(lines[at], 'SERVING  1.15 req/s, 906 tok/s, 3 waiting, 1 retry, 2 resumes, 0 errors in the last 60 s');
-  assert.match(lines[at + 1], /^NAME\s+REQ\/S\s+TOK\/S\s+TOK\/S\/REQ\s+TTFT P50\s+ITL P50\s+RUNNING\s+QUEUED\s+KV$/);
-  assert.match(lines[at + 2], /^gpu0\s+0\.50\s+412\s+51\.5\s+45ms\s+21ms\s+8\s+0\s+42%$/);
-  assert.match(lines[at + 3], /^gpu1\s+0\.55\s+398\s+51\.5\s+45ms\s+21ms\s+8\s+0\s+42%$/);
-  assert.match(lines[at + 4], /^gpu2\s+0\.10\s+96\.0\s+12\.0\s+12\.4s\s+6\.4ms\s+8\s+3\s+91%\s+straggler$/);
+  assert.match(
+    lines[at + 1],
+    /^NAME\s+REQ\/S\s+TOK\/S\s+TOK\/S\/REQ\s+TTFT P50\s+ITL P50\s+THINK\s+RUNNING\s+QUEUED\s+KV$/,
+  );
+  assert.match(lines[at + 2], /^gpu0\s+0\.50\s+412\s+51\.5\s+45ms\s+21ms\s+-\s+8\s+0\s+42%$/);
+  // The thinking share: reasoning tokens over output tokens in the window.
+  assert.match(lines[at + 3], /^gpu1\s+0\.55\s+398\s+51\.5\s+45ms\s+21ms\s+62%\s+8\s+0\s+42%$/);
+  assert.match(lines[at + 4], /^gpu2\s+0\.10\s+96\.0\s+12\.0\s+12\.4s\s+6\.4ms\s+-\s+8\s+3\s+91%\s+straggler$/);
   // A backend still loading, or failed with nothing served in the window, has no serving row.
   assert.ok(!lines.slice(at).some((l) => /^gpu[34]/.test(l)));
   assert.equal(lines[at + 5], "straggler: tokens/s per running request below 0.7x the fleet's median");

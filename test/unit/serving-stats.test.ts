@@ -218,7 +218,7 @@ test('errors are what fleetgate or a backend failed, not clients that left', () 
   assert.equal(isServingError(record({ outcome: 'client_abort', status: 502 })), false);
 });
 
-test("stats: each backend's median time to first token and inter-token gap over the minute, null without streams", (t) => {
+test("stats: each backend's median time to first token and inter-token gap, and its thinking share, over the minute; null without streams", (t) => {
   let now = T0;
   const registry = new FleetRegistry({ rise: 1, fall: 1, stallAfter: 60_000, defaultCap: 0, now: () => now });
   for (const name of ['gpu0', 'gpu1'])
@@ -227,7 +227,12 @@ test("stats: each backend's median time to first token and inter-token gap over 
   const series = new Map(
     ['gpu0', 'gpu1'].map((name) => [
       name,
-      { firstToken: new HistogramSeries(bounds), interToken: new HistogramSeries(bounds) },
+      {
+        firstToken: new HistogramSeries(bounds),
+        interToken: new HistogramSeries(bounds),
+        outputTokens: new HistogramSeries(bounds),
+        reasoningTokens: new HistogramSeries(bounds),
+      },
     ]),
   );
   const stats = new ServingStats({
@@ -240,6 +245,16 @@ test("stats: each backend's median time to first token and inter-token gap over 
   t.after(() => stats.stop());
   stats.sample();
   const gpu0 = series.get('gpu0') as { firstToken: HistogramSeries; interToken: HistogramSeries };
+  const gpu1 = series.get('gpu1') as { outputTokens: HistogramSeries; reasoningTokens: HistogramSeries };
+  // gpu1 answered 3 requests in the minute, 2 of them thinking: 300 output tokens, 180 reasoning.
+  for (const [output, reasoning] of [
+    [100, 70],
+    [100, 110],
+    [100, 0],
+  ]) {
+    gpu1.outputTokens.observe(output);
+    if (reasoning > 0) gpu1.reasoningTokens.observe(reasoning);
+  }
   for (let i = 0; i < 10; i++) {
     gpu0.firstToken.observe(0.3);
     gpu0.interToken.observe(0.015);
@@ -256,4 +271,12 @@ test("stats: each backend's median time to first token and inter-token gap over 
   );
   assert.equal(view.backends.gpu1.ttft_p50_seconds, null);
   assert.equal(view.backends.gpu1.inter_token_p50_seconds, null);
+  assert.equal(view.backends.gpu1.thinking_share, 0.6, 'reasoning tokens over output tokens');
+  assert.equal(view.backends.gpu0.thinking_share, null, 'no answer ended on it');
+  // A minute later with nothing new, the share has left the window.
+  for (let s = 2; s <= 62; s++) {
+    now += 1000;
+    stats.sample();
+  }
+  assert.equal(stats.view().backends.gpu1.thinking_share, null);
 });
