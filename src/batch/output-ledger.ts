@@ -8,6 +8,7 @@
  */
 import { closeSync, existsSync, fsyncSync, ftruncateSync, openSync, statSync, writeSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import { topLevelField } from '../http/top-level-fields.js';
 import { isBlank } from './batch-input.js';
 import { lineBatches } from './line-reader.js';
 
@@ -29,29 +30,14 @@ export interface LedgerOptions {
 
 const DEFAULT_FSYNC_MS = 1000;
 
-const CUSTOM_ID_KEY = Buffer.from('"custom_id":"');
-/** How far into a line the key is looked for: a record written here has it after its `id`. */
-const KEY_WINDOW = 256;
-
 /**
- * The `custom_id` of a record line, or null when it has none. A line written by `append` is read
- * without parsing the whole of it (an answer runs to KBs; a scan of GBs must not parse them): the
- * string after `"custom_id":"` near its start, the line ending in `}`. Anything else is parsed.
+ * The `custom_id` of a record line, or null when it has none. Read without parsing the line (an
+ * answer runs to KBs; a scan of GBs must not parse them): a record written by `append` has it second,
+ * after its `id`, where the walk of its top-level fields stops.
  */
 export function customIdOf(line: Buffer): string | null {
-  const key = line.subarray(0, KEY_WINDOW).indexOf(CUSTOM_ID_KEY);
-  if (key !== -1 && line[0] === 0x7b && line[line.length - 1] === 0x7d) {
-    const start = key + CUSTOM_ID_KEY.length;
-    const end = line.indexOf(0x22, start);
-    if (end > start && line.subarray(start, end).indexOf(0x5c) === -1) return line.toString('utf8', start, end);
-  }
-  let record: Partial<BatchOutputRecord>;
-  try {
-    record = JSON.parse(line.toString('utf8')) as Partial<BatchOutputRecord>;
-  } catch {
-    return null;
-  }
-  return typeof record?.custom_id === 'string' ? record.custom_id : null;
+  const id = topLevelField(line, 'custom_id');
+  return typeof id === 'string' ? id : null;
 }
 
 export interface LedgerScan {

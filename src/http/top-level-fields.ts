@@ -1,8 +1,10 @@
 /**
- * A JSON object's top-level fields found without parsing the rest: the scalars a traced request's
- * span says of its request (request-trace.ts), where a parse would build the whole body (messages
- * and all) to read four fields; and where a batch input line's `body` lies (batch-input.ts), sent
- * as its bytes instead of parsed and written out again. Strings are skipped with a search for their
+ * A JSON object's top-level fields found without parsing the rest: the one reader of fields from a
+ * body's bytes. The scalars a traced request's span says of its request (request-trace.ts), where a
+ * parse would build the whole body (messages and all) to read four fields; whether a request asks for
+ * a stream (request-context-from.ts); where a batch input line's `body` lies (batch-input.ts), sent
+ * as its bytes instead of parsed and written out again; a batch output line's `custom_id`
+ * (output-ledger.ts), read from gigabytes of answers without parsing them. Strings are skipped with a search for their
  * closing quote, nested objects and arrays by counting brackets. A body that is not a JSON object,
  * or stops being one, yields what was read before that point.
  */
@@ -71,9 +73,9 @@ function valueEnd(body: Buffer, at: number): number {
 
 /**
  * Calls `visit` with each top-level field of the JSON object in `body`, in order: its key as written
- * (escapes not decoded) and its value's bytes `[start, end)`.
+ * (escapes not decoded) and its value's bytes `[start, end)`; a `visit` that returns true ends the walk.
  */
-export function forEachTopLevelField(body: Buffer, visit: (key: string, start: number, end: number) => void): void {
+export function forEachTopLevelField(body: Buffer, visit: (key: string, start: number, end: number) => unknown): void {
   let i = skipSpace(body, 0);
   if (body[i] !== OPEN_OBJECT) return;
   i++;
@@ -88,7 +90,7 @@ export function forEachTopLevelField(body: Buffer, visit: (key: string, start: n
     i = skipSpace(body, i + 1);
     const end = valueEnd(body, i);
     if (end < 0) return;
-    visit(key, i, end);
+    if (visit(key, i, end) === true) return;
     i = skipSpace(body, end);
     if (body[i] !== COMMA) return;
     i++;
@@ -98,15 +100,36 @@ export function forEachTopLevelField(body: Buffer, visit: (key: string, start: n
 /** The scalar values of `keys` among the top-level fields of the JSON object in `body`. */
 export function topLevelFields(body: Buffer, keys: ReadonlySet<string>): Map<string, Scalar> {
   const found = new Map<string, Scalar>();
-  let broken = false;
   forEachTopLevelField(body, (key, start, end) => {
     const first = body[start];
-    if (broken || !keys.has(key) || first === OPEN_OBJECT || first === OPEN_ARRAY) return;
-    try {
-      found.set(key, JSON.parse(body.toString('utf8', start, end)) as Scalar);
-    } catch {
-      broken = true;
-    }
+    if (!keys.has(key) || first === OPEN_OBJECT || first === OPEN_ARRAY) return false;
+    const value = scalarAt(body, start, end);
+    // Bytes that are not JSON end the walk: what was read before stands.
+    if (value === undefined) return true;
+    found.set(key, value);
+    return false;
   });
   return found;
+}
+
+/** The scalar value of top-level field `key` (the walk stops there); undefined: none, or not a scalar. */
+export function topLevelField(body: Buffer, key: string): Scalar | undefined {
+  let value: Scalar | undefined;
+  forEachTopLevelField(body, (name, start, end) => {
+    if (name !== key) return false;
+    value = scalarAt(body, start, end);
+    return true;
+  });
+  return value;
+}
+
+/** The scalar in `[start, end)`; undefined for an object, an array or bytes that are not JSON. */
+function scalarAt(body: Buffer, start: number, end: number): Scalar | undefined {
+  const first = body[start];
+  if (first === OPEN_OBJECT || first === OPEN_ARRAY) return undefined;
+  try {
+    return JSON.parse(body.toString('utf8', start, end)) as Scalar;
+  } catch {
+    return undefined;
+  }
 }

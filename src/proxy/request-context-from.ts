@@ -9,6 +9,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ErrorType } from '../http/openai-error.js';
+import { topLevelField } from '../http/top-level-fields.js';
 import { RequestContext } from '../routing/request-context.js';
 import type { PromptTraits } from '../routing/request-traits.js';
 import type { Admission } from './model-admission.js';
@@ -89,18 +90,7 @@ function parseJson(body: Buffer | null): unknown {
   }
 }
 
-const STREAM_KEY = Buffer.from('"stream"');
-
 /** Whether a JSON body asks for `"stream": true`, without parsing it (the body may be megabytes). */
 export function asksForStream(body: Buffer | null): boolean {
-  if (body === null) return false;
-  for (let at = body.indexOf(STREAM_KEY); at >= 0; at = body.indexOf(STREAM_KEY, at + 1)) {
-    let i = at + STREAM_KEY.length;
-    while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
-    if (body[i] !== 0x3a /* : */) continue;
-    i++;
-    while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
-    if (body.subarray(i, i + 4).toString('latin1') === 'true') return true;
-  }
-  return false;
+  return body !== null && topLevelField(body, 'stream') === true;
 }

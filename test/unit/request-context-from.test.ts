@@ -60,6 +60,10 @@ test('asksForStream finds "stream": true with any spacing, and not false or a st
   assert.equal(asksForStream(Buffer.from('{"stream": false}')), false);
   assert.equal(asksForStream(Buffer.from('{"prompt":"the \\"stream\\" word","stream":false}')), false);
   assert.equal(asksForStream(null), false);
+  // Only the body's own field counts: a tool's schema may name a "stream" property of its own.
+  const tool = { type: 'function', function: { name: 'f', parameters: { stream: true } } };
+  assert.equal(asksForStream(Buffer.from(JSON.stringify({ model: 'm', tools: [tool], stream: false }))), false);
+  assert.equal(asksForStream(Buffer.from(JSON.stringify({ tools: [tool], stream: true }))), true);
 });
 
 test('the body is parsed once, only when asked, and every reader gets that one value', () => {
