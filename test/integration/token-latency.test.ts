@@ -160,11 +160,16 @@ test('metrics.token_latency false: no token-latency series, no medians in the se
     what: 'a sample of the serving view after the stream',
   });
   const status = (await (await fetch(`${url}/fleet/status`)).json()) as {
-    backends: Array<{ serving: { ttft_p50_seconds: number | null } }>;
+    backends: Array<{ serving: { ttft_p50_seconds: number | null; thinking_share: number | null } }>;
   };
   assert.equal(status.backends[0].serving.ttft_p50_seconds, null);
+  assert.equal(status.backends[0].serving.thinking_share, null, 'the thinking share comes from the histograms');
   const text = await gateway.metrics.render();
-  assert.doesNotMatch(text, /^fleetgate_(time_to_first_token|inter_token_latency)_seconds_count/m);
+  assert.doesNotMatch(
+    text,
+    /^fleetgate_(time_to_first_token|time_to_first_answer_token|inter_token_latency)_seconds_count/m,
+  );
+  assert.doesNotMatch(text, /^fleetgate_request_(output|reasoning)_tokens_count/m);
   assert.match(
     text,
     /^fleetgate_request_duration_seconds_count\{backend="gpu0"\} 1$/m,
