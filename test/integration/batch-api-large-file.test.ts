@@ -17,6 +17,7 @@ import { generationRequests, tempDir } from '../helpers/batch.js';
 import { assertCompleteOutputStreamed, watchPeakRss, writeLines } from '../helpers/batch-files.js';
 import { spawnBuiltCli } from '../helpers/cli.js';
 import { createSims } from '../helpers/fleet.js';
+import { HEAVY } from '../helpers/heavy.js';
 import { freePorts } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -29,6 +30,7 @@ const RSS_BOUND = 300 * MB;
 // A gigabyte in, through a job and out again takes 2-3 minutes on a shared 2-core machine; the
 // suite's --test-timeout (package.json) leaves room for it.
 test('a 1 GB file: uploaded with the SDK, run as a job, downloaded; fleetgate under 300 MB', {
+  ...HEAVY,
   timeout: 360_000,
 }, async (t) => {
   const dir = tempDir(t);

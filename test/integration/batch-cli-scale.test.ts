@@ -18,13 +18,14 @@ import {
 } from '../helpers/batch-files.js';
 import { spawnCli } from '../helpers/cli.js';
 import { startReadyFleet } from '../helpers/fleet.js';
+import { HEAVY } from '../helpers/heavy.js';
 
 const MB = 1e6;
 /** The issue's bound for the batch process (a run under tsx, whose loader adds ~30 MB). */
 const RSS_BOUND = 256 * MB;
 const fastEngine = { engine: { tokenMs: 0, maxRunningRequests: 128 } };
 
-test('resume from a 600 MiB output: only the missing requests are sent, each custom_id once', async (t) => {
+test('resume from a 600 MiB output: only the missing requests are sent, each custom_id once', HEAVY, async (t) => {
   const dir = tempDir(t);
   const COUNT = 3000;
   const DONE = 2000;
@@ -52,7 +53,7 @@ test('resume from a 600 MiB output: only the missing requests are sent, each cus
   assert.ok(peak > 0 && peak < RSS_BOUND, `peak RSS ${(peak / MB).toFixed(0)} MB < 256 MB`);
 });
 
-test('a bad line at 999,990 of 1,000,000: exit 2 naming it, nothing sent, bounded memory', async (t) => {
+test('a bad line at 999,990 of 1,000,000: exit 2 naming it, nothing sent, bounded memory', HEAVY, async (t) => {
   const dir = tempDir(t);
   const COUNT = 1_000_000;
   const BAD = 999_990;

@@ -8,8 +8,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ledgerFailures } from '../../bench/soak/ledger.js';
 import { runSoak } from '../../bench/soak/soak.js';
+import { HEAVY } from '../helpers/heavy.js';
 
-test('CI soak: ~60 s of load and seeded faults; nothing lost, duplicated or stuck', async (t) => {
+test('CI soak: ~60 s of load and seeded faults; nothing lost, duplicated or stuck', HEAVY, async (t) => {
   const result = await runSoak({
     durationMs: 60_000,
     seed: 11,
