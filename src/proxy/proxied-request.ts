@@ -12,7 +12,6 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { RequestContext } from '../routing/request-context.js';
 import type { Tracing } from '../tracing/tracing.js';
 import { completionTokensIn } from './answer-tail.js';
-import { apiOf } from './continuation.js';
 import type { RequestHeaders } from './headers.js';
 import type { RequestOutcome, RequestRecord } from './proxy-events.js';
 import type { ContextRefusal, ReadRequest } from './request-context-from.js';
@@ -145,11 +144,12 @@ export class ProxiedRequest {
     if (generated && parts.tokens !== null && backend !== null)
       this.#tokens = new TokenClock(parts.tokens, backend, sse, this.started);
     if (!sse || !generated) return;
-    const api = apiOf(this.path);
+    const shape = streamShapeOf(this.path);
+    const api = shape.api;
     const sent = this.#sent;
     const headers = this.#upstreamHeaders;
     const resumable = api !== null && parts.resume.limit > 0 && this.#resumable && sent !== null && headers !== null;
-    this.#reader = new StreamJournal(streamShapeOf(this.path), resumable);
+    this.#reader = new StreamJournal(shape, resumable);
     if (!resumable) return;
     const request = { api, path: this.path, json: sent, headers, context: this.context };
     this.#resume = new StreamResume(parts.resume, request, this.#reader);
