@@ -10,7 +10,7 @@
 import { isObject } from '../config/json-object.js';
 import type { Body } from './continuation.js';
 import { REASONING_FIELDS, type ReasoningField } from './reasoning-fields.js';
-import type { StreamShape } from './stream-shape.js';
+import type { StreamShape } from './sse-event.js';
 
 const REASONING: ReadonlySet<string> = new Set(REASONING_FIELDS);
 

@@ -17,9 +17,9 @@ import type { RequestOutcome, RequestRecord } from './proxy-events.js';
 import type { ContextRefusal, ReadRequest } from './request-context-from.js';
 import { RequestSpan } from './request-trace.js';
 import type { RelayResult } from './response-relay.js';
+import { streamShapeOf } from './sse-event.js';
 import { StreamJournal } from './stream-journal.js';
 import { type ResumeSettings, StreamResume } from './stream-resume.js';
-import { streamShapeOf } from './stream-shape.js';
 import { TokenClock, type TokenObserver } from './token-timing.js';
 
 declare module 'fastify' {

@@ -1,9 +1,16 @@
 /**
- * Reading one server-sent event of an OpenAI-style stream (its text without the blank line that
- * ends it), pure: its JSON payload, and the fast path for the commonest event, a single text delta,
- * which the stream journal reads for every token of every stream without JSON.parse (what it costs
- * per chunk: docs/benchmarks.md, "Stream resume and the single body parse against the floor").
+ * Reading the server-sent events of a generation stream, pure: where its API carries generated
+ * text (its `StreamShape`: a chat stream's answer `content` and its reasoning under the names of
+ * reasoning-fields.ts; completions' `text` in each choice; SGLang's `/generate` and Anthropic-style
+ * messages' `text` in the event or its `delta`; a Responses stream's `*.delta` events' `delta`, its
+ * `*.done` events repeating the text uncounted), an event's JSON payload, and the fast path for the
+ * commonest event, a single text delta, which the stream's reader (stream-journal.ts) takes for
+ * every token of every stream without JSON.parse.
  */
+import { generationApiOf } from '../routing/openai-request.js';
+import type { ResumeApi } from './continuation.js';
+import { REASONING_FIELDS } from './reasoning-fields.js';
+
 const DATA = 'data:';
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -67,4 +74,32 @@ export function readPlainText(event: string, quoted: readonly string[], out: Pla
   if (end >= event.length) return false;
   out.text = escaped ? (JSON.parse(event.slice(start - 1, end + 1)) as string) : event.slice(start, end);
   return true;
+}
+
+export interface StreamShape {
+  /** The API a continuation of it speaks; null: its streams are never resumed. */
+  readonly api: ResumeApi | null;
+  /** Fields whose non-empty string value is generated text. */
+  readonly fields: readonly string[];
+  /** The same, as they appear in an event's JSON: `"content":"`. */
+  readonly quoted: readonly string[];
+  /** Where the full read finds them: each choice's `delta` (chat), each choice, or the event itself. */
+  readonly place: 'delta' | 'choice' | 'event';
+}
+
+function shape(api: ResumeApi | null, fields: readonly string[], place: StreamShape['place']): StreamShape {
+  return { api, fields, quoted: fields.map((field) => `"${field}":"`), place };
+}
+
+export const CHAT_SHAPE = shape('chat', ['content', ...REASONING_FIELDS], 'delta');
+export const COMPLETION_SHAPE = shape('completion', ['text'], 'choice');
+const EVENT_TEXT_SHAPE = shape(null, ['text'], 'event');
+const RESPONSES_SHAPE = shape(null, ['delta'], 'event');
+
+/** The shape of the streams `path` answers with. */
+export function streamShapeOf(path: string): StreamShape {
+  const api = generationApiOf(path);
+  if (api === 'chat') return CHAT_SHAPE;
+  if (api === 'completion') return COMPLETION_SHAPE;
+  return path.startsWith('/v1/responses') ? RESPONSES_SHAPE : EVENT_TEXT_SHAPE;
 }

@@ -14,8 +14,8 @@ import { isObject } from '../config/json-object.js';
 import type { Body, ResumeRefusal } from './continuation.js';
 import { GeneratedText } from './generated-text.js';
 import type { ReasoningField } from './reasoning-fields.js';
+import type { StreamShape } from './sse-event.js';
 import { eventData, type PlainText, readPlainText } from './sse-event.js';
-import type { StreamShape } from './stream-shape.js';
 
 const SEPARATOR = Buffer.from('\n\n');
 

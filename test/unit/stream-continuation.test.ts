@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { bodyRefusal, continuationBody, remainingBudget } from '../../src/proxy/continuation.js';
+import { CHAT_SHAPE } from '../../src/proxy/sse-event.js';
 import { StreamJournal } from '../../src/proxy/stream-journal.js';
-import { CHAT_SHAPE } from '../../src/proxy/stream-shape.js';
 import { continuedFrom, outputText } from '../../src/sim/text-gen.js';
 import { chatChunks } from '../helpers/chat-chunks.js';
 import { readStream } from '../helpers/stream-check.js';

@@ -10,8 +10,8 @@ import { text as readText } from 'node:stream/consumers';
 import { test } from 'node:test';
 import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { RawToChat } from '../../src/proxy/raw-to-chat.js';
+import { CHAT_SHAPE } from '../../src/proxy/sse-event.js';
 import { StreamJournal } from '../../src/proxy/stream-journal.js';
-import { CHAT_SHAPE } from '../../src/proxy/stream-shape.js';
 import { generatedRaw, opensThink, ThinkSplitter } from '../../src/proxy/think-split.js';
 import { RawEventReader, tokenPlan } from '../../src/proxy/token-continuation.js';
 

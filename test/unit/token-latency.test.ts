@@ -14,8 +14,8 @@ import { bucketQuantile, WindowQuantile } from '../../src/metrics/window-quantil
 import { WindowShare } from '../../src/metrics/window-share.js';
 import { reasoningTokensIn } from '../../src/proxy/answer-tail.js';
 import { type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
+import { CHAT_SHAPE, streamShapeOf } from '../../src/proxy/sse-event.js';
 import { StreamJournal } from '../../src/proxy/stream-journal.js';
-import { CHAT_SHAPE, streamShapeOf } from '../../src/proxy/stream-shape.js';
 import { TokenClock, type TokenSeries } from '../../src/proxy/token-timing.js';
 import { ClientResponse } from '../helpers/client-response.js';
 
