@@ -15,19 +15,18 @@
  */
 
 /**
- * A backend's bound series; metrics/token-metrics.ts implements it. The two thinking figures are
- * optional: a series that leaves them out (a test's stub) is simply not told them.
+ * A backend's bound series; metrics/token-metrics.ts implements it.
  */
 export interface TokenSeries {
   firstToken(stream: boolean, seconds: number): void;
   /** A stream's first answer (not reasoning) event, `seconds` after the request arrived. */
-  firstAnswer?(seconds: number): void;
+  firstAnswer(seconds: number): void;
   /** `count` gaps of `seconds` each (the events of one chunk share its gap). */
   interToken(seconds: number, count: number): void;
   /** At the end of a whole answer: time per output token (streams with > 1 token) and the count. */
   finished(tokens: number, secondsPerToken: number | null): void;
   /** At the end of a whole answer that reasoned: its reasoning tokens (> 0). */
-  reasoned?(tokens: number): void;
+  reasoned(tokens: number): void;
 }
 
 /** Where the clock finds a backend's series. */
@@ -93,7 +92,7 @@ export class TokenClock {
     this.#lastAt = now;
     if (answered && this.#answerAt === null) {
       this.#answerAt = now;
-      series?.firstAnswer?.((now - this.#startedAt) / 1000);
+      series?.firstAnswer((now - this.#startedAt) / 1000);
     }
   }
 
@@ -126,6 +125,6 @@ export class TokenClock {
       const perToken = first !== null && tokens > 1 ? (this.#lastAt - first) / 1000 / (tokens - 1) : null;
       series.finished(tokens, perToken);
     }
-    if (this.#reasoning > 0) series.reasoned?.(this.#reasoning);
+    if (this.#reasoning > 0) series.reasoned(this.#reasoning);
   }
 }

@@ -84,7 +84,9 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
   };
   const series: TokenSeries = {
     firstToken() {},
+    firstAnswer() {},
     interToken() {},
+    reasoned() {},
     finished(tokens) {
       seen.clock = tokens;
     },
