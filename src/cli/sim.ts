@@ -17,6 +17,7 @@ import {
   SimFleet,
   type SimSpeed,
 } from '../sim/index.js';
+import type { SimKvEventsOptions } from '../sim/kv-publisher.js';
 import { STDOUT_LOG } from '../sim/log-writer.js';
 import {
   REASONING_PARSERS,
@@ -65,6 +66,16 @@ const usage = `usage: fleetgate sim (--ports FROM-TO | --port N ...) [options]
   --max-total-tokens N     KV-cache pool size in tokens
   --batch-penalty X        step time grows by X per running request
   --max-tokens N           output length when a request names none (default 16)
+  --page-size N            tokens per prefix-cache page (SGLang's --page-size; default 16)
+  --kv-events-config JSON  publish KV-cache events as SGLang does, e.g.
+                           '{"publisher":"zmq","endpoint":"tcp://127.0.0.1:5557","topic":"kv-events"}'
+                           (optional "replay_endpoint", "buffer_steps"); server i binds PORT + i (port 0: any
+                           free one); /server_info reports them in kv_events
+  --kv-events-encoding array|map
+                           array: positional (SGLang, vLLM before PR 42892; sglang's default); map: tagged
+                           by "type" at both levels (vLLM after it; vllm's default)
+  --kv-events-drop-seqs FROM-TO
+                           publish nothing for these seqs (they stay replayable): a subscriber sees a gap
   --api-key KEY            require 'Authorization: Bearer KEY' like --api-key
   --no-metrics             /metrics answers 404, like SGLang without --enable-metrics
   --quiet                  print nothing but errors
@@ -183,6 +194,10 @@ const SIM_FLAGS = {
   'batch-penalty': { type: 'string' },
   'max-tokens': { type: 'string' },
   'api-key': { type: 'string' },
+  'page-size': { type: 'string' },
+  'kv-events-config': { type: 'string' },
+  'kv-events-encoding': { type: 'string' },
+  'kv-events-drop-seqs': { type: 'string' },
   'no-metrics': { type: 'boolean' },
   'enable-priority-scheduling': { type: 'boolean' },
   'priority-scheduling-preemption-threshold': { type: 'string' },
@@ -242,8 +257,10 @@ export function parseSimArgs(argv: string[]) {
     apiKey: values['api-key'] ?? null,
     ...thinkingOf(values),
   });
-  const options = fleet.map((o) => ({
+  const kvEvents = kvEventsOf(values, kind);
+  const options = fleet.map((o, index) => ({
     ...o,
+    kvEvents: kvEvents?.(index) ?? null,
     name: values.name ?? o.name,
     timing: { ...o.timing, startDelayMs: (o.timing?.startDelayMs ?? 0) + startDelay },
     logFile: values['log-stdout'] ? STDOUT_LOG : o.logFile,
@@ -251,6 +268,43 @@ export function parseSimArgs(argv: string[]) {
   // Under --log-stdout, stdout is the server's log: our own lines would only clutter it.
   const quiet = values.quiet === true || values['log-stdout'] === true;
   return { options, quiet, exitOnFailure: values['exit-on-failure'] === true, faultFile };
+}
+
+/** `tcp://HOST:PORT` with PORT moved by `offset` (port 0 and `*` stay: any free port). */
+function offsetPort(endpoint: string, offset: number): string {
+  const match = /^(tcp:\/\/.+):(\d+|\*)$/.exec(endpoint);
+  if (match === null) throw new UsageError(`--kv-events-config: endpoint '${endpoint}' is not tcp://HOST:PORT`);
+  return match[2] === '*' || match[2] === '0' ? endpoint : `${match[1]}:${Number(match[2]) + offset}`;
+}
+
+/** `--kv-events-config` and its switches: server `index`'s publisher options, or null without the flag. */
+function kvEventsOf(values: SimFlags, kind: 'sglang' | 'vllm'): ((index: number) => SimKvEventsOptions) | null {
+  const raw = values['kv-events-config'];
+  if (raw === undefined) return null;
+  let config: Record<string, unknown>;
+  try {
+    config = JSON.parse(raw) as Record<string, unknown>;
+  } catch (error) {
+    throw new UsageError(`--kv-events-config: not JSON (${(error as Error).message})`);
+  }
+  if ((config.publisher ?? 'zmq') !== 'zmq') throw new UsageError('--kv-events-config: publisher must be "zmq"');
+  const endpoint = typeof config.endpoint === 'string' ? config.endpoint : 'tcp://127.0.0.1:5557';
+  const replay = typeof config.replay_endpoint === 'string' ? config.replay_endpoint : null;
+  const encoding = values['kv-events-encoding'] ?? (kind === 'vllm' ? 'map' : 'array');
+  if (encoding !== 'array' && encoding !== 'map')
+    throw new UsageError(`--kv-events-encoding: '${encoding}' must be array or map`);
+  const dropText = values['kv-events-drop-seqs'];
+  const drop = dropText === undefined ? null : /^(\d+)-(\d+)$/.exec(dropText);
+  if (drop === null && dropText !== undefined)
+    throw new UsageError(`--kv-events-drop-seqs: '${dropText}' is not FROM-TO`);
+  return (index) => ({
+    endpoint: offsetPort(endpoint, index),
+    topic: typeof config.topic === 'string' ? config.topic : '',
+    replayEndpoint: replay === null ? null : offsetPort(replay, index),
+    bufferSteps: typeof config.buffer_steps === 'number' ? config.buffer_steps : 10_000,
+    encoding,
+    dropSeqs: drop === null ? null : [Number(drop[1]), Number(drop[2])],
+  });
 }
 
 /** `MIN-MAX` (or one number): the reasoning length range in tokens. */
@@ -319,6 +373,7 @@ function engineOf(values: SimFlags): Partial<SimEngineOptions> {
   set('batchPenalty', 'batch-penalty', 0);
   set('defaultMaxTokens', 'max-tokens', 1);
   set('priorityPreemptionThreshold', 'priority-scheduling-preemption-threshold', 0);
+  set('pageSize', 'page-size', 1);
   const slowOn = values['slow-on'];
   if (slowOn !== undefined) {
     const [name, factor] = slowOn.split(':');

@@ -13,7 +13,7 @@
  * priority, and a request that finds the batch full preempts running requests of a priority lower by
  * more than a threshold (`#preemptFor`). Time comes in through `schedule` and `now`.
  */
-import { PrefixCache } from './prefix-cache.js';
+import { type CacheObserver, type PageKeys, PrefixCache } from './prefix-cache.js';
 import type { DecodeStats, PrefillStats } from './runtime-log.js';
 import type { SimEngineOptions } from './types.js';
 
@@ -28,13 +28,13 @@ export interface EngineRequest {
   readonly targetTokens: number;
   readonly stopReason: 'length' | 'stop';
   /** Keys of the prompt's full pages (prefix-cache.ts), fewer than `promptTokens / pageSize`. */
-  readonly prefixKeys?: readonly string[];
+  readonly prefixKeys?: PageKeys;
   /**
    * Keys of the full pages of the prompt followed by its answer of `generated` tokens, as the next
    * turn of a conversation renders them: SGLang caches both when a request finishes
    * (`cache_finished_req`). Absent: only the prompt's pages stay cached.
    */
-  readonly answerKeys?: (generated: number) => readonly string[];
+  readonly answerKeys?: (generated: number) => PageKeys;
   /** Its `priority` field; read only with `priorityScheduling`. */
   readonly priority?: number;
   /** Prompt tokens found in the prefix cache when the request was first admitted. */
@@ -135,14 +135,19 @@ export class Engine {
   constructor(
     opts: SimEngineOptions,
     schedule: Schedule,
-    { now = () => performance.now(), log = null as EngineLog | null, onRetract = (_count: number): void => {} } = {},
+    {
+      now = () => performance.now(),
+      log = null as EngineLog | null,
+      onRetract = (_count: number): void => {},
+      cacheObserver = null as CacheObserver | null,
+    } = {},
   ) {
     this.#opts = { ...opts };
     this.#schedule = schedule;
     this.#now = now;
     this.#log = log;
     this.#onRetract = onRetract;
-    this.#cache = new PrefixCache(opts.pageSize);
+    this.#cache = new PrefixCache(opts.pageSize, cacheObserver);
     this.#windowStart = now();
     this.#lastPrefillMs = now();
   }

@@ -16,7 +16,7 @@ import {
   OpenAiStream,
   openaiBody,
 } from './formats.js';
-import { prefixKeys } from './prefix-cache.js';
+import { type PageKeys, prefixKeys, tokenPageKeys } from './prefix-cache.js';
 import { CONTEXT_LEN } from './presets.js';
 import { answerTarget, type Continued, continuedFrom, countPromptTokens, outputTextFrom } from './text-gen.js';
 import type { ThinkingJob } from './thinking-format.js';
@@ -35,6 +35,11 @@ export interface GenerationHost {
   readonly kind?: 'sglang' | 'vllm';
   /** Thinking mode (`--reasoning-parser`, `--model-path`); null or absent: answers as without it. */
   readonly thinking?: ThinkingConfig | null;
+  /**
+   * With KV events on: the token ids of a prompt's text (the model's tokenizer, else one stand-in id
+   * per four characters), so that cache pages carry the tokens the events publish.
+   */
+  readonly kvTokens?: ((text: string) => readonly number[]) | null;
   /** Live requests by rid, for `/abort_request`. */
   readonly active: Map<string, EngineRequest>;
   /** True while the server itself is dropping connections (a crash is not a client disconnect). */
@@ -45,9 +50,9 @@ export interface GenerationHost {
 export interface GenerationSpec {
   job: Job;
   /** Keys of the prompt's full cache pages; the last token is always computed, as in SGLang. */
-  prefixKeys: readonly string[];
+  prefixKeys: PageKeys;
   /** Keys of the prompt and its answer's full pages once the answer is done (EngineRequest.answerKeys). */
-  answerKeys?: (generated: number) => readonly string[];
+  answerKeys?: (generated: number) => PageKeys;
   maxTokens: number;
   target: number;
   stopReason: 'length' | 'stop';
@@ -230,6 +235,9 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
   const rid = typeof b.rid === 'string' ? b.rid : randomUUID().replaceAll('-', '');
   const page = host.engine.pageSize;
   const answered = prompt.answered;
+  const kvTokens = host.kvTokens ?? null;
+  const keysOf = (text: string, size: number, max: number): PageKeys =>
+    kvTokens === null ? prefixKeys(text, size, max) : tokenPageKeys(kvTokens(text), size, max);
   return {
     job: {
       api,
@@ -244,12 +252,12 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
       startedMs: performance.now(),
       thinking: prompt.thinking === undefined ? undefined : thinkingJob(host, api, b, prompt.thinking),
     },
-    prefixKeys: prefixKeys(prompt.rendered, page, Math.floor((prompt.tokens - 1) / page)),
+    prefixKeys: keysOf(prompt.rendered, page, Math.floor((prompt.tokens - 1) / page)),
     ...(answered === undefined
       ? {}
       : {
           answerKeys: (generated: number) =>
-            prefixKeys(
+            keysOf(
               answered(outputTextFrom(prompt.offset, generated)),
               page,
               Math.floor((prompt.tokens + generated - 1) / page),

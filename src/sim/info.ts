@@ -13,6 +13,33 @@ export interface InfoContext {
   enableMetrics: boolean;
   /** Unix seconds the process started. */
   startedAt: number;
+  /** The KV-event publisher once bound (`--kv-events-config`). */
+  kvEvents?: { readonly endpoint: string; readonly port: number; readonly topic: string } | null;
+}
+
+/**
+ * SGLang's `/server_info` `kv_events` descriptor (sgl-project/sglang#25844): where to subscribe
+ * (host `*` = the server's own; port = base + DP rank), the topic and the page size subscribers key
+ * blocks at; null when no publisher is configured. Also the raw `kv_events_config` and `page_size`,
+ * as every ServerArgs field is there.
+ */
+function kvEventsFields(c: InfoContext): Record<string, unknown> {
+  const kv = c.kvEvents ?? null;
+  return {
+    page_size: c.engine.pageSize,
+    kv_events_config: kv === null ? null : JSON.stringify({ publisher: 'zmq', endpoint: kv.endpoint, topic: kv.topic }),
+    kv_events:
+      kv === null
+        ? null
+        : {
+            publisher: 'zmq',
+            endpoint_host: '*',
+            endpoint_port_base: kv.port,
+            topic: kv.topic,
+            block_size: c.engine.pageSize,
+            dp_size: 1,
+          },
+  };
 }
 
 const SGLANG_VERSION = { new: '0.5.9', old: '0.4.6.post5' } as const;
@@ -64,6 +91,7 @@ export function serverInfo(c: InfoContext, s: EngineStats): string {
       },
     ],
     version: SGLANG_VERSION[c.version],
+    ...kvEventsFields(c),
   });
 }
 

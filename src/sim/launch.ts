@@ -8,6 +8,7 @@ import { loadChatModel } from '../model/chat-model.js';
 import { Engine, type EngineRequest } from './engine.js';
 import { createHandler, type HttpHost } from './http.js';
 import type { InfoContext } from './info.js';
+import { SimKvPublisher } from './kv-publisher.js';
 import { type LaunchHost, launchSglang, launchVllm } from './lifecycle.js';
 import { LogWriter } from './log-writer.js';
 import { gpuIndex, memoryFigures } from './memory.js';
@@ -43,6 +44,9 @@ export class Launch implements LaunchHost, HttpHost {
   readonly active = new Map<string, EngineRequest>();
   readonly pid = 1000 + Math.floor(Math.random() * 4_000_000);
   readonly thinking: ThinkingConfig | null;
+  /** `--kv-events-config`: the KV-event publisher, bound with the listener; null without. */
+  readonly kvPublisher: SimKvPublisher | null;
+  readonly kvTokens: ((text: string) => readonly number[]) | null;
   #opts: ResolvedSimOptions;
   #owner: LaunchOwner;
   #server: Server | null = null;
@@ -78,7 +82,11 @@ export class Launch implements LaunchHost, HttpHost {
             apiKey: opts.apiKey,
             enableMetrics: opts.enableMetrics,
           });
+    this.kvPublisher =
+      opts.kvEvents === null ? null : new SimKvPublisher(opts.kvEvents, opts.engine.pageSize, opts.kind);
+    this.kvTokens = opts.kvEvents === null ? null : kvTokensOf(opts);
     this.engine = new Engine(opts.engine, (fn, ms) => this.timers.set(fn, ms), {
+      cacheObserver: this.kvPublisher,
       log: writer.enabled ? this.log : null,
       onRetract: (count) => {
         owner.counters.retractions += count;
@@ -172,7 +180,13 @@ export class Launch implements LaunchHost, HttpHost {
     this.#owner.clientGone();
   }
 
-  listen(): Promise<boolean> {
+  async listen(): Promise<boolean> {
+    try {
+      await this.kvPublisher?.start();
+    } catch {
+      return false;
+    }
+    if (this.kvPublisher !== null) this.info.kvEvents = this.kvPublisher;
     const server = createServer({ keepAliveTimeout: 5000, requestTimeout: 0 }, createHandler(this));
     server.on('connection', (socket: Socket) => {
       this.#sockets.add(socket);
@@ -295,8 +309,26 @@ export class Launch implements LaunchHost, HttpHost {
       await closed;
     }
     this.held.clear();
+    await this.kvPublisher?.close();
     (this.log as RuntimeLog).close();
   }
+}
+
+/** The prompt's token ids the KV events carry: the model's tokenizer, else one stand-in id per 4 characters. */
+function kvTokensOf(opts: ResolvedSimOptions): (text: string) => readonly number[] {
+  if (opts.modelPath !== null) {
+    const model = loadChatModel(opts.modelPath);
+    return (text) => model.encode(text);
+  }
+  return (text) => {
+    const ids: number[] = new Array(Math.floor(text.length / 4));
+    for (let i = 0; i < ids.length; i++) {
+      let h = 0x811c9dc5;
+      for (let j = i * 4; j < i * 4 + 4; j++) h = Math.imul(h ^ text.charCodeAt(j), 0x01000193);
+      ids[i] = (h >>> 0) % 150_000;
+    }
+    return ids;
+  };
 }
 
 /**

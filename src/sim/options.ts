@@ -1,4 +1,5 @@
 /** SimOptions with every default filled in, checked once at construction. */
+import type { SimKvEventsOptions } from './kv-publisher.js';
 import { CONTEXT_LEN, DEFAULT_MODEL, engineFor, timingFor } from './presets.js';
 import {
   DEFAULT_THINK_TOKENS,
@@ -28,6 +29,7 @@ export interface ResolvedSimOptions {
   reasoningParser: ReasoningParserName | null;
   thinkTokens: readonly [number, number];
   vllmReasoningField: VllmReasoningField;
+  kvEvents: SimKvEventsOptions | null;
 }
 
 function check(condition: boolean, message: string): void {
@@ -81,6 +83,11 @@ export function resolveOptions(opts: SimOptions): ResolvedSimOptions {
     VLLM_REASONING_FIELDS.includes(vllmReasoningField),
     `vllmReasoningField must be one of ${VLLM_REASONING_FIELDS.join(', ')}, got ${vllmReasoningField}`,
   );
+  const kvEvents = opts.kvEvents ?? null;
+  check(
+    kvEvents === null || /^tcp:\/\/.+:(\d+|\*)$/.test(kvEvents.endpoint),
+    `kvEvents.endpoint must be tcp://HOST:PORT, got ${kvEvents?.endpoint}`,
+  );
   const version = opts.version ?? 'new';
   check(version === 'new' || version === 'old', `version must be new or old, got ${version}`);
   return {
@@ -102,6 +109,7 @@ export function resolveOptions(opts: SimOptions): ResolvedSimOptions {
     reasoningParser,
     thinkTokens,
     vllmReasoningField,
+    kvEvents,
   };
 }
 

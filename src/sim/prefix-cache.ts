@@ -10,14 +10,30 @@ interface Block {
   locks: number;
 }
 
+/**
+ * Block keys of a prompt, each with its page's token ids when the simulator publishes KV events
+ * (kv-publisher.ts): `pages[i]` are block i's tokens. Without `pages` nothing is published.
+ */
+export type PageKeys = readonly string[] & { readonly pages?: readonly (readonly number[])[] };
+
+/** What the cache tells a KV-event publisher: blocks stored (parent first), evicted, all cleared. */
+export interface CacheObserver {
+  stored(key: string, parent: string | null, tokens: readonly number[]): void;
+  removed(key: string): void;
+  cleared(): void;
+}
+
 export class PrefixCache {
   readonly pageSize: number;
   /** Insertion order is recency order: the first entry is evicted first. */
   readonly #blocks = new Map<string, Block>();
   #lockedBlocks = 0;
 
-  constructor(pageSize: number) {
+  readonly #observer: CacheObserver | null;
+
+  constructor(pageSize: number, observer: CacheObserver | null = null) {
     this.pageSize = pageSize;
+    this.#observer = observer;
   }
 
   /** Tokens held by cached blocks, locked or not. */
@@ -44,7 +60,8 @@ export class PrefixCache {
   }
 
   /** A request starts using these blocks: cached ones are reused, missing ones inserted; all locked. */
-  lock(keys: readonly string[]): void {
+  lock(keys: PageKeys): void {
+    this.#announce(keys);
     // From the last block to the first, so a prefix's first blocks are the most recent and its
     // tail is evicted before its head (a radix cache evicts leaves first).
     for (let i = keys.length - 1; i >= 0; i--) {
@@ -58,7 +75,8 @@ export class PrefixCache {
   }
 
   /** Caches these blocks unlocked (a finished request's answer), most recent like a lock's. */
-  insert(keys: readonly string[]): void {
+  insert(keys: PageKeys): void {
+    this.#announce(keys);
     for (let i = keys.length - 1; i >= 0; i--) {
       const block = this.#blocks.get(keys[i]) ?? { locks: 0 };
       this.#blocks.delete(keys[i]);
@@ -83,6 +101,7 @@ export class PrefixCache {
       if (freed >= tokens) break;
       if (block.locks > 0) continue;
       this.#blocks.delete(key);
+      this.#observer?.removed(key);
       freed += this.pageSize;
     }
     return freed;
@@ -99,6 +118,16 @@ export class PrefixCache {
   clear(): void {
     this.#blocks.clear();
     this.#lockedBlocks = 0;
+    this.#observer?.cleared();
+  }
+
+  /** New blocks of `keys`, first to last (a child after its parent), to the observer. */
+  #announce(keys: PageKeys): void {
+    const pages = keys.pages;
+    if (this.#observer === null || pages === undefined) return;
+    for (let i = 0; i < keys.length && i < pages.length; i++) {
+      if (!this.#blocks.has(keys[i])) this.#observer.stored(keys[i], i === 0 ? null : keys[i - 1], pages[i]);
+    }
   }
 }
 
@@ -116,4 +145,22 @@ export function prefixKeys(text: string, pageSize: number, maxBlocks: number): s
     keys[i] = hash.copy().digest('base64');
   }
   return keys;
+}
+
+/**
+ * Block keys of a prompt's token ids (with KV events on): one per full page, at most `maxBlocks`,
+ * each hashing every token before it, with the page's tokens for the events.
+ */
+export function tokenPageKeys(tokens: readonly number[], pageSize: number, maxBlocks: number): PageKeys {
+  const count = Math.max(0, Math.min(maxBlocks, Math.floor(tokens.length / pageSize)));
+  const keys: string[] = new Array(count);
+  const pages: number[][] = new Array(count);
+  const hash = createHash('sha1');
+  for (let i = 0; i < count; i++) {
+    const page = tokens.slice(i * pageSize, (i + 1) * pageSize);
+    hash.update(Uint32Array.from(page));
+    keys[i] = hash.copy().digest('base64');
+    pages[i] = page;
+  }
+  return Object.assign(keys, { pages });
 }

@@ -2,6 +2,7 @@
  * Public types of the simulated SGLang / vLLM server. Behaviour follows
  * docs/sglang-vllm-behaviour.md sections 1-5 (vLLM: section 6).
  */
+import type { SimKvEventsOptions } from './kv-publisher.js';
 import type { ReasoningParserName, VllmReasoningField } from './thinking.js';
 
 /**
@@ -150,6 +151,11 @@ export interface SimOptions {
   thinkTokens?: readonly [number, number];
   /** vLLM's reasoning field, by version (default `reasoning`, the newest). */
   vllmReasoningField?: VllmReasoningField;
+  /**
+   * SGLang's `--kv-events-config` (publisher `zmq`): publish the prefix cache's KV events
+   * (kv-publisher.ts) and describe them in `/server_info`'s `kv_events`. Null: none.
+   */
+  kvEvents?: SimKvEventsOptions | null;
   /** Like `--api-key`: 401 `{"error": "Unauthorized"}` without `Authorization: Bearer <key>` (health and metrics exempt). */
   apiKey?: string | null;
 }
