@@ -21,10 +21,13 @@ import { registerRequestBodies } from './http/request-body.js';
 import { clientErrorHandler, refuseAbsoluteForm, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
+import { registerKvMetrics } from './metrics/kv-metrics.js';
 import { ServingStats } from './metrics/serving-stats.js';
 import { registerUpstreamConnections } from './metrics/upstream-connections.js';
 import { attachAccessLog } from './proxy/access-log.js';
 import { createPriorityStamp } from './proxy/backend-priority.js';
+import { withKvKeys } from './proxy/kv-prompt-traits.js';
+import { createKvRouting, type KvRouting } from './proxy/kv-routing.js';
 import { createModelAdmission } from './proxy/model-admission.js';
 import { tokenResumeFrom } from './proxy/model-tokens.js';
 import { registerModelsRoute } from './proxy/models-route.js';
@@ -104,7 +107,12 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     opts.launch && config.launch !== null
       ? new Launcher({ config: config.launch, registry, logger, now: opts.now })
       : null;
-  const routing = createRouting(config, registry);
+  const kv = createKvRouting(config, registry, (line) => logger.warn(line));
+  const routing = createRouting(
+    config,
+    registry,
+    kv === null ? null : { view: kv.events, routed: (decision, hit) => kv.routed(decision, hit) },
+  );
   const caps = createCapController(config, registry);
   const events = new ProxyEventBus();
   if (config.log.access) attachAccessLog(logger, events);
@@ -114,9 +122,12 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const tokenLatency = config.metrics.token_latency ? metrics.tokenLatency : undefined;
   if (tokenLatency === undefined) events.tokens = null;
   registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
+  if (kv !== null) registerKvMetrics(metrics.registry, kv);
+  kv?.events.start();
   const state = new ServingState(config.upstream.warm_up);
 
   const app = createApp(config, logger);
+  if (kv !== null) app.addHook('onClose', async () => kv.events.close());
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   registerModelsRoute(app, registry, () => config);
   const reloadConfig = opts.reloadConfig;
@@ -131,7 +142,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const tracing = await createTracing(config.tracing);
   const batch = await createBatchService(app, config, batchLog(logger), tracing);
   if (batch) metrics.observeBatches(batch.jobs);
-  registerTraffic(app, config, { fleet, routing, dispatcher, events, tracing }, () => state.closing);
+  registerTraffic(app, config, { fleet, routing, dispatcher, events, tracing, kv }, () => state.closing);
 
   const warmUpCopy = (copy: Config) =>
     createGateway(copy, { logger: logger.child({}, { level: 'silent' }), now: opts.now });
@@ -233,13 +244,14 @@ interface TrafficParts {
   dispatcher: FleetDispatcher;
   events: ProxyEventBus;
   tracing: Tracing | null;
+  kv: KvRouting | null;
 }
 
 /** The traffic path on every path not registered before it. */
 function registerTraffic(
   app: FastifyInstance,
   config: Config,
-  { fleet, routing, dispatcher, events, tracing }: TrafficParts,
+  { fleet, routing, dispatcher, events, tracing, kv }: TrafficParts,
   closing: () => boolean,
 ): void {
   const prefix = config.routing.prefix;
@@ -250,8 +262,10 @@ function registerTraffic(
     contextOf: createContextReader({
       traitsOf: createTraitsReader(config.queue),
       admission: createModelAdmission(routing.models, routing.queue),
-      promptTraits:
+      promptTraits: withKvKeys(
         routing.prefix !== null ? (path, headers, body) => promptTraits(path, headers, body, traitsOptions) : undefined,
+        kv,
+      ),
       watchStreams: () => fleet.watchdog.enabled,
     }),
     events,

@@ -1,5 +1,6 @@
 /** The fleet as JSON: the body of `GET /fleet/status`, and the backends in `/fleet/events` and the admin API's answers. */
 import { BACKEND_STATES, type BackendState } from '../fleet/backend-lifecycle.js';
+import { type KvBackendStatus, kvStatusOf } from '../fleet/kv-events/kv-events.js';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
 import type { BackendServing, FleetServing, ServingView } from '../metrics/serving-stats.js';
 
@@ -26,6 +27,8 @@ export interface BackendStatus {
   serving?: BackendServing;
   /** The engine process, for backends `fleetgate launch` started; null otherwise (absent from older servers). */
   supervision?: SupervisionStatus | null;
+  /** Its KV-cache event stream (`kv-aware`): live, stale (a gap not replayed) or off, and the blocks held. */
+  kv_events?: { state: KvBackendStatus['state']; blocks: number };
 }
 
 interface SupervisionStatus {
@@ -79,7 +82,13 @@ export function backendStatus(backend: Backend): BackendStatus {
     ready_seconds: s.readySeconds === null ? null : Math.round(s.readySeconds * 1000) / 1000,
     last_log_line: s.lastLogLine,
     supervision: supervisionStatus(backend),
+    kv_events: kvEvents(backend),
   };
+}
+
+function kvEvents(backend: Backend): { state: KvBackendStatus['state']; blocks: number } {
+  const { state, blocks } = kvStatusOf(backend);
+  return { state, blocks };
 }
 
 export function cacheHitRate(backend: Backend): number | null {

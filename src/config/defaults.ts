@@ -32,7 +32,8 @@ export const DEFAULT_HEALTH_DRAIN_DEADLINE = 60_000;
 export const DEFAULT_HEALTH_EJECTION_TIME = 30_000;
 export const DEFAULT_HEALTH_MAX_EJECTION_TIME = 5 * 60_000;
 
-export const DEFAULT_ROUTING_POLICY: PolicyName = 'least-loaded';
+/** `auto`: least-loaded, or kv-aware over it while the engines' KV events are live (docs/routing.md). */
+export const DEFAULT_ROUTING_POLICY: PolicyName = 'auto';
 /** `auto`: the adaptive cap (src/routing/load/adaptive-cap.ts); it finished bench:balance's job first. */
 export const DEFAULT_MAX_INFLIGHT_PER_BACKEND: number | 'auto' = 'auto';
 export const DEFAULT_ROUTING_RETRIES = 2;
@@ -130,3 +131,14 @@ export const DEFAULT_LAUNCH_ON_EXIT = 'stop';
 export const EMBEDDED_CONFIG: Readonly<Record<string, unknown>> = {
   fleet: { host: DEFAULT_FLEET_HOST, ports: '30000-30006', name: DEFAULT_FLEET_NAME },
 };
+
+/** KV events (docs/routing.md, "kv-aware"): subscribe wherever an engine describes its publisher. */
+export const DEFAULT_KV_EVENTS_ENABLED = true;
+/** SGLang's and vLLM's usual page size. */
+export const DEFAULT_KV_EVENTS_BLOCK_SIZE = 16;
+export const DEFAULT_KV_EVENTS_DISCOVER = true;
+/** 1M (backend, block) entries: 16M cached tokens at 16 a block, ~150 MB at most (docs/routing.md). */
+export const DEFAULT_KV_EVENTS_MAX_BLOCKS = 1_000_000;
+export const DEFAULT_KV_EVENTS_STALE_FOR = 30_000;
+/** Messages whose token ids are remembered (a conversation's system prompt and turns repeat). */
+export const DEFAULT_KV_EVENTS_TOKEN_CACHE = 10_000;

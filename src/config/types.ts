@@ -3,8 +3,15 @@
 export type BackendKind = 'sglang' | 'vllm' | 'openai';
 export const BACKEND_KINDS: readonly BackendKind[] = ['sglang', 'vllm', 'openai'];
 
-export type PolicyName = 'least-loaded' | 'round-robin' | 'power-of-two' | 'prefix-aware';
-export const POLICY_NAMES: readonly PolicyName[] = ['least-loaded', 'round-robin', 'power-of-two', 'prefix-aware'];
+export type PolicyName = 'auto' | 'least-loaded' | 'round-robin' | 'power-of-two' | 'prefix-aware' | 'kv-aware';
+export const POLICY_NAMES: readonly PolicyName[] = [
+  'auto',
+  'least-loaded',
+  'round-robin',
+  'power-of-two',
+  'prefix-aware',
+  'kv-aware',
+];
 /** `routing.cap_scope`: whose requests a backend's cap counts (docs/replicas.md). */
 export type CapScope = 'fleet' | 'replica';
 export const CAP_SCOPES: readonly CapScope[] = ['fleet', 'replica'];
@@ -116,6 +123,27 @@ export interface Config {
       queue_lookahead: number;
       /** ms after which a queued request is no longer passed over for one cached on the free backend. */
       queue_hold: number;
+    };
+    /** The engines' KV-cache events (`kv-aware`; `auto` routes on them while they are live). */
+    kv_events: {
+      /** Subscribe at all; false = off (no sockets, `kv-aware` is `prefix-aware`, `auto` is `least-loaded`). */
+      enabled: boolean;
+      /** PUB endpoint template (`tcp://{host}:5557`); null = the one each backend's `/server_info` describes. */
+      endpoint: string | null;
+      /** Replay (ROUTER) endpoint template; null = none: a gap makes the backend's map stale. */
+      replay_endpoint: string | null;
+      /** Topic with `endpoint`; null = every topic. */
+      topic: string | null;
+      /** Tokens per block (the engines' page size) with `endpoint`. */
+      block_size: number;
+      /** Read each backend's `/server_info` `kv_events` when `endpoint` is null. */
+      discover: boolean;
+      /** Memory bound: (backend, block) entries held; the least recently stored go first. */
+      max_blocks: number;
+      /** ms a backend's map stays stale after a gap no replay filled. */
+      stale_for: number;
+      /** Request token ids remembered, per message, for the block keys (0 = no cache). */
+      token_cache: number;
     };
   };
   queue: {

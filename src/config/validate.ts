@@ -37,6 +37,12 @@ function headerName(value: string, key: string): void {
   if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(value)) fail(key, `"${value}" is not an HTTP header name`);
 }
 
+/** A ZeroMQ TCP endpoint template: `tcp://{host}:5557` or `tcp://10.0.0.7:5557`. */
+function zmqEndpoint(value: string, key: string): void {
+  if (!/^tcp:\/\/[^\s:]+:\d+$/.test(value))
+    throw new ConfigError(key, `must be tcp://HOST:PORT (HOST may be {host}), got ${describeValue(value)}`);
+}
+
 function postgresUrl(value: string, key: string): void {
   let url: URL | null = null;
   try {
@@ -126,6 +132,17 @@ const topLevel = section({
         ...nullable(text(undefined, headerName)),
         fallback: () => defaults.DEFAULT_PREFIX_SESSION_HEADER,
       },
+    }),
+    kv_events: section({
+      enabled: boolean(defaults.DEFAULT_KV_EVENTS_ENABLED),
+      endpoint: nullable(text(undefined, zmqEndpoint)),
+      replay_endpoint: nullable(text(undefined, zmqEndpoint)),
+      topic: nullable(text()),
+      block_size: integer({ min: 1, max: 65_536, fallback: defaults.DEFAULT_KV_EVENTS_BLOCK_SIZE }),
+      discover: boolean(defaults.DEFAULT_KV_EVENTS_DISCOVER),
+      max_blocks: integer({ min: 1, fallback: defaults.DEFAULT_KV_EVENTS_MAX_BLOCKS }),
+      stale_for: duration(defaults.DEFAULT_KV_EVENTS_STALE_FOR),
+      token_cache: integer({ min: 0, fallback: defaults.DEFAULT_KV_EVENTS_TOKEN_CACHE }),
     }),
   }),
   queue: section({

@@ -8,7 +8,8 @@ import type { FleetRegistry } from '../fleet/registry.js';
 import { CapController } from './load/cap-controller.js';
 import { ModelRouter } from './model-route.js';
 import { createPolicy } from './policies/create-policy.js';
-import type { PrefixAware } from './policies/prefix-aware.js';
+import type { KvCacheView, KvRouted } from './policies/kv-aware.js';
+import { PrefixAware } from './policies/prefix-aware.js';
 import { queueClassOptions } from './queue/classes-from-config.js';
 import { ModelQueues } from './queue/model-queues.js';
 import { drainOnCapacity } from './queue/registry-wiring.js';
@@ -22,7 +23,16 @@ export interface FleetRouting {
   readonly prefix: PrefixAware | null;
 }
 
-export function createRouting(config: Config, registry: FleetRegistry): FleetRouting {
+/** The engines' KV-event map for `kv-aware` and `auto` (null: none; they fall back, app.ts says so). */
+export interface RoutingKv {
+  readonly view: KvCacheView;
+  readonly routed?: KvRouted;
+}
+
+/** Policies that keep one record for the fleet, shared by the model queues. */
+const SHARED: ReadonlySet<string> = new Set(['prefix-aware', 'kv-aware']);
+
+export function createRouting(config: Config, registry: FleetRegistry, kv: RoutingKv | null = null): FleetRouting {
   const prefix = config.routing.prefix;
   const newPolicy = () =>
     createPolicy(config.routing.policy, {
@@ -35,10 +45,11 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
         loadRatio: prefix.load_ratio,
         balanceFactor: prefix.balance_factor,
       },
+      kv,
     });
   // prefix-aware keeps one record of what each backend caches, shared by the model queues (a backend
   // serves one model); the other policies get one instance per model (round-robin's cursor).
-  const sharedPolicy = config.routing.policy === 'prefix-aware' ? newPolicy() : null;
+  const sharedPolicy = SHARED.has(config.routing.policy) ? newPolicy() : null;
   const fleetWide = capsAreFleetWide(config);
   const queue = new ModelQueues({
     make: (ready) =>
@@ -66,7 +77,7 @@ export function createRouting(config: Config, registry: FleetRegistry): FleetRou
   const models = new ModelRouter({ aliases: config.models, defaultModel: config.default_model });
   registry.on('models', () => models.setPools(registry.models()));
   registry.on('removed', () => models.setPools(registry.models()));
-  return { queue, models, prefix: sharedPolicy as PrefixAware | null };
+  return { queue, models, prefix: prefixOf(sharedPolicy) };
 }
 
 /** A cap (fixed or auto) counts every replica's requests where the backends report their load. */
@@ -83,4 +94,11 @@ export function createCapController(config: Config, registry: FleetRegistry): Ca
     slowStart: config.routing.cap_slow_start,
     fleetWide: capsAreFleetWide(config),
   });
+}
+
+/** prefix-aware's record: the policy itself, or kv-aware's fallback. */
+function prefixOf(policy: unknown): PrefixAware | null {
+  if (policy instanceof PrefixAware) return policy;
+  const fallback = (policy as { fallback?: unknown } | null)?.fallback;
+  return fallback instanceof PrefixAware ? fallback : null;
 }

@@ -36,6 +36,11 @@ export interface PromptTraits {
    * `KEY_CHARS`): no backend holds this conversation yet, so there is no cache to keep it near.
    */
   readonly opening?: boolean;
+  /**
+   * kv-aware's block keys (fleet/kv-events/block-keys.ts) of the prompt's token ids as the model's
+   * tokenizer and chat template give them (proxy/kv-request-blocks.ts); absent without a model.
+   */
+  readonly kvKeys?: readonly number[];
 }
 
 export interface TraitsOptions {

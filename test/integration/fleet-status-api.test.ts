@@ -123,6 +123,7 @@ const BACKEND_KEYS = [
   'inflight',
   'inflight_cap',
   'kind',
+  'kv_events',
   'last_log_line',
   'models',
   'name',

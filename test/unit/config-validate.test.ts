@@ -33,7 +33,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     failure_quiet: 5_000,
   },
   routing: {
-    policy: 'least-loaded',
+    policy: 'auto',
     max_inflight_per_backend: 'auto',
     retries: 2,
     load_interval: 250,
@@ -51,6 +51,17 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
       session_header: 'x-session-id',
       queue_lookahead: 32,
       queue_hold: 2_000,
+    },
+    kv_events: {
+      enabled: true,
+      endpoint: null,
+      replay_endpoint: null,
+      topic: null,
+      block_size: 16,
+      discover: true,
+      max_blocks: 1_000_000,
+      stale_for: 30_000,
+      token_cache: 10_000,
     },
   },
   queue: {
@@ -223,6 +234,17 @@ test('every key is read and converted', () => {
         session_header: 'x-session-id',
         queue_lookahead: 32,
         queue_hold: 2_000,
+      },
+      kv_events: {
+        enabled: true,
+        endpoint: null,
+        replay_endpoint: null,
+        topic: null,
+        block_size: 16,
+        discover: true,
+        max_blocks: 1_000_000,
+        stale_for: 30_000,
+        token_cache: 10_000,
       },
     },
     queue: {
@@ -454,7 +476,7 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
   [
     'enum',
     { ...ONE_BACKEND, routing: { policy: 'fastest' } },
-    'routing.policy: "fastest" is not one of least-loaded, round-robin, power-of-two, prefix-aware',
+    'routing.policy: "fastest" is not one of auto, least-loaded, round-robin, power-of-two, prefix-aware, kv-aware',
   ],
   ['kind enum', { ...ONE_BACKEND, kind: 'tgi' }, 'kind: "tgi" is not one of sglang, vllm, openai'],
   [

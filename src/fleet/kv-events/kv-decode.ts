@@ -172,7 +172,7 @@ function engineHashes(value: unknown): EngineHash[] {
   return value.map(engineHash);
 }
 
-export function engineHash(value: unknown): EngineHash {
+function engineHash(value: unknown): EngineHash {
   if (typeof value === 'number') return value;
   if (typeof value === 'bigint') return Number.isSafeInteger(Number(value)) ? Number(value) : value.toString();
   if (value instanceof Uint8Array) return `x${Buffer.from(value).toString('hex')}`;

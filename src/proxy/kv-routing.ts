@@ -1,0 +1,51 @@
+/**
+ * The engines' KV events made usable by the traffic path (issue #55): the fleet's subscriptions and
+ * map (fleet/kv-events), the request's block keys from the model's tokenizer (kv-request-blocks.ts),
+ * and which policy gets them: `kv-aware` and `auto` route on the map when a model is known; without
+ * one they are `prefix-aware` and `least-loaded`, and the start-up line says so. Off
+ * (`routing.kv_events.enabled: false`, or another policy): nothing is subscribed.
+ */
+import type { Config } from '../config/types.js';
+import { KvEvents } from '../fleet/kv-events/kv-events.js';
+import type { FleetRegistry } from '../fleet/registry.js';
+import type { KvDecision } from '../routing/policies/kv-aware.js';
+import { createKvKeys, type KvKeysReader } from './kv-request-blocks.js';
+
+export interface KvRouting {
+  readonly events: KvEvents;
+  readonly keys: KvKeysReader;
+  /** The policy's report of each pick, for the metrics (set by whoever counts them). */
+  routed: (decision: KvDecision, hitTokens: number) => void;
+}
+
+const ON_EVENTS: ReadonlySet<string> = new Set(['auto', 'kv-aware']);
+
+/** Null when events are off for this config, or no model is known (`say` tells why at start-up). */
+export function createKvRouting(
+  config: Config,
+  registry: FleetRegistry,
+  say: (line: string) => void,
+): KvRouting | null {
+  const policy = config.routing.policy;
+  const kv = config.routing.kv_events;
+  if (!ON_EVENTS.has(policy)) return null;
+  const fallback = policy === 'kv-aware' ? 'prefix-aware' : 'least-loaded';
+  if (!kv.enabled) {
+    if (policy === 'kv-aware')
+      say(`routing.policy kv-aware: routing.kv_events.enabled is false; routing as ${fallback}`);
+    return null;
+  }
+  let events: KvEvents | null = null;
+  const keys = createKvKeys({
+    model: config.model,
+    blockSize: () => (events?.anyLive === true ? events.blockSize : null),
+    cacheSize: kv.token_cache,
+  });
+  if (keys === null) {
+    if (policy === 'kv-aware')
+      say(`routing.policy kv-aware: no model known (model.dir, model.dirs); routing as ${fallback}`);
+    return null;
+  }
+  events = new KvEvents({ config: kv, registry, apiKey: config.upstream.api_key, log: say });
+  return { events, keys, routed: () => {} };
+}
