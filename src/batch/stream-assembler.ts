@@ -10,8 +10,8 @@
  * not an answer. Pure: batch-sender.ts feeds it the bytes. Which requests stream: `streamable`.
  */
 import { isObject } from '../config/json-object.js';
-import { REASONING_FIELDS, type ReasoningField } from '../proxy/reasoning-fields.js';
-import { eventData } from '../proxy/sse-event.js';
+import { eventData } from '../http/event-stream.js';
+import { REASONING_FIELDS, type ReasoningField } from '../http/reasoning-fields.js';
 import type { BatchUrl } from './batch-input.js';
 
 export type StreamApi = 'chat' | 'completion';

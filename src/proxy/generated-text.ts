@@ -8,8 +8,8 @@
  * thinking metrics, token-timing.ts): one branch the text already takes, no second read.
  */
 import { isObject } from '../config/json-object.js';
+import { REASONING_FIELDS, type ReasoningField } from '../http/reasoning-fields.js';
 import type { Body } from './continuation.js';
-import { REASONING_FIELDS, type ReasoningField } from './reasoning-fields.js';
 import type { StreamShape } from './sse-event.js';
 
 const REASONING: ReadonlySet<string> = new Set(REASONING_FIELDS);

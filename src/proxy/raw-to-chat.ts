@@ -7,9 +7,9 @@
  * relay handle it like any attempt's.
  */
 import { type Readable, Transform, type TransformCallback } from 'node:stream';
+import { eventData } from '../http/event-stream.js';
+import type { ReasoningField } from '../http/reasoning-fields.js';
 import type { ThinkMarkers } from '../model/chat-model.js';
-import type { ReasoningField } from './reasoning-fields.js';
-import { eventData } from './sse-event.js';
 import { type SplitText, ThinkSplitter } from './think-split.js';
 import { RawEventReader, type TokenPlan } from './token-continuation.js';
 

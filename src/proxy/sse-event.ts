@@ -7,11 +7,11 @@
  * commonest event, a single text delta, which the stream's reader (stream-journal.ts) takes for
  * every token of every stream without JSON.parse.
  */
+
+import { REASONING_FIELDS } from '../http/reasoning-fields.js';
 import { generationApiOf } from '../routing/openai-request.js';
 import type { ResumeApi } from './continuation.js';
-import { REASONING_FIELDS } from './reasoning-fields.js';
 
-const DATA = 'data:';
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 /**
@@ -19,15 +19,6 @@ const BACKSLASH = 0x5c;
  * multi-line event, in one regex pass rather than one `includes` each.
  */
 const UNUSUAL = /"(?:error"|tool_calls":\[|logprobs":[{[]|finish_reason":"|usage":\{)|\n/;
-
-/** The event's `data:` lines joined: its payload (`[DONE]`, or JSON). */
-export function eventData(event: string): string {
-  let data = '';
-  for (const line of event.split('\n')) {
-    if (line.startsWith(DATA)) data += line.slice(line[DATA.length] === ' ' ? DATA.length + 1 : DATA.length);
-  }
-  return data;
-}
 
 /** What the fast path read of a plain event: which of the shape's fields held its text (-1: none), and the text. */
 export interface PlainText {

@@ -11,11 +11,12 @@
  * the relay and stream-resume.ts do the I/O.
  */
 import { isObject } from '../config/json-object.js';
+import { eventData } from '../http/event-stream.js';
+import type { ReasoningField } from '../http/reasoning-fields.js';
 import type { Body, ResumeRefusal } from './continuation.js';
 import { GeneratedText } from './generated-text.js';
-import type { ReasoningField } from './reasoning-fields.js';
 import type { StreamShape } from './sse-event.js';
-import { eventData, type PlainText, readPlainText } from './sse-event.js';
+import { type PlainText, readPlainText } from './sse-event.js';
 
 const SEPARATOR = Buffer.from('\n\n');
 

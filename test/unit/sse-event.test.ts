@@ -1,7 +1,8 @@
 /** sse-event.ts: an event's payload, and the fast path's text of a plain single-delta event. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CHAT_SHAPE, COMPLETION_SHAPE, eventData, readPlainText } from '../../src/proxy/sse-event.js';
+import { eventData } from '../../src/http/event-stream.js';
+import { CHAT_SHAPE, COMPLETION_SHAPE, readPlainText } from '../../src/proxy/sse-event.js';
 
 /** The fast path's reading: the text and its field's name, '' for none; null: left to the full parse. */
 function plainDeltaText(event: string, shape = CHAT_SHAPE): { field: string; text: string } | '' | null {
