@@ -10,9 +10,9 @@
  *                     COALESCE_MS, always carrying the latest values
  *   event: removed    data: {"name": "gpu3"}
  *   event: summary    data: {"ready", "total", "min_ready", "states", "inflight": {name: n}, "waiting": {class: n},
- *                     "cache_hit_rate": {name: rate or null}}, at most
+ *                     "cache_hit_rate": {name: rate or null}, "kv_events": {name: {state, blocks}}}, at most
  *                     once per SUMMARY_MS and only when something in it changed; in-flight counts
- *                     change per request, so they travel only here
+ *                     change per request, and the KV-event blocks held per scheduler step, so they travel only here
  *   event: serving    data: the serving view, {"fleet": {...}, "backends": {name: {...}}} (the
  *                     `serving` fields of `GET /fleet/status`), at most once per SUMMARY_MS and only
  *                     when it changed
@@ -24,7 +24,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Backend, FleetRegistry } from '../fleet/registry.js';
 import type { ServingView } from '../metrics/serving-stats.js';
-import { backendStatus, cacheHitRate, countStates, fleetStatus } from './fleet-summary.js';
+import { backendStatus, cacheHitRate, countStates, fleetStatus, kvEvents } from './fleet-summary.js';
 
 /** A loading bar redraws per shard; a page needs no more than ~10 frames a second per backend. */
 const COALESCE_MS = 100;
@@ -164,9 +164,11 @@ export class FleetEventStream {
     const backends = this.#registry.list();
     const inflight: Record<string, number> = {};
     const hitRates: Record<string, number | null> = {};
+    const kv: Record<string, ReturnType<typeof kvEvents>> = {};
     for (const b of backends) {
       inflight[b.name] = b.inflight;
       hitRates[b.name] = cacheHitRate(b);
+      kv[b.name] = kvEvents(b);
     }
     return JSON.stringify({
       ready: this.#registry.ready.length,
@@ -176,6 +178,7 @@ export class FleetEventStream {
       inflight,
       waiting: this.#waiting(),
       cache_hit_rate: hitRates,
+      kv_events: kv,
     });
   }
 

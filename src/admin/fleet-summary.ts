@@ -86,7 +86,8 @@ export function backendStatus(backend: Backend): BackendStatus {
   };
 }
 
-function kvEvents(backend: Backend): { state: KvBackendStatus['state']; blocks: number } {
+/** A backend's KV-event stream as `/fleet/status`, the page and `fleetgate status` show it. */
+export function kvEvents(backend: Backend): { state: KvBackendStatus['state']; blocks: number } {
   const { state, blocks } = kvStatusOf(backend);
   return { state, blocks };
 }

@@ -62,6 +62,7 @@ main { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 
 .meta { display: flex; flex-wrap: wrap; justify-content: space-between; gap: 2px 12px; font-size: 12px;
   color: var(--muted); border-top: 1px solid var(--line); padding-top: 5px; margin-top: 2px; }
 [hidden] { display: none !important; }
+.kv-events[data-kv="live"] { color: var(--ready); } .kv-events[data-kv="stale"] { color: var(--stalled); }
 .s-ready { --c: var(--ready); } .s-starting { --c: var(--starting); } .s-stalled { --c: var(--stalled); }
 .s-failed { --c: var(--failed); } .s-unhealthy { --c: var(--unhealthy); }
 .s-draining { --c: var(--draining); } .s-down { --c: var(--down); }
@@ -158,6 +159,7 @@ const SCRIPT = `
     c.serve = servingCard(root, c.reason);
     c.inflight = el('span', 'inflight', c.meta);
     c.hitRate = el('span', 'hit-rate', c.meta);
+    c.kvEvents = el('span', 'kv-events', c.meta);
     c.since = el('span', 'since', c.meta);
     c.name.textContent = name;
     cards.set(name, c);
@@ -196,7 +198,23 @@ const SCRIPT = `
     renderProcess(b, c);
     c.hitRate.textContent = b.cache_hit_rate != null ? 'cache hit ' + Math.round(b.cache_hit_rate * 100) + '%' : '';
     c.hitRate.hidden = b.cache_hit_rate == null;
+    renderKvEvents(b, c);
     tickCard(b, c);
+  }
+
+  // The engines' KV-cache events (kv-aware): live, stale (a gap not replayed) or off, and the blocks
+  // fleetgate's map holds for the backend. Shown once any backend's events are not off.
+  function kvShown() {
+    var shown = false;
+    backends.forEach(function (b) { if (b.kv_events && b.kv_events.state !== 'off') shown = true; });
+    return shown;
+  }
+  function renderKvEvents(b, c) {
+    var kv = b.kv_events;
+    c.kvEvents.hidden = !kv || !kvShown();
+    if (!kv) return;
+    c.kvEvents.setAttribute('data-kv', kv.state);
+    c.kvEvents.textContent = 'KV events ' + kv.state + (kv.state === 'off' ? '' : ' \u00b7 ' + kv.blocks.toLocaleString('en-US') + ' blocks');
   }
 
   // The serving view: last-minute rates and the backend's own load report, per card.
@@ -358,8 +376,9 @@ const SCRIPT = `
     status.backends.forEach(function (b) { seen.add(b.name); });
     Array.from(backends.keys()).forEach(function (name) { if (!seen.has(name)) remove(name); });
     backends.clear();
+    // Every backend first: a card's KV-events line depends on the others' (kvShown).
+    status.backends.forEach(function (b) { backends.set(b.name, b); });
     status.backends.forEach(function (b) {
-      backends.set(b.name, b);
       render(b);
       grid.appendChild(cards.get(b.name).root);
     });
@@ -398,6 +417,14 @@ const SCRIPT = `
         var b = backends.get(name);
         if (b && b.cache_hit_rate !== s.cache_hit_rate[name]) { b.cache_hit_rate = s.cache_hit_rate[name]; render(b); }
       });
+      var kvChanged = false;
+      Object.keys(s.kv_events || {}).forEach(function (name) {
+        var b = backends.get(name);
+        var kv = s.kv_events[name];
+        if (b && (!b.kv_events || b.kv_events.state !== kv.state || b.kv_events.blocks !== kv.blocks)) { b.kv_events = kv; kvChanged = true; }
+      });
+      // One backend going live shows the line on every card: redraw them all.
+      if (kvChanged) backends.forEach(render);
       renderSummary();
     });
     source.addEventListener('serving', function (e) { serving(JSON.parse(e.data)); });

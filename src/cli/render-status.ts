@@ -2,6 +2,7 @@
 import type { BackendStatus, FleetStatus } from '../admin/fleet-summary.js';
 import { PHASE_WORDS, phaseText } from '../admin/phase-words.js';
 import type { BackendState } from '../fleet/backend-lifecycle.js';
+import { renderKvEvents } from './render-kv.js';
 import { renderServing } from './render-serving.js';
 
 const RESET = '\x1b[0m';
@@ -120,6 +121,8 @@ export function renderTable(status: FleetStatus, opts: TableOptions): string {
   if (models.length > 0) out.push('', ...models);
   const engines = renderEngines(status.backends);
   if (engines !== null) out.push('', engines);
+  const kv = renderKvEvents(status.backends);
+  if (kv !== null) out.push('', kv);
   out.push('', `${summaryLine(status)}${low}`);
   return `${out.join('\n')}\n`;
 }

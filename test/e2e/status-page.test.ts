@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { copyFile, mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { packagedQwen3Dir } from '../../src/model/chat-model.js';
 import type { SimOptions } from '../../src/sim/index.js';
 import { cardState, launch, OUTPUT, overflow, ROOT, startFleet, UI_TIMEOUT } from '../helpers/status-page-browser.js';
 import { waitFor } from '../helpers/wait.js';
@@ -170,4 +171,71 @@ test('a 7-backend fleet mid-start: laptop screenshot, and a phone viewport witho
     .evaluateAll((els) => els.map((e) => Math.round(e.getBoundingClientRect().left)));
   assert.equal(new Set(lefts).size, 1);
   await phone.screenshot({ path: join(OUTPUT, 'status-page-phone.png'), fullPage: true });
+});
+
+test("each card shows its backend's KV events (live with the blocks held, or off), updated live", async (t) => {
+  const model = packagedQwen3Dir();
+  const publishing: Partial<SimOptions> = {
+    modelPath: model,
+    engine: { tokenMs: 0, pageSize: 16, defaultMaxTokens: 4 },
+    kvEvents: {
+      endpoint: 'tcp://127.0.0.1:0',
+      topic: 'kv-events',
+      replayEndpoint: null,
+      bufferSteps: 100,
+      encoding: 'array',
+      dropSeqs: null,
+    },
+  };
+  const { sims, url } = await startFleet(t, [publishing, { modelPath: model }], {
+    model: { dir: model },
+    routing: { policy: 'kv-aware' },
+  });
+  for (const sim of sims) sim.start();
+  await Promise.all(sims.map((sim) => sim.whenReady(5000)));
+  const browser = await launch(t);
+  const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+  await page.goto(`${url}/fleet`);
+  const kvText = (name: string) => page.locator(`.card[data-name="${name}"] .kv-events`).textContent();
+  await page.waitForFunction(
+    () => document.querySelector('.card[data-name="gpu0"] .kv-events')?.getAttribute('data-kv') === 'live',
+    undefined,
+    { timeout: UI_TIMEOUT },
+  );
+  assert.equal(await kvText('gpu0'), 'KV events live · 0 blocks');
+  assert.equal(await kvText('gpu1'), 'KV events off');
+  assert.equal(await page.locator('.card[data-name="gpu1"] .kv-events').isVisible(), true);
+  // A prompt cached on gpu0 (sent to it directly): its blocks reach the page through the summary
+  // events, without a reload.
+  const res = await fetch(`${sims[0].url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-session-id': 'one' },
+    body: JSON.stringify({
+      model: 'qwen3',
+      max_tokens: 4,
+      messages: [{ role: 'user', content: 'Describe the rack layout in detail, please. '.repeat(12) }],
+    }),
+  });
+  assert.equal(res.status, 200);
+  await res.text();
+  const held = await waitFor(
+    async () => {
+      const body = (await (await fetch(`${url}/fleet/status`)).json()) as {
+        backends: Array<{ name: string; kv_events: { blocks: number } }>;
+      };
+      return body.backends.reduce((n, b) => n + b.kv_events.blocks, 0) || null;
+    },
+    { what: 'blocks in the map' },
+  );
+  await page.waitForFunction(
+    (n) =>
+      /KV events live · [\d,]+ blocks/.test(
+        document.querySelector('.card[data-name="gpu0"] .kv-events')?.textContent ?? '',
+      ) &&
+      !document.querySelector('.card[data-name="gpu0"] .kv-events')?.textContent?.includes(' 0 blocks') &&
+      n > 0,
+    held,
+    { timeout: UI_TIMEOUT },
+  );
+  assert.match((await kvText('gpu0')) ?? '', /^KV events live · \d[\d,]* blocks$/);
 });

@@ -36,7 +36,12 @@ export async function logDir(t: TestContext): Promise<string> {
   return dir;
 }
 
-export async function startFleet(t: TestContext, specs: Array<Partial<SimOptions>>) {
+export async function startFleet(
+  t: TestContext,
+  specs: Array<Partial<SimOptions>>,
+  /** More of fleetgate's config (e.g. `model` and `routing` for kv-aware). */
+  config: Record<string, unknown> = {},
+) {
   const dir = await logDir(t);
   const sims = await createSims(
     t,
@@ -45,6 +50,7 @@ export async function startFleet(t: TestContext, specs: Array<Partial<SimOptions
   const { url, gateway } = await startGateway(t, {
     backends: backendsFor(sims, (sim) => ({ log: sim.options.logFile })),
     health: HEALTH,
+    ...config,
   });
   return { sims, url, gateway };
 }

@@ -424,3 +424,26 @@ test('with several models, one line per model: ready count and its backends; non
   assert.match(lines.at(-1) ?? '', /^3\/4 ready/, 'the summary stays last');
   assert.deepEqual(modelLines([backend('gpu0'), backend('gpu1')]), []);
 });
+
+test("renderTable: each backend's KV events (live, stale, off) and blocks held, once any stream is on", () => {
+  const quiet = renderTable(fleet([backend('gpu0', { kv_events: { state: 'off', blocks: 0 } })]), { color: false });
+  assert.doesNotMatch(quiet, /KV/, 'a fleet without events reads as before');
+  const text = renderTable(
+    fleet([
+      backend('gpu0', { kv_events: { state: 'live', blocks: 12_345 } }),
+      backend('gpu1', { kv_events: { state: 'stale', blocks: 0 } }),
+      backend('gpu2', { kv_events: { state: 'off', blocks: 0 } }),
+    ]),
+    { color: false },
+  );
+  const lines = text.split('\n');
+  const at = lines.findIndex((l) => l.startsWith('KV-cache events'));
+  assert.ok(at > 0, text);
+  assert.deepEqual(lines.slice(at + 1, at + 5), [
+    'NAME  KV EVENTS  BLOCKS',
+    'gpu0  live       12,345',
+    'gpu1  stale           0',
+    'gpu2  off             -',
+  ]);
+  assert.match(lines.at(-2) ?? '', /^3\/3 ready/, 'the summary stays the last line');
+});
