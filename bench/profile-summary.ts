@@ -1,9 +1,11 @@
 /**
  * Summarises V8 .cpuprofile files (from `node --cpu-prof`): self time by function, by file and by
- * package, plus inclusive time of chosen frames. Usage:
- *   node --import tsx bench/profile-summary.ts [--top N] FILE_OR_DIR ...
+ * package, and fleetgate's own functions by inclusive time (self plus what they call); `--folded
+ * FILE` also writes the samples as folded stacks (`frame;frame;frame µs` per line), the input of
+ * flamegraph.pl, speedscope or inferno. Usage:
+ *   node --import tsx bench/profile-summary.ts [--top N] [--folded FILE] FILE_OR_DIR ...
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { markdownTable } from './lib/table.js';
@@ -63,17 +65,21 @@ function packageOf(url: string): string {
 function main(): void {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { top: { type: 'string' } },
+    options: { top: { type: 'string' }, folded: { type: 'string' } },
   });
   const top = Number(values.top ?? 30);
   const byFunction = new Map<string, number>();
   const byFile = new Map<string, number>();
   const byPackage = new Map<string, number>();
+  const inclusive = new Map<string, number>();
+  const folded = new Map<string, number>();
   let total = 0;
   let idle = 0;
   for (const file of files(positionals)) {
     const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
     const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+    const parents = new Map<number, number>();
+    for (const n of profile.nodes) for (const child of n.children ?? []) parents.set(child, n.id);
     for (let i = 0; i < profile.samples.length; i++) {
       const node = nodes.get(profile.samples[i]);
       const dt = profile.timeDeltas[i] ?? 0;
@@ -88,19 +94,35 @@ function main(): void {
       byFunction.set(fn, (byFunction.get(fn) ?? 0) + dt);
       byFile.set(shortUrl(url), (byFile.get(shortUrl(url)) ?? 0) + dt);
       byPackage.set(packageOf(url), (byPackage.get(packageOf(url)) ?? 0) + dt);
+      const stack: string[] = [];
+      for (let id: number | undefined = node.id; id !== undefined; id = parents.get(id)) {
+        const frame = (nodes.get(id) as ProfileNode).callFrame;
+        stack.push(`${frame.functionName || '(anonymous)'} ${shortUrl(frame.url)}`);
+      }
+      stack.reverse();
+      // Inclusive time once per function per sample, however often it recurs on the stack.
+      for (const frame of new Set(stack))
+        if (frame.includes(' fleetgate ')) inclusive.set(frame, (inclusive.get(frame) ?? 0) + dt);
+      const key = stack.join(';');
+      folded.set(key, (folded.get(key) ?? 0) + dt);
     }
   }
-  const table = (title: string, map: Map<string, number>, n: number) => {
+  const table = (title: string, map: Map<string, number>, n: number, kind = 'self') => {
     const rows = [...map.entries()]
       .sort((a, b) => b[1] - a[1])
       .slice(0, n)
       .map(([name, us]) => [name, (us / 1000).toFixed(0), `${((us / total) * 100).toFixed(1)}%`]);
-    return `### ${title}\n\n${markdownTable(['', 'self ms', 'share of busy'], rows)}\n`;
+    return `### ${title}\n\n${markdownTable(['', `${kind} ms`, 'share of busy'], rows)}\n`;
   };
   process.stdout.write(
     `busy ${(total / 1000).toFixed(0)} ms, idle ${(idle / 1000).toFixed(0)} ms\n\n` +
-      `${table('by package', byPackage, 20)}\n${table('by file', byFile, 25)}\n${table('by function', byFunction, top)}`,
+      `${table('by package', byPackage, 20)}\n${table('by file', byFile, 25)}\n${table('by function', byFunction, top)}\n` +
+      table("fleetgate's functions by inclusive time", inclusive, top, 'inclusive'),
   );
+  if (values.folded) {
+    const lines = [...folded.entries()].map(([stack, us]) => `${stack.replaceAll(' ', '_')} ${Math.round(us)}`);
+    writeFileSync(values.folded, `${lines.join('\n')}\n`);
+  }
 }
 
 main();

@@ -28,6 +28,7 @@ const COMPARISONS: [ScenarioId, string, string, string][] = [
   ['b', 'ttfcP50Ms', 'fastify-floor', 'ttfcVsFastifyFloor'],
   ['b-cpu', 'ttfcP50Ms', 'fastify-floor', 'ttfcVsFastifyFloor'],
   ['b-cpu', 'cpuPer100kChunks', 'haproxy', 'cpuVsHaproxy'],
+  ['b-cpu', 'cpuPer100kChunks', 'fastify-floor', 'cpuVsFastifyFloor'],
   ['b-cpu', 'cpuPer100kChunks', 'nginx', 'cpuVsNginx'],
   ['c', 'chunksPerSec', 'nginx', 'rateVsNginx'],
   ['c', 'cpuPer100kChunks', 'haproxy', 'cpuVsHaproxy'],
@@ -100,6 +101,7 @@ const loadColumns: Column[] = [
   ['other load', (m) => pct(m.otherCores)],
 ];
 const errorsColumn: Column = ['errors', (m) => fmt(m.errors, 0)];
+const rssColumn: Column = ['RSS after MB', (m) => fmt(m.rssMB, 0)];
 
 const NON_STREAMED: Column[] = [
   ['req/s', (m) => fmt(m.reqPerSec, 0)],
@@ -108,7 +110,9 @@ const NON_STREAMED: Column[] = [
   ...cpuColumns('cpuPer1kReq', '1k req'),
   ['CPU vs NGINX', (m) => times(m.cpuVsNginx)],
   ['CPU vs fastify floor', (m) => times(m.cpuVsFastifyFloor)],
+  ['CPU vs fleetgate-no-token-latency', (m) => times(m.cpuVsNoTokenLatency)],
   ['req/s vs direct', (m) => times(m.rateVsDirect)],
+  rssColumn,
   ...loadColumns,
   errorsColumn,
 ];
@@ -119,7 +123,10 @@ const STREAMED: Column[] = [
   ['TTFC p99 ms', (m) => fmt(m.ttfcP99Ms, 2)],
   ...cpuColumns('cpuPer100kChunks', '100k chunks'),
   ['CPU vs NGINX', (m) => times(m.cpuVsNginx)],
+  ['CPU vs fastify floor', (m) => times(m.cpuVsFastifyFloor)],
+  ['CPU vs fleetgate-no-token-latency', (m) => times(m.cpuVsNoTokenLatency)],
   ['chunks/s vs direct', (m) => times(m.rateVsDirect)],
+  rssColumn,
   ...loadColumns,
   errorsColumn,
 ];
@@ -236,6 +243,10 @@ export function checkTargets(medians: Medians): TargetCheck[] {
     1.03,
     'le',
   );
+  // Issue #54: the hot path on a fast core, every proxy side by side (`--issue54`).
+  add('#54 CPU per 1k requests <= 1.25x fastify floor (a-cpu)', fg('a-cpu')?.cpuVsFastifyFloor, 1.25, 'le');
+  add('#54 CPU per 100k chunks <= 1.25x fastify floor (b-cpu)', fg('b-cpu')?.cpuVsFastifyFloor, 1.25, 'le');
+  add('#54 RSS after 64 concurrent requests <= 200 MB (a-cpu)', fg('a-cpu')?.rssMB, 200, 'le', 'MB');
   return checks;
 }
 

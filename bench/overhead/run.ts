@@ -25,6 +25,9 @@ import { type RunningTarget, startTarget, type TargetKind, type TargetSpec } fro
 import { checkTargets, mediansOf, type RunRecord, renderChecks, renderTables } from './report.js';
 import { FULL, QUICK, SCENARIO_IDS, SCENARIOS, type ScenarioId, type Sizes } from './scenarios.js';
 
+/** `--issue54`: fleetgate with every shipped default, its histograms off, the bare stack and the two peers. */
+const ISSUE54_TARGETS = 'fleetgate,fleetgate-no-token-latency,fastify-floor,nginx,haproxy';
+
 const usage = `usage: npm run bench:overhead -- [options]
 
   --runs N              repetitions of each scenario (default 3; --quick: 1)
@@ -44,6 +47,10 @@ const usage = `usage: npm run bench:overhead -- [options]
   --scenarios LIST      a,a-cpu,b,b-cpu,c,d (default all); a-cpu and b-cpu run (a)'s and (b)'s load
                         on every proxy target at once (same core, requests in turn), for CPU ratios
                         that a machine drifting in speed moves alike
+  --issue54             issue #54's shape: --scenarios a-cpu,b-cpu --targets
+                        ${ISSUE54_TARGETS} (64 concurrent small
+                        chats, 256 streams x 200 chunks of a few characters; the proxies on their
+                        own core); --scenarios / --targets still override
   --backends K          simulated backends (default ${FULL.backends})
   --requests N          (a) requests per run (default ${FULL.requests})
   --concurrency N       (a) concurrency (default ${FULL.concurrency})
@@ -134,6 +141,7 @@ function parse(argv: string[]) {
       'pace-ms': { type: 'string' },
       sequential: { type: 'string' },
       'cpu-prof': { type: 'string' },
+      issue54: { type: 'boolean' },
     },
   });
   if (values.help) return null;
@@ -151,7 +159,10 @@ function parse(argv: string[]) {
     paceMs: int(values['pace-ms'], 'pace-ms', base.paceMs),
     sequential: int(values.sequential, 'sequential', base.sequential),
   };
-  const targets = (values.targets ?? 'direct,fleetgate,fastify-floor,nginx,haproxy').split(',').map((t) => t.trim());
+  const preset = values.issue54 ? { targets: ISSUE54_TARGETS, scenarios: 'a-cpu,b-cpu' } : null;
+  const targets = (values.targets ?? preset?.targets ?? 'direct,fleetgate,fastify-floor,nginx,haproxy')
+    .split(',')
+    .map((t) => t.trim());
   for (const t of targets) {
     if (!(t in TARGETS)) throw new Error(`--targets: unknown target '${t}' (${Object.keys(TARGETS).join(', ')})`);
     const cli = TARGETS[t as TargetId].cli;
@@ -159,7 +170,9 @@ function parse(argv: string[]) {
       throw new Error(`--targets ${t}: set FLEETGATE_BEFORE_CLI to a built dist/cli/index.js (got '${cli}')`);
     }
   }
-  const scenarios = (values.scenarios ?? SCENARIO_IDS.join(',')).split(',').map((s) => s.trim()) as ScenarioId[];
+  const scenarios = (values.scenarios ?? preset?.scenarios ?? SCENARIO_IDS.join(','))
+    .split(',')
+    .map((s) => s.trim()) as ScenarioId[];
   for (const s of scenarios) {
     if (!SCENARIO_IDS.includes(s)) throw new Error(`--scenarios: unknown scenario '${s}' (${SCENARIO_IDS.join(', ')})`);
   }
@@ -249,7 +262,7 @@ async function main(argv: string[]): Promise<number> {
     '',
     renderTables(medians, targetNames, records, opts.sizes),
     '',
-    '### issue targets (#7; TTFC: #37)',
+    '### issue targets (#7; TTFC: #37; #41; #54)',
     '',
     renderChecks(checks),
     '',

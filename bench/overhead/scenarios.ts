@@ -242,7 +242,10 @@ async function warmThenMeasure(
     await inTurn(clients, warm);
     const phase = new Phase(targets, sims);
     const served = await inTurn(clients, measured);
-    return { p: phase.end(), served };
+    const p = phase.end();
+    // Each proxy's RSS right after its measured load (#54: <= 200 MB after a 64-concurrency run).
+    const rssMB = targets.map((target) => (target.proc ? treeRssBytes(target.proc.pid) / 2 ** 20 : Number.NaN));
+    return { p, served, rssMB };
   } finally {
     await Promise.all(clients.map((client) => client.close()));
   }
@@ -252,7 +255,7 @@ async function warmThenMeasure(
 async function nonStreamed(targets: readonly RunningTarget[], sims: SimHost, sizes: Sizes): Promise<Metrics[]> {
   const body = chatBody(4, false);
   const warm = Math.max(200, Math.floor(sizes.requests / 10));
-  const { p, served } = await warmThenMeasure(
+  const { p, served, rssMB } = await warmThenMeasure(
     targets,
     sims,
     sizes.concurrency,
@@ -275,6 +278,7 @@ async function nonStreamed(targets: readonly RunningTarget[], sims: SimHost, siz
       proxyCpuSec: p.proxyCpuSec[t],
       cpuPer1kReq: (p.proxyCpuSec[t] / s.ok) * 1000,
       simCpuPer1kReq: (p.simCpuSec / allOk) * 1000,
+      rssMB: rssMB[t],
       core1Busy: p.core1Busy,
       otherCores: p.otherCores,
       errors: s.errors,
@@ -284,7 +288,7 @@ async function nonStreamed(targets: readonly RunningTarget[], sims: SimHost, siz
 
 /** (b) and (b-cpu): SSE streams at full speed, `sizes.streams` at once per target. */
 async function fullSpeedStreams(targets: readonly RunningTarget[], sims: SimHost, sizes: Sizes): Promise<Metrics[]> {
-  const { p, served } = await warmThenMeasure(
+  const { p, served, rssMB } = await warmThenMeasure(
     targets,
     sims,
     sizes.streams,
@@ -308,6 +312,7 @@ async function fullSpeedStreams(targets: readonly RunningTarget[], sims: SimHost
       cpuPer100kChunks: (p.proxyCpuSec[t] / s.events) * 100_000,
       simCpuPer100kChunks: (p.simCpuSec / allEvents) * 100_000,
       chunksPerStream: s.events / Math.max(1, s.ok + s.errors),
+      rssMB: rssMB[t],
       core1Busy: p.core1Busy,
       otherCores: p.otherCores,
       errors: s.errors,
