@@ -2,7 +2,7 @@
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import type { SimCounters, SimEngineOptions, SimStatus, SimTiming } from '../../src/sim/index.js';
+import type { SimCounters, SimEngineOptions, SimOptions, SimStatus, SimTiming } from '../../src/sim/index.js';
 import { freePorts, type Managed, spawnPinned, waitFor } from './procs.js';
 
 interface SimServerSpec {
@@ -15,7 +15,12 @@ interface SimServerSpec {
   restartAfterMs?: number | null;
   /** SGLang version; 'old' (v0.4): `/health` answers 200 whatever the scheduler does. */
   version?: 'new' | 'old';
+  /** The model directory and KV-event publisher (bench:prefix's kv-aware arm). */
+  model?: SimModelOptions;
 }
+
+/** A server's tokenizer and chat template (`--model-path`), reasoning length, KV-event publisher. */
+export type SimModelOptions = Pick<SimOptions, 'modelPath' | 'thinkTokens' | 'kvEvents'>;
 
 export interface SimHostSpec {
   controlPort: number;
@@ -54,6 +59,7 @@ export class SimHost {
     lateMs?: (i: number) => number | undefined;
     restartAfterMs?: number | null;
     version?: 'new' | 'old';
+    model?: (i: number) => SimModelOptions | undefined;
   }): Promise<SimHost> {
     const ports = await freePorts(opts.count + 1);
     const controlPort = ports.pop() as number;
@@ -66,6 +72,7 @@ export class SimHost {
         lateMs: opts.lateMs?.(i),
         restartAfterMs: opts.restartAfterMs ?? null,
         version: opts.version,
+        model: opts.model?.(i),
       })),
     };
     const proc = spawnPinned('sims', process.execPath, ['--import', 'tsx', HOST_SCRIPT, JSON.stringify(spec)], {

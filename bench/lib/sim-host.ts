@@ -22,6 +22,7 @@ const servers = spec.servers.map(
       timing: s.timing,
       restartAfterMs: s.restartAfterMs ?? null,
       version: s.version,
+      ...s.model,
     }),
 );
 servers.forEach((server, i) => {

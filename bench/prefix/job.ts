@@ -5,10 +5,13 @@
  */
 import { mkdirSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
+import { request } from 'undici';
 import type { SimEngineOptions } from '../../src/sim/index.js';
 import { MODEL } from '../balance/workload.js';
 import { closedLoop, LoadClient, type Outcome } from '../lib/load.js';
-import { SimHost } from '../lib/sim-control.js';
+import { processCpuSeconds } from '../lib/proc-stats.js';
+import { waitFor } from '../lib/procs.js';
+import { SimHost, type SimModelOptions } from '../lib/sim-control.js';
 import { percentileSorted, Samples } from '../lib/stats.js';
 import { startReplicas, type TargetSpec } from '../lib/targets.js';
 import { simCounters, warmUp } from '../lib/warm-up.js';
@@ -17,6 +20,8 @@ import type { PrefixRequest, PrefixWorkload } from './workloads.js';
 export interface PrefixJobOptions {
   servers: number;
   engine: (i: number) => SimEngineOptions;
+  /** The servers' model directory and KV-event publisher (the kv-aware arm's fleet, for every target of its run). */
+  model?: (i: number) => SimModelOptions | undefined;
   workload: PrefixWorkload;
   /** Requests in flight (batch) or conversations under way at once. */
   concurrency: number;
@@ -44,6 +49,13 @@ export interface PrefixJobMetrics {
   makespanSec: number;
   ttftP50Ms: number;
   ttftP99Ms: number;
+  ttftP90Ms: number;
+  /** Output tokens (content deltas) the client received per second of makespan. */
+  outputTokensPerSec: number;
+  /** kv-aware's picks by decision (`fleetgate_kv_hit_tokens` counts: cache, load, none, fallback); null for others. */
+  kvDecisions: Record<string, number> | null;
+  /** The balancer's CPU seconds over the job (every replica), per request answered, in µs; null for nginx/haproxy. */
+  proxyCpuUsPerRequest: number | null;
   ok: number;
   errors: number;
   /** Cached prompt tokens over prompt tokens, over the fleet's completed requests. */
@@ -60,7 +72,13 @@ const PATH = '/v1/chat/completions';
 
 export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Promise<PrefixJobMetrics> {
   mkdirSync(opts.dir, { recursive: true });
-  const sims = await SimHost.start({ count: opts.servers, engine: opts.engine, cpu: opts.clientCpu, logDir: opts.dir });
+  const sims = await SimHost.start({
+    count: opts.servers,
+    engine: opts.engine,
+    model: opts.model,
+    cpu: opts.clientCpu,
+    logDir: opts.dir,
+  });
   try {
     const targets = await startReplicas(spec, opts.replicas ?? 1, {
       backends: sims.urls,
@@ -76,12 +94,14 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
       const ttft = new Samples(4096);
       let ok = 0;
       let errors = 0;
+      let outputTokens = 0;
       const servers = new Map<string, Set<string>>();
       const send = async (request: PrefixRequest): Promise<Outcome> => {
         const outcome = await client.post(PATH, request.body, {}, { 'x-session-id': request.session });
         opts.onOutcome?.(request, outcome);
         if (outcome.error === null && outcome.status === 200) {
           ok++;
+          outputTokens += outcome.tokens;
           ttft.push(outcome.firstMs - outcome.startMs);
           if (outcome.server !== undefined) {
             const seen = servers.get(request.session) ?? new Set<string>();
@@ -91,8 +111,12 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
         } else errors++;
         return outcome;
       };
+      // kv-aware routes on the map only once the engines' events are live: not before the clock starts.
+      if (spec.balance === 'kv-aware') for (const target of targets) await kvLive(target.urls[0], opts.servers);
       await warmUp(client, opts.warmup ?? 0, { model: MODEL, headers: (i) => ({ 'x-session-id': `warm-up-${i}` }) });
       const before = await simCounters(sims);
+      const pids = spec.kind === 'fleetgate' ? targets.flatMap((t) => (t.proc === null ? [] : [t.proc.pid])) : [];
+      const cpuBefore = pids.reduce((sum, pid) => sum + processCpuSeconds(pid), 0);
       const started = performance.now();
       let cut = false;
       const w = opts.workload;
@@ -110,7 +134,9 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
         cut = await conversationLoop(w.conversations, opts.concurrency, opts.deadlineMs, send);
       }
       const makespanSec = (performance.now() - started) / 1000;
+      const cpu = pids.reduce((sum, pid) => sum + processCpuSeconds(pid), 0) - cpuBefore;
       const after = await simCounters(sims);
+      const kvDecisions = spec.balance === 'kv-aware' ? await kvDecisionCounts(targets.map((t) => t.urls[0])) : null;
       const prompt = after.promptTokens - before.promptTokens;
       const cached = after.cachedTokens - before.cachedTokens;
       const sorted = ttft.sorted();
@@ -118,6 +144,10 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
         makespanSec,
         ttftP50Ms: percentileSorted(sorted, 50),
         ttftP99Ms: percentileSorted(sorted, 99),
+        ttftP90Ms: percentileSorted(sorted, 90),
+        outputTokensPerSec: outputTokens / makespanSec,
+        kvDecisions,
+        proxyCpuUsPerRequest: pids.length === 0 ? null : (1e6 * cpu) / Math.max(1, ok + errors),
         ok,
         errors,
         cachedRatio: prompt > 0 ? cached / prompt : 0,
@@ -133,6 +163,33 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
   } finally {
     await sims.stop();
   }
+}
+
+/** kv-aware's decisions so far, summed over the replicas' `/metrics`. */
+async function kvDecisionCounts(urls: string[]): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const url of urls) {
+    const res = await request(`${url}/metrics`, { headersTimeout: 5000 });
+    for (const line of (await res.body.text()).split('\n')) {
+      const m = /^fleetgate_kv_hit_tokens_count\{decision="(\w+)"\} (\d+)/.exec(line);
+      if (m !== null) counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2]);
+    }
+  }
+  return counts;
+}
+
+/** Until every backend's KV events are live on this fleetgate's `/fleet/status` (at most 30 s). */
+async function kvLive(url: string, servers: number): Promise<void> {
+  await waitFor(
+    async () => {
+      const res = await request(`${url}/fleet/status`, { headersTimeout: 2000 });
+      const body = (await res.body.json()) as { backends?: Array<{ kv_events?: { state?: string } }> };
+      const live = (body.backends ?? []).filter((b) => b.kv_events?.state === 'live').length;
+      return live >= servers;
+    },
+    'every backend KV events live',
+    30_000,
+  );
 }
 
 /**

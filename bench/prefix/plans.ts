@@ -10,7 +10,7 @@ import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './
  */
 export const PREFIX_PREFILL_TOKENS_PER_MS = 25;
 export interface WorkloadPlan {
-  id: 'group' | 'multi-turn' | 'unique';
+  id: 'group' | 'multi-turn' | 'kv-multi-turn' | 'unique';
   workload: PrefixWorkload;
   /** Requests in flight, or conversations under way. */
   concurrency: number;
@@ -20,9 +20,9 @@ export interface WorkloadPlan {
    * opens with every conversation's first turn at once, which a fresh proxy would otherwise meet cold.
    */
   warmup: number;
-  /** The figure its target is judged on, and the target's ratio against least-loaded. */
-  headline: 'makespanSec' | 'ttftP50Ms';
-  limit: number;
+  /** The figure its target is judged on, and the target's ratio against least-loaded (null: judged by kvChecks only). */
+  headline: 'makespanSec' | 'ttftP50Ms' | 'outputTokensPerSec';
+  limit: number | null;
 }
 
 export function prefixPlans(quick: boolean, scale: number, seed: number): WorkloadPlan[] {
@@ -63,6 +63,30 @@ export function prefixPlans(quick: boolean, scale: number, seed: number): Worklo
       warmup: Math.min(Math.round(slots / 2), n(96, 20)),
       headline: 'ttftP50Ms',
       limit: 0.6,
+    },
+    {
+      // Issue #55's shared-prefix multi-turn load: every conversation opens with one long system
+      // prompt and grows turn by turn; short pauses, so prefill (what a cache hit saves) sets the
+      // pace. The KV pools hold about a third of the conversations under way: the caches evict, and
+      // where a conversation still is, is what the engines' events know and a record of sends does not.
+      id: 'kv-multi-turn',
+      workload: multiTurn({
+        conversations: n(168, 16),
+        minTurns: quick ? 2 : 4,
+        maxTurns: quick ? 3 : 8,
+        seed,
+        systemChars: 3000,
+        userChars: [300, 900],
+        replyMedian: 60,
+        maxTokens: 600,
+        thinkMs: [200, 600],
+        name: 'shared-prefix multi-turn',
+      }),
+      concurrency: Math.round(slots / 2),
+      kvTokens: 40_000,
+      warmup: Math.min(Math.round(slots / 2), n(168, 16)),
+      headline: 'outputTokensPerSec',
+      limit: null,
     },
     {
       id: 'unique',

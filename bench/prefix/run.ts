@@ -8,6 +8,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from '../balance/fleet-spec.js';
 import {
   COMMON_OPTIONS,
@@ -20,11 +21,12 @@ import {
   writeResults,
 } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
+import type { SimModelOptions } from '../lib/sim-control.js';
 import { median } from '../lib/stats.js';
 import type { TargetSpec } from '../lib/targets.js';
 import { type PrefixJobMetrics, runPrefixJob } from './job.js';
 import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './plans.js';
-import { PREFIX_TARGETS, TARGET_IDS } from './targets.js';
+import { DEFAULT_TARGET_IDS, KV_TARGET, PREFIX_TARGETS, TARGET_IDS } from './targets.js';
 import type { PrefixWorkload } from './workloads.js';
 
 const usage = `usage: npm run bench:prefix -- [options]
@@ -32,8 +34,11 @@ const usage = `usage: npm run bench:prefix -- [options]
   --runs N          repetitions (default 3; --quick: 1)
   --quick           small sizes, for a smoke run
   --scale X         multiply every workload's request count (default 1)
-  --workloads LIST  group,multi-turn,unique (default all)
-  --targets LIST    prefix,least,nginx,haproxy,affinity (default all)
+  --workloads LIST  group,multi-turn,kv-multi-turn,unique (default group,multi-turn,unique)
+  --targets LIST    prefix,least,nginx,haproxy,affinity,kv (default all but kv); with kv (kv-aware over
+                    the engines' KV events, issue #55) every target's servers load the packaged Qwen3
+                    tokenizer and template and publish KV events, e.g.
+                    --targets kv,prefix,least --workloads kv-multi-turn,group
   --proxy-cpu N / --client-cpu N / --no-pin   core pinning (default 0 / 1)
   --out FILE        JSON results (default bench/results/raw/prefix-<date>.json)
   --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
@@ -46,6 +51,27 @@ const usage = `usage: npm run bench:prefix -- [options]
 const PREFIX = PREFIX_TARGETS[0].name;
 const BASELINE = PREFIX_TARGETS[1].name;
 const AFFINITY = PREFIX_TARGETS[4].name;
+const KV = PREFIX_TARGETS[5].name;
+
+/**
+ * The servers of a run with the kv-aware arm, for every target alike: the tokenizer and chat template
+ * fleetgate reads requests with (so both key blocks by the same token ids), a KV-event publisher on
+ * any free port (found in /server_info), and no reasoning (the answers stay the workload's lengths).
+ */
+function kvFleet(): SimModelOptions {
+  return {
+    modelPath: packagedQwen3Dir(),
+    thinkTokens: [0, 0],
+    kvEvents: {
+      endpoint: 'tcp://127.0.0.1:0',
+      topic: 'kv-events',
+      replayEndpoint: null,
+      bufferSteps: 10_000,
+      encoding: 'array',
+      dropSeqs: null,
+    },
+  };
+}
 
 function parse(argv: string[]) {
   const { values } = parseArgs({
@@ -66,7 +92,7 @@ function parse(argv: string[]) {
   const wanted = (values.workloads ?? 'group,multi-turn,unique').split(',').map((s) => s.trim());
   const all = prefixPlans(common.quick, scale, numberFlag(values.seed, 'seed', 7, 0));
   for (const w of wanted) if (!all.some((p) => p.id === w)) throw new Error(`--workloads: unknown workload '${w}'`);
-  const ids = (values.targets ?? TARGET_IDS.join(',')).split(',').map((s) => s.trim());
+  const ids = (values.targets ?? DEFAULT_TARGET_IDS.join(',')).split(',').map((s) => s.trim());
   for (const id of ids)
     if (!(TARGET_IDS as readonly string[]).includes(id)) throw new Error(`--targets: unknown target '${id}'`);
   const replicas = numberFlag(values.replicas, 'replicas', 1);
@@ -83,7 +109,7 @@ function parse(argv: string[]) {
   const workloads = all
     .filter((p) => wanted.includes(p.id))
     .map((p) => (values['no-warmup'] ? { ...p, warmup: 0 } : p));
-  return { ...common, workloads, targets, replicas };
+  return { ...common, workloads, targets, replicas, kv: ids.includes(KV_TARGET) };
 }
 
 interface RunTarget {
@@ -119,8 +145,8 @@ function ratio(records: Record_[], workload: string, target: string, against: st
 
 function table(records: Record_[], plan: WorkloadPlan, targets: RunTarget[]): string {
   const rows = [
-    '| balancer | makespan s | TTFT p50 ms | TTFT p99 ms | cached tokens | sessions on one server | share per server (gpu0..gpu6, *slow) | errors |',
-    '|---|---|---|---|---|---|---|---|',
+    '| balancer | makespan s | output tokens/s | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | cached tokens | sessions on one server | share per server (gpu0..gpu6, *slow) | busiest / mean | proxy CPU µs/req | errors |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const { spec: t } of targets) {
     const runs = records.filter((r) => r.workload === plan.id && r.target === t.name && r.metrics !== null);
@@ -138,21 +164,65 @@ function table(records: Record_[], plan: WorkloadPlan, targets: RunTarget[]): st
     );
     const share = shares.map((s, i) => `${s.toFixed(0)}${i === SLOW_INDEX ? '*' : ''}`).join(' / ');
     const stays = `${(100 * m((x) => x.sessionsOnOneServer / Math.max(1, x.sessions))).toFixed(1)} % of ${m((x) => x.sessions)}`;
+    const cpu = runs.every((r) => r.metrics?.proxyCpuUsPerRequest != null)
+      ? m((x) => x.proxyCpuUsPerRequest as number).toFixed(0)
+      : '-';
     rows.push(
-      `| ${t.name} | ${m((x) => x.makespanSec).toFixed(2)} | ${m((x) => x.ttftP50Ms).toFixed(1)} | ${m((x) => x.ttftP99Ms).toFixed(1)} | ${(100 * m((x) => x.cachedRatio)).toFixed(1)} % | ${stays} | ${share} | ${m((x) => x.errors)} |`,
+      `| ${t.name} | ${m((x) => x.makespanSec).toFixed(2)} | ${m((x) => x.outputTokensPerSec).toFixed(0)} | ${m((x) => x.ttftP50Ms).toFixed(1)} | ${m((x) => x.ttftP90Ms).toFixed(1)} | ${m((x) => x.ttftP99Ms).toFixed(1)} | ${(100 * m((x) => x.cachedRatio)).toFixed(1)} % | ${stays} | ${share} | ${m(busiest).toFixed(2)}x | ${cpu} | ${m((x) => x.errors)} |`,
     );
   }
   return rows.join('\n');
+}
+
+/** The busiest server's completed requests over the mean (1 = even; issue #55: at most 1.3). */
+function busiest(x: PrefixJobMetrics): number {
+  const total = x.completed.reduce((a, b) => a + b, 0);
+  return total === 0 ? 0 : Math.max(...x.completed) / (total / x.completed.length);
+}
+
+/**
+ * Issue #55 in the same runs: kv-aware's output tokens/s at least 1.15x prefix-aware's and a lower
+ * TTFT p90 on the shared-prefix multi-turn load; on every load, no server above 1.3x the mean.
+ */
+function kvChecks(records: Record_[], plans: WorkloadPlan[]): { lines: string[]; allMet: boolean } {
+  const lines = ['| workload | measure | kv-aware / prefix-aware (runs) | limit | met? |', '|---|---|---|---|---|'];
+  let allMet = true;
+  const word = (met: boolean) => (met ? 'yes' : '**no**');
+  const list = (r: number[]) => r.map((x) => x.toFixed(3)).join(' / ');
+  for (const plan of plans) {
+    if (plan.id === 'kv-multi-turn') {
+      const tokens = ratio(records, plan.id, KV, PREFIX, 'outputTokensPerSec');
+      const p90 = ratio(records, plan.id, KV, PREFIX, 'ttftP90Ms');
+      const metTokens = tokens.ratios.length > 0 && tokens.median >= 1.15;
+      const metP90 = p90.ratios.length > 0 && p90.median < 1;
+      allMet &&= metTokens && metP90;
+      lines.push(
+        `| ${plan.workload.name} | output tokens/s | ${tokens.median.toFixed(3)}x (${list(tokens.ratios)}) | >= 1.15 | ${word(metTokens)} |`,
+        `| ${plan.workload.name} | TTFT p90 | ${p90.median.toFixed(3)}x (${list(p90.ratios)}) | < 1 | ${word(metP90)} |`,
+      );
+    }
+    const runs = records.filter((r) => r.workload === plan.id && r.target === KV && r.metrics !== null);
+    if (runs.length === 0) continue;
+    const worst = Math.max(...runs.map((r) => busiest(r.metrics as PrefixJobMetrics)));
+    const met = worst <= 1.3;
+    allMet &&= met;
+    lines.push(
+      `| ${plan.workload.name} | kv-aware's busiest server / mean (worst run) | ${worst.toFixed(3)}x | <= 1.3 | ${word(met)} |`,
+    );
+  }
+  return { lines, allMet };
 }
 
 function checks(records: Record_[], plans: WorkloadPlan[]): { lines: string[]; allMet: boolean } {
   const lines = ['| target | measure | median of within-run ratios | runs | met? |', '|---|---|---|---|---|'];
   let allMet = true;
   for (const plan of plans) {
+    if (plan.limit === null || plan.headline === 'outputTokensPerSec') continue;
     const figure = plan.headline === 'makespanSec' ? 'makespan' : 'TTFT p50';
     const base = ratio(records, plan.id, PREFIX, BASELINE, plan.headline);
     const peer = ratio(records, plan.id, PREFIX, AFFINITY, plan.headline);
-    const metBase = base.ratios.length >= 2 ? base.median <= plan.limit : null;
+    const limit = plan.limit;
+    const metBase = base.ratios.length >= 2 ? base.median <= limit : null;
     const metPeer = peer.ratios.length >= 2 ? peer.median < 1 : null;
     if (metBase !== true || metPeer !== true) allMet = false;
     const word = (met: boolean | null) => (met === null ? 'fewer than 2 runs' : met ? 'yes' : '**no**');
@@ -242,6 +312,7 @@ async function main(argv: string[]): Promise<number> {
             const metrics = await runPrefixJob(spec, {
               servers: SERVERS,
               engine: (i) => engineFor(engine, i),
+              model: opts.kv ? kvFleet : undefined,
               workload: plan.workload,
               concurrency: plan.concurrency,
               proxyCpu: opts.proxyCpu,
@@ -253,7 +324,7 @@ async function main(argv: string[]): Promise<number> {
             });
             records.push({ run, workload: plan.id, target: spec.name, metrics, error: null });
             progress(
-              `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, TTFT p50 ${metrics.ttftP50Ms.toFixed(1)} ms p99 ${metrics.ttftP99Ms.toFixed(1)} ms, cached ${(100 * metrics.cachedRatio).toFixed(1)} %, sessions on one server ${metrics.sessionsOnOneServer}/${metrics.sessions}, errors ${metrics.errors}, completed ${metrics.completed.join('/')}`,
+              `${label}: makespan ${metrics.makespanSec.toFixed(2)} s, ${metrics.outputTokensPerSec.toFixed(0)} tokens/s, TTFT p50 ${metrics.ttftP50Ms.toFixed(1)} ms p90 ${metrics.ttftP90Ms.toFixed(1)} ms p99 ${metrics.ttftP99Ms.toFixed(1)} ms, cached ${(100 * metrics.cachedRatio).toFixed(1)} %, sessions on one server ${metrics.sessionsOnOneServer}/${metrics.sessions}, errors ${metrics.errors}, completed ${metrics.completed.join('/')}${metrics.kvDecisions === null ? '' : `, kv decisions ${JSON.stringify(metrics.kvDecisions)}`}${metrics.proxyCpuUsPerRequest === null ? '' : `, proxy CPU ${metrics.proxyCpuUsPerRequest.toFixed(0)} µs/request`}`,
             );
           } catch (error) {
             records.push({ run, workload: plan.id, target: spec.name, metrics: null, error: (error as Error).message });
@@ -267,6 +338,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const e = engineOptions({ quick: false });
   const verdict = checks(records, opts.workloads);
+  const kvVerdict = opts.kv ? kvChecks(records, opts.workloads) : null;
   const replicated = opts.replicas > 1 ? replicaChecks(records, opts.workloads, opts.replicas) : null;
   const sections = opts.workloads.flatMap((plan) => [
     `### ${plan.workload.name}: ${requestCount(plan.workload)} requests, ${plan.workload.kind === 'batch' ? `${plan.concurrency} in flight` : `${plan.workload.conversations.length} conversations, ${plan.concurrency} at once`}, KV pool ${plan.kvTokens} tokens per server`,
@@ -278,9 +350,19 @@ async function main(argv: string[]): Promise<number> {
     `## fleetgate prefix bench (medians of ${opts.runs} run${opts.runs === 1 ? '' : 's'})`,
     '',
     `Machine: ${machineLine(machine)}. Balancer pinned to core ${opts.proxyCpu ?? '-'}, servers and client to core ${opts.clientCpu ?? '-'}.`,
-    `Servers: ${SERVERS} simulated SGLang with a prefix cache in pages of ${e.pageSize} tokens, tokenMs ${e.tokenMs}, max_running_requests ${e.maxRunningRequests}, prefill ${PREFIX_PREFILL_TOKENS_PER_MS} tokens/ms; gpu${SLOW_INDEX} (*) is 1.3x slower. A fresh set of servers for every target and run. Every request streams and carries X-Session-Id.`,
+    `Servers: ${SERVERS} simulated SGLang with a prefix cache in pages of ${e.pageSize} tokens, tokenMs ${e.tokenMs}, max_running_requests ${e.maxRunningRequests}, prefill ${PREFIX_PREFILL_TOKENS_PER_MS} tokens/ms; gpu${SLOW_INDEX} (*) is 1.3x slower. A fresh set of servers for every target and run. Every request streams and carries X-Session-Id.${opts.kv ? " With the kv-aware arm, every target's servers render and tokenize with the packaged Qwen3 model and publish KV events (ZeroMQ); fleetgate kv-aware reads requests with the same model." : ''}`,
     '',
     ...sections,
+    ...(kvVerdict === null
+      ? []
+      : [
+          '### issue #55 targets: kv-aware',
+          '',
+          ...kvVerdict.lines,
+          '',
+          `All met: ${kvVerdict.allMet ? 'yes' : 'no'}.`,
+          '',
+        ]),
     '### issue #20 targets',
     '',
     ...verdict.lines,
@@ -313,6 +395,7 @@ async function main(argv: string[]): Promise<number> {
       })),
     },
     targets: verdict,
+    kvTargets: kvVerdict,
     replicas: replicated === null ? null : { count: opts.replicas, ...replicated },
     runs: records,
   });

@@ -1,4 +1,9 @@
-/** bench:prefix's targets and the ids its `--targets` takes, in the same order. */
+/**
+ * bench:prefix's targets and the ids its `--targets` takes, in the same order. `kv` (issue #55) is
+ * kv-aware over the engines' KV events, reading requests with the model the simulators load: a run
+ * with it gives every target's servers that model and a KV-event publisher (run.ts).
+ */
+import { packagedQwen3Dir } from '../../src/model/chat-model.js';
 import type { TargetSpec } from '../lib/targets.js';
 
 export const PREFIX_TARGETS: readonly TargetSpec[] = [
@@ -7,5 +12,14 @@ export const PREFIX_TARGETS: readonly TargetSpec[] = [
   { name: 'nginx least_conn', kind: 'nginx', balance: 'least_conn' },
   { name: 'haproxy leastconn', kind: 'haproxy', balance: 'leastconn' },
   { name: 'haproxy hdr(X-Session-Id) consistent', kind: 'haproxy', balance: 'hdr(X-Session-Id)' },
+  {
+    name: 'fleetgate kv-aware',
+    kind: 'fleetgate',
+    balance: 'kv-aware',
+    extraYaml: `model:\n  dir: ${JSON.stringify(packagedQwen3Dir())}\n`,
+  },
 ];
-export const TARGET_IDS = ['prefix', 'least', 'nginx', 'haproxy', 'affinity'] as const;
+export const TARGET_IDS = ['prefix', 'least', 'nginx', 'haproxy', 'affinity', 'kv'] as const;
+/** Targets run by default: `kv` changes the servers (a real tokenizer and events), so it is asked for by name. */
+export const DEFAULT_TARGET_IDS = TARGET_IDS.filter((id) => id !== 'kv');
+export const KV_TARGET = 'kv';

@@ -78,6 +78,8 @@ export interface ConversationSpec {
   maxTokens: number;
   /** The user's pause between an answer and the next turn, drawn uniformly from this range. */
   thinkMs: [number, number];
+  /** The workload's name in reports (default `multi-turn chat`). */
+  name?: string;
 }
 
 export function multiTurn(spec: ConversationSpec): PrefixWorkload {
@@ -101,7 +103,7 @@ export function multiTurn(spec: ConversationSpec): PrefixWorkload {
     }
     conversations.push(requests);
   }
-  return { kind: 'conversations', name: 'multi-turn chat', conversations };
+  return { kind: 'conversations', name: spec.name ?? 'multi-turn chat', conversations };
 }
 
 export function uniquePrompts(spec: WorkloadSpec): PrefixWorkload {
