@@ -4,16 +4,10 @@
  * backend's score for a key).
  */
 
-/** murmur3's finaliser: close inputs land far apart. */
-export function mix(h: number): number {
-  let x = h;
-  x ^= x >>> 16;
-  x = Math.imul(x, 0x85ebca6b);
-  x ^= x >>> 13;
-  x = Math.imul(x, 0xc2b2ae35);
-  x ^= x >>> 16;
-  return x >>> 0;
-}
+import { mix } from '../fleet/kv-events/block-keys.js';
+
+// murmur3's finaliser, one copy for the text hashes here and the KV-event block keys.
+export { mix };
 
 /** 32-bit FNV-1a of a string, then `mix`. */
 export function hashText(text: string, seed = 0x811c9dc5): number {

@@ -13,7 +13,8 @@ export const ROOT_KEY = 0;
 
 const TWO_32 = 0x1_0000_0000;
 
-function mix(h: number): number {
+/** murmur3's finaliser: close inputs land far apart (also routing/text-hash.ts's). */
+export function mix(h: number): number {
   let x = h;
   x ^= x >>> 16;
   x = Math.imul(x, 0x85ebca6b);
