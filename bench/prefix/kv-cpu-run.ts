@@ -8,7 +8,7 @@
  * policy gets the parsed body. Least-loaded adds none of this, so this is kv-aware's addition over it
  * on the traffic path (the event subscriptions' CPU is in bench:prefix's proxy CPU column).
  *
- *   node --import tsx bench/prefix/kv-cpu.ts [--rounds N] [--out FILE]
+ *   node --import tsx bench/prefix/kv-cpu-run.ts [--rounds N] [--out FILE]
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
