@@ -20,10 +20,14 @@ const BACKSLASH = 0x5c;
  */
 const UNUSUAL = /"(?:error"|tool_calls":\[|logprobs":[{[]|finish_reason":"|usage":\{)|\n/;
 
-/** What the fast path read of a plain event: which of the shape's fields held its text (-1: none), and the text. */
+/**
+ * What the fast path read of a plain event: which of the shape's fields held its text (-1: none),
+ * the text, and where in the event the text's JSON string starts (after its quote; -1: none).
+ */
 export interface PlainText {
   field: number;
   text: string;
+  at: number;
 }
 
 /**
@@ -49,8 +53,10 @@ export function readPlainText(event: string, quoted: readonly string[], out: Pla
   }
   out.field = field;
   out.text = '';
+  out.at = -1;
   if (field < 0) return true;
   const start = at + quoted[field].length;
+  out.at = start;
   let end = start;
   let escaped = false;
   for (; end < event.length; end++) {
@@ -65,6 +71,63 @@ export function readPlainText(event: string, quoted: readonly string[], out: Pla
   if (end >= event.length) return false;
   out.text = escaped ? (JSON.parse(event.slice(start - 1, end + 1)) as string) : event.slice(start, end);
   return true;
+}
+
+/**
+ * `readPlainText` for one stream, its last plain event with text kept as a template: an engine
+ * writes every token's event alike but for its text, so an event that is the template's text
+ * before and after the text (its `id`, `created`, `model`, and every field but the one string)
+ * around a text without a quote or a backslash is the same plain event, read with two
+ * comparisons instead of the searches over the whole event (each token of each stream comes here).
+ */
+export class PlainEvents {
+  readonly #quoted: readonly string[];
+  #field = -1;
+  #before = '';
+  #after = '';
+
+  constructor(shape: StreamShape) {
+    this.#quoted = shape.quoted;
+  }
+
+  /** As `readPlainText`. */
+  read(event: string, out: PlainText): boolean {
+    const before = this.#before;
+    const after = this.#after;
+    if (
+      this.#field >= 0 &&
+      event.length >= before.length + after.length &&
+      event.startsWith(before) &&
+      event.endsWith(after)
+    ) {
+      const text = event.slice(before.length, event.length - after.length);
+      if (plainString(text)) {
+        out.field = this.#field;
+        out.text = text;
+        out.at = before.length;
+        return true;
+      }
+    }
+    if (!readPlainText(event, this.#quoted, out)) return false;
+    const { at, text } = out;
+    if (
+      out.field >= 0 &&
+      plainString(text) &&
+      event.startsWith(text, at) &&
+      event.charCodeAt(at + text.length) === QUOTE
+    ) {
+      // Copied: a slice would keep the whole chunk's text alive for the stream's life.
+      this.#field = out.field;
+      this.#before = Buffer.from(event.slice(0, at)).toString();
+      this.#after = Buffer.from(event.slice(at + text.length)).toString();
+    }
+    return true;
+  }
+}
+
+/** Text that is its own JSON string's content: no quote, backslash or line break to escape. */
+function plainString(text: string): boolean {
+  return text.indexOf('"') < 0 && text.indexOf('\\') < 0 && text.indexOf('\n') < 0;
 }
 
 export interface StreamShape {

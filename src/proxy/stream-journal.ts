@@ -16,7 +16,7 @@ import type { ReasoningField } from '../http/reasoning-fields.js';
 import type { Body, ResumeRefusal } from './continuation.js';
 import { GeneratedText } from './generated-text.js';
 import type { StreamShape } from './sse-event.js';
-import { type PlainText, readPlainText } from './sse-event.js';
+import { PlainEvents, type PlainText } from './sse-event.js';
 
 const SEPARATOR = Buffer.from('\n\n');
 
@@ -37,7 +37,8 @@ interface Identity {
 export class StreamJournal {
   readonly #shape: StreamShape;
   readonly #reframe: boolean;
-  readonly #plain: PlainText = { field: -1, text: '' };
+  readonly #plain: PlainText = { field: -1, text: '', at: -1 };
+  readonly #plainEvents: PlainEvents;
   #pending: Buffer | null = null;
   /** Content events read in the last `feed`: what the client got with its bytes. */
   #fed = 0;
@@ -66,6 +67,7 @@ export class StreamJournal {
     this.#shape = shape;
     this.#reframe = reframe;
     this.#generated = new GeneratedText(shape);
+    this.#plainEvents = new PlainEvents(shape);
   }
 
   /** Content events (generated text or reasoning) in the bytes the last `feed` returned. */
@@ -169,8 +171,9 @@ export class StreamJournal {
   #feedEvents(chunk: Buffer): Buffer {
     const data = this.#pending === null ? chunk : Buffer.concat([this.#pending, chunk]);
     this.#pending = null;
-    // One decode per chunk, up to its last whole event; the rest waits for the next chunk.
-    const last = data.lastIndexOf(SEPARATOR);
+    // One decode per chunk, up to its last whole event; the rest waits for the next chunk. A chunk
+    // mostly ends on an event's end: then no search.
+    const last = endsWithSeparator(data) ? data.length - SEPARATOR.length : data.lastIndexOf(SEPARATOR);
     if (last < 0) {
       this.#pending = Buffer.from(data);
       return EMPTY;
@@ -196,7 +199,8 @@ export class StreamJournal {
         break;
       }
     }
-    return this.#joined(this.#attempt === 0 ? data.subarray(0, whole) : out);
+    if (this.#attempt > 0) return this.#joined(out);
+    return whole === data.length ? data : data.subarray(0, whole);
   }
 
   /** The events that end a stream whose output budget ran out exactly at the cut. */
@@ -235,7 +239,7 @@ export class StreamJournal {
     const plain = this.#plain;
     // A resumable stream's first event is read whole: its `id`, `created` and `model` are kept.
     const identified = this.#identity !== null || this.#shape.api === null;
-    if (this.#attempt === 0 && identified && readPlainText(text, this.#shape.quoted, plain)) {
+    if (this.#attempt === 0 && identified && this.#plainEvents.read(text, plain)) {
       if (plain.text !== '') this.#generated.add(this.#shape.fields[plain.field], plain.text);
       return PASSED;
     }
@@ -321,6 +325,11 @@ function reasoningTokensOf(usage: Body): number | null {
   const details = usage.completion_tokens_details;
   if (isObject(details) && typeof details.reasoning_tokens === 'number') return details.reasoning_tokens;
   return typeof usage.reasoning_tokens === 'number' ? usage.reasoning_tokens : null;
+}
+
+function endsWithSeparator(data: Buffer): boolean {
+  const n = data.length;
+  return n >= 2 && data[n - 1] === 0x0a && data[n - 2] === 0x0a;
 }
 
 const EMPTY = Buffer.alloc(0);

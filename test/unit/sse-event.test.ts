@@ -2,11 +2,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { eventData } from '../../src/http/event-stream.js';
-import { CHAT_SHAPE, COMPLETION_SHAPE, readPlainText } from '../../src/proxy/sse-event.js';
+import { CHAT_SHAPE, COMPLETION_SHAPE, PlainEvents, readPlainText } from '../../src/proxy/sse-event.js';
 
 /** The fast path's reading: the text and its field's name, '' for none; null: left to the full parse. */
 function plainDeltaText(event: string, shape = CHAT_SHAPE): { field: string; text: string } | '' | null {
-  const out = { field: -1, text: '' };
+  const out = { field: -1, text: '', at: -1 };
   if (!readPlainText(event, shape.quoted, out)) return null;
   return out.field < 0 || out.text === '' ? '' : { field: shape.fields[out.field], text: out.text };
 }
@@ -53,4 +53,30 @@ test('plainDeltaText leaves to the full parse what a continuation must know abou
     'data: {"id":"x",\ndata: "choices":[]}',
   ];
   for (const event of unusual) assert.equal(plainDeltaText(event), null, event);
+});
+
+test('PlainEvents reads a stream like readPlainText, its template or not', () => {
+  const reader = new PlainEvents(CHAT_SHAPE);
+  const events = [
+    chat({ role: 'assistant', content: '' }),
+    chat({ content: 'one' }),
+    chat({ content: 'two' }),
+    chat({ content: 'a "quoted" word' }),
+    chat({ content: 'line\nbreak' }),
+    chat({ content: 'back\\slash' }),
+    chat({ content: 'three' }),
+    chat({ content: '' }),
+    chat({ reasoning_content: 'hm' }),
+    chat({ content: 'four' }, { usage: { completion_tokens: 4 } }),
+    `data: ${JSON.stringify({ id: 'y', choices: [{ index: 0, delta: { content: 'five' }, finish_reason: null }] })}`,
+    `data: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta: { content: 'x' }, finish_reason: 'stop' }] })}`,
+    chat({ content: 'six' }),
+  ];
+  for (const event of events) {
+    const fresh = { field: -1, text: '', at: -1 };
+    const kept = { field: -1, text: '', at: -1 };
+    const plain = readPlainText(event, CHAT_SHAPE.quoted, fresh);
+    assert.equal(reader.read(event, kept), plain, event);
+    if (plain) assert.deepEqual(kept, fresh, event);
+  }
 });
