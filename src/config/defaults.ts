@@ -33,7 +33,11 @@ export const DEFAULT_HEALTH_EJECTION_TIME = 30_000;
 export const DEFAULT_HEALTH_MAX_EJECTION_TIME = 5 * 60_000;
 
 /** `auto`: least-loaded, or kv-aware over it while the engines' KV events are live (docs/routing.md). */
-export const DEFAULT_ROUTING_POLICY: PolicyName = 'auto';
+/**
+ * least-loaded, not `auto`: kv-aware has not yet been shown better than prefix-aware here (bench:prefix,
+ * docs/benchmarks.md) and tokenizes each request on the event loop, so it is opt-in.
+ */
+export const DEFAULT_ROUTING_POLICY: PolicyName = 'least-loaded';
 /** `auto`: the adaptive cap (src/routing/load/adaptive-cap.ts); it finished bench:balance's job first. */
 export const DEFAULT_MAX_INFLIGHT_PER_BACKEND: number | 'auto' = 'auto';
 export const DEFAULT_ROUTING_RETRIES = 2;

@@ -33,7 +33,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
     failure_quiet: 5_000,
   },
   routing: {
-    policy: 'auto',
+    policy: 'least-loaded',
     max_inflight_per_backend: 'auto',
     retries: 2,
     load_interval: 250,
