@@ -3,14 +3,14 @@
 export type BackendKind = 'sglang' | 'vllm' | 'openai';
 export const BACKEND_KINDS: readonly BackendKind[] = ['sglang', 'vllm', 'openai'];
 
-export type PolicyName = 'auto' | 'least-loaded' | 'round-robin' | 'power-of-two' | 'prefix-aware' | 'kv-aware';
+export type PolicyName = 'least-loaded' | 'round-robin' | 'power-of-two' | 'prefix-aware' | 'kv-aware' | 'auto';
 export const POLICY_NAMES: readonly PolicyName[] = [
-  'auto',
   'least-loaded',
   'round-robin',
   'power-of-two',
   'prefix-aware',
   'kv-aware',
+  'auto',
 ];
 /** `routing.cap_scope`: whose requests a backend's cap counts (docs/replicas.md). */
 export type CapScope = 'fleet' | 'replica';

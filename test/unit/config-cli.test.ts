@@ -33,7 +33,7 @@ test('a bad --set value exits 2 with the key and the problem on stderr', async (
   assert.equal(stdout, '');
   assert.equal(
     stderr,
-    'fleetgate: config error: routing.policy: "fastest" is not one of least-loaded, round-robin, power-of-two, prefix-aware (from --set routing.policy)\n',
+    'fleetgate: config error: routing.policy: "fastest" is not one of least-loaded, round-robin, power-of-two, prefix-aware, kv-aware, auto (from --set routing.policy)\n',
   );
 });
 

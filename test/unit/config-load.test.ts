@@ -278,7 +278,7 @@ test('errors in values from env or flags name the variable or flag', (t) => {
   );
   assert.equal(
     configErrorOf(() => load({ cwd: dir, argv: ['--set', 'routing.policy=fastest'] })),
-    'fleetgate: config error: routing.policy: "fastest" is not one of least-loaded, round-robin, power-of-two, prefix-aware (from --set routing.policy)',
+    'fleetgate: config error: routing.policy: "fastest" is not one of least-loaded, round-robin, power-of-two, prefix-aware, kv-aware, auto (from --set routing.policy)',
   );
   assert.equal(
     configErrorOf(() => load({ cwd: dir, argv: ['--set', 'min_ready=two'] })),

@@ -476,7 +476,7 @@ const BAD_CONFIGS: Array<[string, unknown, string]> = [
   [
     'enum',
     { ...ONE_BACKEND, routing: { policy: 'fastest' } },
-    'routing.policy: "fastest" is not one of auto, least-loaded, round-robin, power-of-two, prefix-aware, kv-aware',
+    'routing.policy: "fastest" is not one of least-loaded, round-robin, power-of-two, prefix-aware, kv-aware, auto',
   ],
   ['kind enum', { ...ONE_BACKEND, kind: 'tgi' }, 'kind: "tgi" is not one of sglang, vllm, openai'],
   [
