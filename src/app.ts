@@ -98,8 +98,7 @@ export interface Gateway {
  * path. `listen`, `drain` and `close` (in `lifecycle`) start and stop the parts in one place.
  */
 export async function createGateway(config: Config, opts: GatewayOptions): Promise<Gateway> {
-  const { logger } = opts;
-  const { now, logPollMs, resolver } = opts;
+  const { logger, now, logPollMs, resolver } = opts;
   const fleet = new Fleet(config, { now, logPollMs, resolver, logger, hasOwnQueue: queuesOwnRequests });
   const registry = fleet.registry;
   logTransitions(logger, registry);
@@ -108,11 +107,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
       ? new Launcher({ config: config.launch, registry, logger, now: opts.now })
       : null;
   const kv = createKvRouting(config, registry, (line) => logger.warn(line));
-  const routing = createRouting(
-    config,
-    registry,
-    kv === null ? null : { view: kv.events, routed: (decision, hit) => kv.routed(decision, hit) },
-  );
+  const routing = createRouting(config, registry, kvPolicyView(kv));
   const caps = createCapController(config, registry);
   const events = new ProxyEventBus();
   if (config.log.access) attachAccessLog(logger, events);
@@ -122,12 +117,10 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const tokenLatency = config.metrics.token_latency ? metrics.tokenLatency : undefined;
   if (tokenLatency === undefined) events.tokens = null;
   registerUpstreamConnections(metrics.registry, registry, () => pools.connections());
-  if (kv !== null) registerKvMetrics(metrics.registry, kv);
-  kv?.events.start();
   const state = new ServingState(config.upstream.warm_up);
 
   const app = createApp(config, logger);
-  if (kv !== null) app.addHook('onClose', async () => kv.events.close());
+  if (kv !== null) startKvEvents(kv, metrics, app);
   app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.render()));
   registerModelsRoute(app, registry, () => config);
   const reloadConfig = opts.reloadConfig;
@@ -162,6 +155,20 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     reload: control.reload,
     ...lifecycle(config, parts),
   };
+}
+
+/** What the kv-aware policy reads of the engines' KV events, when they are configured. */
+function kvPolicyView(kv: KvRouting | null) {
+  // `routed` is read per call: the metrics replace it once registered.
+  const routed: KvRouting['routed'] = (decision, hit) => kv?.routed(decision, hit);
+  return kv === null ? null : { view: kv.events, routed };
+}
+
+/** The KV-event subscriptions start with the app, their metrics registered, and close with it. */
+function startKvEvents(kv: KvRouting, metrics: GatewayMetrics, app: FastifyInstance): void {
+  registerKvMetrics(metrics.registry, kv);
+  kv.events.start();
+  app.addHook('onClose', async () => kv.events.close());
 }
 
 /** What `/readyz` reports of the process itself, and whether the traffic path still takes requests. */

@@ -14,6 +14,7 @@ import { isObject } from '../config/json-object.js';
 import { eventData } from '../http/event-stream.js';
 import type { ReasoningField } from '../http/reasoning-fields.js';
 import type { Body, ResumeRefusal } from './continuation.js';
+import { asOriginalStream, lengthEndingEvents, type StreamIdentity } from './continuation-events.js';
 import { GeneratedText } from './generated-text.js';
 import type { StreamShape } from './sse-event.js';
 import { PlainEvents, type PlainText } from './sse-event.js';
@@ -22,12 +23,6 @@ const SEPARATOR = Buffer.from('\n\n');
 
 /** What the journal saw in one event. */
 type EventKind = 'data' | 'done' | 'error' | 'other';
-
-interface Identity {
-  id: unknown;
-  created: unknown;
-  model: unknown;
-}
 
 /**
  * One client stream across its attempts. `feed` takes an upstream chunk and returns the bytes for
@@ -43,7 +38,7 @@ export class StreamJournal {
   /** Content events read in the last `feed`: what the client got with its bytes. */
   #fed = 0;
   #attempt = 0;
-  #identity: Identity | null = null;
+  #identity: StreamIdentity | null = null;
   readonly #generated: GeneratedText;
   /** Tokens of the attempts before the current one. */
   #before = 0;
@@ -205,22 +200,8 @@ export class StreamJournal {
 
   /** The events that end a stream whose output budget ran out exactly at the cut. */
   lengthEnding(includeUsage: boolean): string {
-    const identity = this.#identity ?? { id: null, created: null, model: null };
-    const choice =
-      this.#shape.api === 'chat'
-        ? { index: 0, delta: {}, logprobs: null, finish_reason: 'length' }
-        : { index: 0, text: '', logprobs: null, finish_reason: 'length' };
-    let out = `data: ${JSON.stringify({ ...identity, object: this.#object(), choices: [choice] })}\n\n`;
-    if (includeUsage) {
-      const prompt = this.#promptTokens ?? 0;
-      const usage = { prompt_tokens: prompt, completion_tokens: this.tokens, total_tokens: prompt + this.tokens };
-      out += `data: ${JSON.stringify({ ...identity, object: this.#object(), choices: [], usage })}\n\n`;
-    }
-    return `${out}data: [DONE]\n\n`;
-  }
-
-  #object(): string {
-    return this.#shape.api === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+    const counts = { tokens: this.tokens, promptTokens: this.#promptTokens };
+    return lengthEndingEvents(this.#shape.api, this.#identity, counts, includeUsage);
   }
 
   /** The client bytes: the first attempt's as they came, a continuation's rewritten after its join comment. */
@@ -258,8 +239,9 @@ export class StreamJournal {
     if (!isObject(parsed)) return { kind: 'other', rewritten: `${text}\n\n` };
     if (parsed.error !== undefined || parsed.object === 'error') return { kind: 'error', rewritten: null };
     const keep = this.#see(parsed);
-    if (this.#attempt === 0) return { kind: 'data', rewritten: null };
-    return { kind: 'data', rewritten: keep ? `data: ${JSON.stringify(this.#rewrite(parsed))}\n\n` : null };
+    if (this.#attempt === 0 || !keep) return { kind: 'data', rewritten: null };
+    const before = { tokens: this.#before, promptTokens: this.#promptTokens };
+    return { kind: 'data', rewritten: `data: ${JSON.stringify(asOriginalStream(parsed, this.#identity, before))}\n\n` };
   }
 
   /** Records what the event carries; false for a continuation's empty role chunk (dropped). */
@@ -294,29 +276,6 @@ export class StreamJournal {
       if (this.#attempt === 0 && typeof usage.prompt_tokens === 'number') this.#promptTokens = usage.prompt_tokens;
     }
     return keep || choices.length === 0;
-  }
-
-  /** A continuation's event as part of the original stream. */
-  #rewrite(event: Body): Body {
-    if (this.#identity !== null) {
-      event.id = this.#identity.id;
-      event.created = this.#identity.created;
-      event.model = this.#identity.model;
-    }
-    const usage = event.usage;
-    if (isObject(usage) && typeof usage.completion_tokens === 'number') {
-      const completion = this.#before + usage.completion_tokens;
-      // The continuation's prompt holds the original one plus what was generated before it.
-      const promptSeen = typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens - this.#before : 0;
-      const prompt = this.#promptTokens ?? Math.max(0, promptSeen);
-      event.usage = {
-        ...usage,
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-        total_tokens: prompt + completion,
-      };
-    }
-    return event;
   }
 }
 
