@@ -240,9 +240,12 @@ export async function runJob(setup: JobSetup, fleet: Fleet, stream: boolean): Pr
     const lines = counter.poll();
     batchCpuSec = processCpuSeconds(batch.pid) || batchCpuSec;
     if (kill === null && lines >= killAtLines) halfAt ??= Date.now();
-    // The victim must be running requests (on a busy machine it can be out of rotation for a moment): wait up to 30 s.
+    // The victim must be busy, running at least half its batch slots (or of its share of what is left): on a loaded
+    // machine fleetgate can have taken it out of rotation for a moment after a reset. Wait up to 30 s for it.
     const waiting = kill === null && halfAt !== null ? await engineCounters(victim) : null;
-    if (waiting !== null && halfAt !== null && (waiting.running > 0 || Date.now() - halfAt > 30_000)) {
+    const share = Math.min(fleet.spec.maxRunning, (sizes.requests - lines) / engines.length) / 2;
+    const busy = waiting !== null && waiting.running >= Math.max(1, share);
+    if (waiting !== null && halfAt !== null && (busy || Date.now() - halfAt > 30_000)) {
       const read = performance.now();
       const before = await engineCounters(victim);
       process.kill(victim.proc.pid, 'SIGKILL');

@@ -1,8 +1,8 @@
 /**
  * Resume's added latency: one stream at a time through fleetgate to two simulated engines; after
  * `cutAfter` events the engine serving it (its `x-sim-server` header) is `kill -9`ed, in the same
- * tick that read the event, and the time from the kill to the next body bytes at the client is the
- * sample. Token-exact: fleetgate with the model, a thinking answer cut mid-reasoning. Text: fleetgate
+ * tick that read the event, and the time from the kill to the continuation's first event at the client
+ * (the first after fleetgate's `: resumed on` comment) is the sample. Token-exact: fleetgate with the model, a thinking answer cut mid-reasoning. Text: fleetgate
  * without a model, the same engines answering without thinking (`enable_thinking: false`), resumed as
  * text as before #52. Either includes the new engine's prefill and first decode step (`tokenMs`). The
  * killed engine is started again, and both fleetgates see it ready, before the next sample. It runs
@@ -52,8 +52,11 @@ async function cutOne(
   for await (const chunk of res.body as AsyncIterable<Buffer>) {
     const now = performance.now();
     if (killedAt > 0) {
-      if (firstAfter === 0) firstAfter = now;
       after += chunk.toString();
+      // Bytes the dead engine sent before the kill can still arrive: the continuation is what follows
+      // fleetgate's `: resumed on` comment, its first event.
+      const mark = after.indexOf(': resumed on');
+      if (firstAfter === 0 && mark >= 0 && after.indexOf('data: ', mark) >= 0) firstAfter = now;
       continue;
     }
     events += chunk.toString().split('data: ').length - 1;
@@ -64,7 +67,7 @@ async function cutOne(
   }
   // The continuation goes on in the field the stream was cut in.
   const continued = new RegExp(`"${field}":"[^"]`).test(after);
-  const ok = killedAt > 0 && after.includes('data: [DONE]') && continued;
+  const ok = killedAt > 0 && firstAfter > 0 && after.includes('data: [DONE]') && continued;
   return { ms: firstAfter > 0 ? firstAfter - killedAt : Number.NaN, ok };
 }
 

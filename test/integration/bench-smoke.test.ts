@@ -47,3 +47,24 @@ for (const { bench, targets, header, fleetgateRow } of BENCHES) {
     assert.ok(json.runs.length > 0);
   });
 }
+
+// Issue #52: thinking engines, a batch job with one engine killed, the tokenizer's cost, resume latency (the
+// CPU part is bench:overhead's a-cpu / b-cpu, smoke-tested above).
+test('bench:thinking --quick runs and reports', { skip, timeout: 120_000 }, async () => {
+  const out = join(dir, 'thinking.json');
+  const { code, stdout, stderr } = await runBench('bench/thinking/run.ts', [
+    '--quick',
+    '--parts',
+    'job,tokenizer,latency',
+    '--out',
+    out,
+  ]);
+  assert.equal(code, 0, stderr);
+  assert.match(stdout, /\| stream-upstream +\| \d+ +\| 0 +\|/);
+  assert.match(stdout, /\| no-stream-upstream /);
+  assert.match(stdout, /\| token-exact, mid-reasoning /);
+  const json = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(json.bench, 'thinking');
+  assert.equal(json.jobs.length, 2);
+  assert.equal(json.tokenizer.length, 2);
+});
