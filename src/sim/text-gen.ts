@@ -123,3 +123,6 @@ export function continuedFrom(text: string): Continued {
   }
   return best;
 }
+
+/** The answer's words after its opening ` Paris.` and ` It` (thinking.ts continues from them). */
+export const ANSWER_TAIL_WORDS: readonly string[] = WORDS.slice(3);

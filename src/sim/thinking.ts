@@ -13,6 +13,7 @@
  * themselves when concatenated (test/unit/sim-thinking.test.ts checks it with the real tokenizer),
  * so "tokens generated" equals the tokenizer's count of the raw text.
  */
+import { ANSWER_TAIL_WORDS } from './text-gen.js';
 
 export const THINK_OPEN = '<think>';
 export const THINK_CLOSE = '</think>';
@@ -58,28 +59,11 @@ const REASONING_WORDS = [
 ];
 const FIRST_REASONING_WORD = 'Okay';
 
-const ANSWER_WORDS = [
-  ' is',
-  ' the',
-  ' capital',
-  ' and',
-  ' most',
-  ' populous',
-  ' city',
-  ' of',
-  ' France',
-  ',',
-  ' known',
-  ' for',
-  ' its',
-  ' art',
-  ',',
-  ' food',
-  ' and',
-  ' culture',
-  '.',
-  ' It',
-];
+/**
+ * The plain answer's words (text-gen.ts) after its opening ` Paris.`, which the thinking answer
+ * writes as `Paris.` at the start of its content instead; then ` It` again, to loop.
+ */
+const ANSWER_WORDS = [...ANSWER_TAIL_WORDS, ' It'];
 const FIRST_ANSWER_WORD = 'Paris';
 
 /** Which field of a parsed chat answer a token's text goes to; a marker's text goes nowhere. */
