@@ -273,7 +273,7 @@ function tokenizerTable(rows: TokenizerCost[]): string {
 
 function latencyTable(arms: LatencyArm[]): string {
   return markdownTable(
-    ['resume', 'median ms, cut to first continuation byte', 'samples (ok)', 'each ms'],
+    ['resume', "median ms, kill to the continuation's first event", 'samples (ok)', 'each ms'],
     arms.map((a) => [
       a.arm,
       fmt(a.medianMs, 1),
@@ -405,7 +405,7 @@ async function main(argv: string[]): Promise<number> {
       : []),
     ...(latency.length > 0
       ? [
-          `### Resume's added latency (engines at 20 ms/token, cut after 30 events by SIGKILL of the serving engine)`,
+          `### Resume's added latency (the job's engines, ${opts.tokenMs} ms/token; cut after 30 events by SIGKILL of the serving engine)`,
           '',
           latencyTable(latency),
           '',

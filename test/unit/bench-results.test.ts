@@ -12,7 +12,7 @@ import { test } from 'node:test';
 
 const root = resolve(import.meta.dirname, '../..');
 const MAX_FILES = 25;
-const BENCHES = ['overhead', 'balance', 'mixed', 'prefix', 'batch', 'soak', 'cold-start', 'log-parser'];
+const BENCHES = ['overhead', 'balance', 'mixed', 'prefix', 'batch', 'soak', 'cold-start', 'log-parser', 'thinking'];
 const NAME = new RegExp(`^(${BENCHES.join('|')})(-[a-z0-9]+)*-\\d{4}-\\d{2}-\\d{2}(-\\d+)?\\.(json|md|txt|svg)$`);
 
 function resultFiles(): string[] {
