@@ -76,21 +76,32 @@ function valueEnd(body: Buffer, at: number): number {
  * (escapes not decoded) and its value's bytes `[start, end)`; a `visit` that returns true ends the walk.
  */
 export function forEachTopLevelField(body: Buffer, visit: (key: string, start: number, end: number) => unknown): void {
+  walkTopLevel(body, (keyStart, keyEnd, start, end) => visit(body.toString('utf8', keyStart, keyEnd), start, end));
+}
+
+/**
+ * The walk under both readers: each top-level field's key bytes `[keyStart, keyEnd)` (inside its
+ * quotes) and value bytes `[start, end)`, decoding nothing; a `visit` that returns true ends it.
+ */
+function walkTopLevel(
+  body: Buffer,
+  visit: (keyStart: number, keyEnd: number, start: number, end: number) => unknown,
+): void {
   let i = skipSpace(body, 0);
   if (body[i] !== OPEN_OBJECT) return;
   i++;
   for (;;) {
     i = skipSpace(body, i);
     if (body[i] !== QUOTE) return;
+    const keyStart = i + 1;
     const keyEnd = stringEnd(body, i);
     if (keyEnd < 0) return;
-    const key = body.toString('utf8', i + 1, keyEnd - 1);
     i = skipSpace(body, keyEnd);
     if (body[i] !== COLON) return;
     i = skipSpace(body, i + 1);
     const end = valueEnd(body, i);
     if (end < 0) return;
-    if (visit(key, i, end) === true) return;
+    if (visit(keyStart, keyEnd - 1, i, end) === true) return;
     i = skipSpace(body, end);
     if (body[i] !== COMMA) return;
     i++;
@@ -112,11 +123,21 @@ export function topLevelFields(body: Buffer, keys: ReadonlySet<string>): Map<str
   return found;
 }
 
+/** The few keys `topLevelField` is asked for, as bytes. */
+const KEY_BYTES = new Map<string, Buffer>();
+
 /** The scalar value of top-level field `key` (the walk stops there); undefined: none, or not a scalar. */
 export function topLevelField(body: Buffer, key: string): Scalar | undefined {
+  // Keys are compared as bytes: read per request (`"stream"`), the walk allocates nothing it skips.
+  let wanted = KEY_BYTES.get(key);
+  if (wanted === undefined) {
+    wanted = Buffer.from(key);
+    KEY_BYTES.set(key, wanted);
+  }
   let value: Scalar | undefined;
-  forEachTopLevelField(body, (name, start, end) => {
-    if (name !== key) return false;
+  walkTopLevel(body, (keyStart, keyEnd, start, end) => {
+    if (keyEnd - keyStart !== wanted.length || body.compare(wanted, 0, wanted.length, keyStart, keyEnd) !== 0)
+      return false;
     value = scalarAt(body, start, end);
     return true;
   });
@@ -127,6 +148,9 @@ export function topLevelField(body: Buffer, key: string): Scalar | undefined {
 function scalarAt(body: Buffer, start: number, end: number): Scalar | undefined {
   const first = body[start];
   if (first === OPEN_OBJECT || first === OPEN_ARRAY) return undefined;
+  // The flags read per request, without a parse.
+  if (end - start === 4 && body.toString('latin1', start, end) === 'true') return true;
+  if (end - start === 5 && body.toString('latin1', start, end) === 'false') return false;
   try {
     return JSON.parse(body.toString('utf8', start, end)) as Scalar;
   } catch {
