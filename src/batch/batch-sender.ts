@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { Agent, errors, request } from 'undici';
 import { isObject } from '../config/json-object.js';
+import { BATCH_HEADER } from '../http/batch-header.js';
 import type { BatchRequest } from './batch-input.js';
 import { type StreamApi, StreamAssembler, streamable, streamedBody } from './stream-assembler.js';
 
@@ -94,7 +95,7 @@ export class BatchSender {
 
   readonly send: Send = async (batchRequest, signal, extra) => {
     const url = new URL(batchRequest.url.slice(1), this.#opts.base);
-    const headers: Record<string, string> = { ...extra, 'content-type': 'application/json' };
+    const headers: Record<string, string> = { ...extra, 'content-type': 'application/json', [BATCH_HEADER]: '1' };
     const plan = this.#streamPlan(batchRequest);
     let assembled: ReturnType<StreamAssembler['finish']> | null = null;
     if (this.#opts.priorityClass !== null) headers['x-fleetgate-priority'] = this.#opts.priorityClass;

@@ -8,6 +8,7 @@
  * one result on, so a fleet that needs none of them never parses a body.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { BATCH_HEADER } from '../http/batch-header.js';
 import type { ErrorType } from '../http/openai-error.js';
 import { topLevelField } from '../http/top-level-fields.js';
 import { RequestContext } from '../routing/request-context.js';
@@ -62,7 +63,8 @@ export function createContextReader(opts: ContextReaderOptions): ContextReader {
     const prompt = opts.promptTraits?.(path, headers, json());
     context.traits = prompt === undefined ? traits : { ...traits, ...prompt };
     context.queue = queue;
-    context.streamed = opts.watchStreams() && asksForStream(body);
+    // A batch's stream is no client's: the watchdog judges it as the answer it was before it streamed.
+    context.streamed = opts.watchStreams() && headers[BATCH_HEADER] === undefined && asksForStream(body);
     return { context, json };
   };
 }

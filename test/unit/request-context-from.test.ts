@@ -27,6 +27,9 @@ test('a request is read into one context: its class, its model queue and its str
   assert.deepEqual(context.traits, { priority: 'default', apiKey: null });
   assert.equal(context.queue, queueA);
   assert.equal(context.streamed, true);
+  // A batch's streamed request is no client's stream: the watchdog's first-byte rule leaves it be.
+  const batch = read('/v1/chat/completions', { 'x-fleetgate-batch': '1' }, body({ stream: true })) as ReadRequest;
+  assert.equal(batch.context.streamed, false);
 });
 
 test('prompt traits join the class traits only when the policy asks for them', () => {
