@@ -12,10 +12,10 @@ import { test } from 'node:test';
 import pino from 'pino';
 import { request } from 'undici';
 import { createGateway } from '../../src/app.js';
-import { validateConfig } from '../../src/config/validate.js';
 import { routeBodies } from '../../src/http/request-body.js';
 import { tempDir } from '../helpers/batch.js';
 import { backendsFor, createSims } from '../helpers/fleet.js';
+import { shippedConfig } from '../helpers/shipped.js';
 import { waitFor } from '../helpers/wait.js';
 
 const TOKEN = 'admin-secret';
@@ -58,19 +58,10 @@ test('every body-less route takes no body, an empty JSON body and {}; every rout
   );
   for (const sim of sims) sim.start();
   await Promise.all(sims.map((sim) => sim.whenReady()));
-  const raw = {
-    listen: '127.0.0.1:0',
-    backends: backendsFor(sims),
-    admin: { token: TOKEN },
-    auth: { api_keys: ['sk-user'] },
-    batch: { dir: join(dir, 'batches') },
-    upstream: { warm_up: false },
-  };
-  const config = validateConfig(raw, 'test');
-  const gateway = await createGateway(config, {
-    logger: pino({ level: 'silent' }),
-    reloadConfig: () => validateConfig(raw, 'test'),
-  });
+  // As shipped (config/fleetgate.yaml), with the keys the routes need.
+  const overrides = { admin: { token: TOKEN }, auth: { api_keys: ['sk-user'] }, batch: { dir: join(dir, 'batches') } };
+  const configOf = () => shippedConfig('shipped', backendsFor(sims), overrides);
+  const gateway = await createGateway(configOf(), { logger: pino({ level: 'silent' }), reloadConfig: configOf });
   const base = await gateway.listen();
   t.after(() => gateway.close());
   await waitFor(() => gateway.fleet.registry.ready.length === sims.length, { what: 'every backend ready' });

@@ -76,7 +76,6 @@ async function startFleet(): Promise<Fleet> {
     // Retry-After: 1 (health.starting_interval); a probe every 100 ms after the engine's kill.
     health: { starting_interval: '1s', interval: '1s', fall: 1 },
     batch: { dir: join(dir, 'batches') },
-    upstream: { warm_up: false },
     log: { level: 'warn', access: false },
   };
   const file = join(dir, 'fleetgate.yaml');
@@ -94,7 +93,9 @@ async function startFleet(): Promise<Fleet> {
       if (serve.child.exitCode !== null) throw new Error(`fleetgate exited: ${serve.output()}`);
       const res = await fetch(`${url}/fleet/status`);
       const status = (await res.json()) as { backends: Array<{ state: string }> };
-      return status.backends.filter((b) => b.state === 'ready').length === sims.length;
+      // Its start-up warm-up on, as shipped: /readyz says when a script may start.
+      const ready = (await fetch(`${url}/readyz`)).status === 200;
+      return ready && status.backends.filter((b) => b.state === 'ready').length === sims.length;
     },
     { what: 'fleetgate and its three engines ready', timeoutMs: 60_000, intervalMs: 100 },
   );
