@@ -8,7 +8,7 @@
  * `readRawEvent`; raw-to-chat.ts turns it into the client's chat events.
  */
 import type { ChatModel, ThinkMarkers } from '../model/chat-model.js';
-import type { Body } from './continuation.js';
+import { type Body, remainingBudget } from './continuation.js';
 import { generatedRaw, opensThink } from './think-split.js';
 
 export type RawApiKind = 'sglang' | 'vllm';
@@ -55,18 +55,6 @@ const VLLM_SAMPLING = [
   'include_stop_str_in_output',
 ] as const;
 
-const BUDGET_KEYS = ['max_completion_tokens', 'max_tokens'] as const;
-
-/** The chat body's output budget after `generated` tokens; null when it set none. */
-function budgetLeft(body: Body, generated: number): number | null {
-  let least: number | null = null;
-  for (const key of BUDGET_KEYS) {
-    const value = body[key];
-    if (typeof value === 'number') least = Math.min(least ?? value, value - generated);
-  }
-  return least;
-}
-
 function copyFields(from: Body, to: Body, keys: readonly string[]): Body {
   for (const key of keys) if (from[key] !== undefined && from[key] !== null) to[key] = from[key];
   return to;
@@ -105,7 +93,7 @@ export function tokenPlan(
   const ids = model.encode(rendered + raw);
   const generatedTokens = ids.length - promptTokens;
   const inThink = markers !== null && (promptOpens || reasoning !== '') && content === '';
-  const left = budgetLeft(body, generatedTokens);
+  const left = remainingBudget(body, generatedTokens);
   const maxNew = left === null ? undefined : Math.max(1, left);
   if (kind === 'vllm') {
     const out = copyFields(body, { model: body.model, prompt: ids, stream: true }, VLLM_SAMPLING);
