@@ -112,6 +112,16 @@ export function metricSum(text: string, name: string): number {
   return sum;
 }
 
+/** Sum of every series of `name` per value of its label `label`. */
+export function metricByLabel(text: string, name: string, label: string): Record<string, number> {
+  const sums: Record<string, number> = {};
+  for (const match of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} ([0-9.eE+-]+)$`, 'gm'))) {
+    const value = new RegExp(`${label}="([^"]*)"`).exec(match[1])?.[1] ?? '';
+    sums[value] = (sums[value] ?? 0) + Number(match[2]);
+  }
+  return sums;
+}
+
 export async function scrape(url: string): Promise<string> {
   const res = await request(`${url}/metrics`, { headersTimeout: 5000, bodyTimeout: 5000 });
   return res.body.text();

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { processCpuSeconds } from '../lib/proc-stats.js';
 import { spawnPinned } from '../lib/procs.js';
 import { FLEETGATE_CLI } from '../lib/targets.js';
-import { type Engine, engineCounters, type Fleet, metricSum, scrape } from './engines.js';
+import { type Engine, engineCounters, type Fleet, metricByLabel, metricSum, scrape } from './engines.js';
 
 export interface JobSizes {
   engines: number;
@@ -176,6 +176,10 @@ export interface JobResult {
   reasoningShare: number;
   resumes: number;
   resumeFailures: number;
+  /** The counters by label after the job (resumes by why the stream was cut, failures by why refused). */
+  resumesByReason: Record<string, number>;
+  resumesByBackend: Record<string, number>;
+  failuresByReason: Record<string, number>;
   fleetgateCpuSec: number;
   batchCpuSec: number;
 }
@@ -302,6 +306,9 @@ export async function runJob(setup: JobSetup, fleet: Fleet, stream: boolean): Pr
     reasoningShare: summary.reasoningTokens / summary.completionTokens,
     resumes: metricSum(fgMetrics, 'fleetgate_stream_resumes_total') - resumesBefore,
     resumeFailures: metricSum(fgMetrics, 'fleetgate_stream_resume_failures_total') - failuresBefore,
+    resumesByReason: metricByLabel(fgMetrics, 'fleetgate_stream_resumes_total', 'reason'),
+    resumesByBackend: metricByLabel(fgMetrics, 'fleetgate_stream_resumes_total', 'backend'),
+    failuresByReason: metricByLabel(fgMetrics, 'fleetgate_stream_resume_failures_total', 'reason'),
     fleetgateCpuSec,
     batchCpuSec,
   };

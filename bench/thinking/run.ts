@@ -238,7 +238,7 @@ function jobTable(jobs: JobResult[]): string {
       'generated tokens',
       'generated / output',
       'killed engine: running, gap ms',
-      'resumes',
+      'resumes (refused: why)',
       'fleetgate CPU s',
     ],
     jobs.map((j) => [
@@ -251,10 +251,15 @@ function jobTable(jobs: JobResult[]): string {
       fmt(j.generated, 0),
       `${times(j.generatedOverOutput, 3)} (≤ ${times(j.generatedOverOutputUpper, 3)})`,
       j.kill ? `${j.kill.runningAtKill}, ${fmt(j.kill.readToKillMs, 1)}` : 'no kill',
-      String(j.resumes),
+      `${j.resumes} (${j.resumeFailures}${reasons(j.failuresByReason)})`,
       fmt(j.fleetgateCpuSec, 1),
     ]),
   );
+}
+
+function reasons(counts: Record<string, number>): string {
+  const named = Object.entries(counts).filter(([, n]) => n > 0);
+  return named.length === 0 ? '' : `: ${named.map(([why, n]) => `${why} ${n}`).join(', ')}`;
 }
 
 function tokenizerTable(rows: TokenizerCost[]): string {

@@ -1,20 +1,21 @@
 /**
  * A batch keeps its work through a crash (issue #52 item 5): chat and completions lines go upstream
  * streamed and come back assembled in the shape of the engine's non-streamed answer, field by field
- * the simulator's own (thinking mode included, SGLang and vLLM); and a batch whose engine is
- * SIGKILLed mid-job has that engine's in-flight answers resumed on the other engine, not started
+ * the simulator's own (thinking mode included, SGLang and vLLM); and a job (`fleetgate batch`, and
+ * the Batch API driven by the openai SDK) whose engine is SIGKILLed mid-job has that engine's in-flight answers resumed on the other engine, not started
  * over: every line once, `fleetgate_stream_resumes_total` > 0, and the tokens the engines generated
  * below what starting over would have cost.
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
+import OpenAI, { toFile } from 'openai';
 import { request } from 'undici';
 import type { BatchRequest, BatchUrl } from '../../src/batch/batch-input.js';
 import { BatchSender } from '../../src/batch/batch-sender.js';
 import { packagedQwen3Dir } from '../../src/model/chat-model.js';
-import { assertCompleteOutput, batchLine, readJsonl, tempDir } from '../helpers/batch.js';
+import { assertCompleteOutput, batchLine, type OutputLine, readJsonl, tempDir } from '../helpers/batch.js';
 import { spawnCli } from '../helpers/cli.js';
 import { createSims, startGateway } from '../helpers/fleet.js';
 import { metricOf, resumeFleet } from '../helpers/resume-fleet.js';
@@ -120,33 +121,42 @@ async function generatedBy(url: string): Promise<number> {
   return match ? Number(match[1]) : 0;
 }
 
-test('a batch whose engine is SIGKILLed mid-job: every line once, the in-flight answers resumed, not restarted', async (t) => {
-  const COUNT = 16;
-  const MAX_TOKENS = 72;
+const CRASH_LINES = 16;
+
+/**
+ * gpu0 (a thinking sim process) alone ready, the spare down; `run` starts a job of CRASH_LINES chats
+ * through fleetgate (its `batch` config section from `batch`) and resolves to its output lines once
+ * done. gpu0 is SIGKILLed when every line is twenty tokens into its answer, the spare admitted first:
+ * every line once, reasoning kept, the killed engine's streams resumed and the engines' tokens below
+ * what starting over would cost.
+ */
+async function crashMidJob(
+  t: TestContext,
+  batch: object,
+  run: (url: string, input: string, dir: string) => { done: Promise<OutputLine[]> },
+): Promise<void> {
   const simFlags = ['--model-path', QWEN3, '--reasoning-parser', 'qwen3', '--think-tokens', '24-24'];
   const dying = await startSimProcess(t, 'gpu0', [...simFlags, '--token-ms', '60']);
   const fleet = await resumeFleet(
     t,
     dying,
-    { model: { dir: QWEN3 }, log: { access: false } },
+    { model: { dir: QWEN3 }, log: { access: false }, batch },
     { modelPath: QWEN3, reasoningParser: 'qwen3', thinkTokens: THINK_TOKENS },
   );
   const dir = tempDir(t);
   const input = join(dir, 'input.jsonl');
-  const lines = Array.from({ length: COUNT }, (_, i) =>
+  const lines = Array.from({ length: CRASH_LINES }, (_, i) =>
     batchLine(`req-${i}`, '/v1/chat/completions', {
       model: 'default',
-      max_tokens: MAX_TOKENS,
+      max_tokens: 72,
       messages: [{ role: 'user', content: `Why is the sky blue? (${i})` }],
     }),
   );
   writeFileSync(input, `${lines.join('\n')}\n`);
-  const output = join(dir, 'output.jsonl');
   const before = await generatedBy(dying.url);
-  const run = spawnCli(['batch', input, '-o', output, '--url', fleet.url, '--concurrency', String(COUNT)]);
-  t.after(() => run.child.kill('SIGKILL'));
+  const job = run(fleet.url, input, dir);
   // Every line in flight on gpu0 (the spare is down) and well into its answer.
-  await waitFor(async () => (await generatedBy(dying.url)) - before >= COUNT * 20, {
+  await waitFor(async () => (await generatedBy(dying.url)) - before >= CRASH_LINES * 20, {
     timeoutMs: 60_000,
     intervalMs: 50,
     what: 'gpu0 twenty tokens into each answer',
@@ -154,12 +164,9 @@ test('a batch whose engine is SIGKILLed mid-job: every line once, the in-flight 
   await fleet.admitSpare();
   const lost = (await generatedBy(dying.url)) - before;
   await dying.kill();
-  const code = await run.closed;
-  assert.equal(code, 0, run.output());
+  const out = await job.done;
 
-  const out = readJsonl(output);
-  assertCompleteOutput(out, COUNT);
-  assert.equal(new Set(out.map((l) => l.custom_id)).size, COUNT, 'no duplicate custom_id');
+  assertCompleteOutput(out, CRASH_LINES);
   const inOutput = out.reduce(
     (sum, l) => sum + ((l.response?.body?.usage as { completion_tokens?: number } | undefined)?.completion_tokens ?? 0),
     0,
@@ -174,9 +181,54 @@ test('a batch whose engine is SIGKILLed mid-job: every line once, the in-flight 
   const generated = lost + spare;
   const restart = inOutput + lost;
   process.stderr.write(
-    `batch kill: ${COUNT} lines, ${resumes} resumed; tokens in the output ${inOutput}, generated by the engines ${generated} (gpu0 ${lost} before its kill, spare ${spare}); starting over would be ${restart}\n`,
+    `batch kill: ${CRASH_LINES} lines, ${resumes} resumed; tokens in the output ${inOutput}, generated by the engines ${generated} (gpu0 ${lost} before its kill, spare ${spare}); starting over would be ${restart}\n`,
   );
   assert.ok(resumes > 0, 'the killed engine’s streams were resumed');
   assert.ok(spare < inOutput, `the spare generated only the rest (${spare} < ${inOutput})`);
   assert.ok(generated < restart, `${generated} generated < ${restart} starting over`);
+}
+
+test('fleetgate batch, its engine SIGKILLed mid-job: every line once, the in-flight answers resumed, not restarted', async (t) => {
+  await crashMidJob(t, {}, (url, input, dir) => {
+    const output = join(dir, 'output.jsonl');
+    const run = spawnCli(['batch', input, '-o', output, '--url', url, '--concurrency', String(CRASH_LINES)]);
+    t.after(() => run.child.kill('SIGKILL'));
+    const done = run.closed.then((code) => {
+      assert.equal(code, 0, run.output());
+      return readJsonl(output);
+    });
+    return { done };
+  });
+});
+
+test('the Batch API, its engine SIGKILLed mid-job: every line once, the in-flight answers resumed, not restarted', async (t) => {
+  await crashMidJob(t, { dir: join(tempDir(t), 'batches')}, (url, input) => {
+    const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const done = (async () => {
+      const file = await client.files.create({
+        file: await toFile(readFileSync(input), 'input.jsonl'),
+        purpose: 'batch',
+      });
+      const job = await client.batches.create({
+        input_file_id: file.id,
+        endpoint: '/v1/chat/completions',
+        completion_window: '24h',
+      });
+      const finished = await waitFor(
+        async () => {
+          const now = await client.batches.retrieve(job.id);
+          return now.status === 'completed' || now.status === 'failed' ? now : null;
+        },
+        { timeoutMs: 90_000, intervalMs: 200, what: 'the batch completed' },
+      );
+      assert.equal(finished.status, 'completed');
+      assert.equal(finished.request_counts?.failed, 0);
+      const text = await (await client.files.content(finished.output_file_id as string)).text();
+      return text
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line) as OutputLine);
+    })();
+    return { done };
+  });
 });
