@@ -156,3 +156,34 @@ test("journal: its state is read-only from outside, and a continuation's error e
   journal.feed(Buffer.from(chatChunks('b', 1, 1, { finish: true })));
   assert.equal(journal.finished, true);
 });
+
+test("journal: vLLM's `reasoning` deltas after the first event, an event cut across chunks, are read as reasoning", () => {
+  const event = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: 'v', object: 'chat.completion.chunk', model: 'm', choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })}\n\n`;
+  const stream =
+    event({ role: 'assistant', content: '' }) +
+    event({ reasoning: 'Rayleigh' }) +
+    event({ reasoning: ' scattering' }) +
+    event({ content: 'Blue.' }) +
+    event({}, 'stop') +
+    'data: [DONE]\n\n';
+  // Cut inside the second reasoning event's JSON, and inside the first one's field name.
+  const cuts = [stream.indexOf('scattering') + 3, stream.indexOf('"reasoning"') + 5];
+  for (const cut of cuts) {
+    for (const reframe of [true, false]) {
+      const journal = new StreamJournal(CHAT_SHAPE, reframe);
+      const out = Buffer.concat([
+        journal.feed(Buffer.from(stream.slice(0, cut))),
+        journal.feed(Buffer.from(stream.slice(cut))),
+      ]);
+      assert.equal(out.toString(), stream, 'the bytes pass unchanged');
+      assert.equal(journal.reasoning, 'Rayleigh scattering', `cut at ${cut}, reframe ${reframe}`);
+      assert.equal(journal.reasoningField, 'reasoning');
+      assert.equal(journal.text, 'Blue.');
+      assert.equal(journal.tokens, 3, 'two reasoning events and one answer event');
+      assert.equal(journal.reasoningTokens, 2);
+      assert.equal(journal.refusal, 'reasoning', 'a cut here is not resumed as text');
+      assert.equal(journal.finished, true);
+    }
+  }
+});
