@@ -36,7 +36,7 @@ function bursts(fixture: LogFixture): string[][] {
   return pieces;
 }
 
-describe('real log excerpts through the log watcher', () => {
+describe('real log excerpts through the log watcher', { concurrency: 4 }, () => {
   let gateway: Gateway;
   let dir: string;
   const transitions = new Map<string, string[]>();
