@@ -50,7 +50,7 @@ function colour(name: string): string {
   return '#d4a6c8';
 }
 
-function escape(text: string): string {
+function escapeXml(text: string): string {
   return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
 }
 
@@ -76,8 +76,8 @@ function main(): void {
     const fits = Math.floor((width - 4) / 6.5);
     const text = fits < 3 ? '' : label.length <= fits ? label : `${label.slice(0, fits - 2)}..`;
     boxes.push(
-      `<g><title>${escape(label)} (${share}%)</title><rect x="${x.toFixed(2)}" y="${y}" width="${width.toFixed(2)}" height="${ROW - 1}" fill="${colour(frame.name)}"/>` +
-        (text === '' ? '' : `<text x="${(x + 2).toFixed(2)}" y="${y + 12}">${escape(text)}</text>`) +
+      `<g><title>${escapeXml(label)} (${share}%)</title><rect x="${x.toFixed(2)}" y="${y}" width="${width.toFixed(2)}" height="${ROW - 1}" fill="${colour(frame.name)}"/>` +
+        (text === '' ? '' : `<text x="${(x + 2).toFixed(2)}" y="${y + 12}">${escapeXml(text)}</text>`) +
         '</g>',
     );
     let at = x;
@@ -87,7 +87,7 @@ function main(): void {
     }
   };
   draw(root, 0, 0);
-  const title = escape(values.title ?? positionals[0]);
+  const title = escapeXml(values.title ?? positionals[0]);
   const legend = 'orange fleetgate, blue undici, green fastify and plugins, grey node core, red GC and native';
   process.stdout.write(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" font-family="monospace" font-size="11">\n` +

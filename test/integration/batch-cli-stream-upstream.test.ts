@@ -202,7 +202,7 @@ test('fleetgate batch, its engine SIGKILLed mid-job: every line once, the in-fli
 });
 
 test('the Batch API, its engine SIGKILLed mid-job: every line once, the in-flight answers resumed, not restarted', async (t) => {
-  await crashMidJob(t, { dir: join(tempDir(t), 'batches')}, (url, input) => {
+  await crashMidJob(t, { dir: join(tempDir(t), 'batches') }, (url, input) => {
     const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
     const done = (async () => {
       const file = await client.files.create({
