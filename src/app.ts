@@ -168,7 +168,10 @@ function kvPolicyView(kv: KvRouting | null) {
 function startKvEvents(kv: KvRouting, metrics: GatewayMetrics, app: FastifyInstance): void {
   registerKvMetrics(metrics.registry, kv);
   kv.events.start();
-  app.addHook('onClose', async () => kv.events.close());
+  app.addHook('onClose', async () => {
+    await kv.events.close();
+    await kv.keys.close();
+  });
 }
 
 /** What `/readyz` reports of the process itself, and whether the traffic path still takes requests. */

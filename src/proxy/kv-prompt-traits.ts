@@ -1,6 +1,8 @@
 /**
  * The prompt traits with kv-aware's block keys added (kv-routing.ts): computed only while some
- * backend's KV events are live, so that a fleet without events pays no tokenizing.
+ * backend's KV events are live, so that a fleet without events pays no tokenizing. Keys that wait
+ * for the tokenizer's worker make the traits a promise; a worker that fails leaves the request
+ * without keys (the policy's fallback routes it).
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PromptTraits } from '../routing/request-traits.js';
@@ -8,12 +10,23 @@ import type { KvRouting } from './kv-routing.js';
 
 type TraitsOf = (path: string, headers: IncomingHttpHeaders, json: unknown) => PromptTraits | undefined;
 
-export function withKvKeys(base: TraitsOf | undefined, kv: KvRouting | null): TraitsOf | undefined {
+/** Traits now, or once the request's tokens are known. */
+export type PendingTraits = PromptTraits | Promise<PromptTraits | undefined> | undefined;
+
+export function withKvKeys(
+  base: TraitsOf | undefined,
+  kv: KvRouting | null,
+): ((path: string, headers: IncomingHttpHeaders, json: unknown) => PendingTraits) | undefined {
   if (kv === null) return base;
   return (path, headers, json) => {
     const traits = base?.(path, headers, json);
     if (!kv.events.anyLive) return traits;
     const kvKeys = kv.keys(path, json);
-    return kvKeys === undefined ? traits : { ...traits, kvKeys };
+    if (kvKeys === undefined) return traits;
+    if (!('then' in kvKeys)) return { ...traits, kvKeys };
+    return kvKeys.then(
+      (keys) => (keys === undefined ? traits : { ...traits, kvKeys: keys }),
+      () => traits,
+    );
   };
 }

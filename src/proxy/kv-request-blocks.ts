@@ -14,6 +14,7 @@
  */
 import type { ModelConfig } from '../config/types.js';
 import { blockKeys } from '../fleet/kv-events/block-keys.js';
+import { BackgroundTokenizer } from '../model/background-tokenizer.js';
 import { type ChatModel, loadChatModel } from '../model/chat-model.js';
 
 type Body = Record<string, unknown>;
@@ -101,19 +102,19 @@ class TokenCache {
     this.#size = size;
   }
 
-  get(text: string, encode: (text: string) => number[]): readonly number[] {
+  get(text: string): readonly number[] | undefined {
     const hit = this.#entries.get(text);
     if (hit !== undefined) {
       this.#entries.delete(text);
       this.#entries.set(text, hit);
-      return hit;
     }
-    const ids = encode(text);
-    if (this.#size > 0) {
-      this.#entries.set(text, ids);
-      if (this.#entries.size > this.#size) this.#entries.delete(this.#entries.keys().next().value as string);
-    }
-    return ids;
+    return hit;
+  }
+
+  set(text: string, ids: readonly number[]): void {
+    if (this.#size === 0) return;
+    this.#entries.set(text, ids);
+    if (this.#entries.size > this.#size) this.#entries.delete(this.#entries.keys().next().value as string);
   }
 }
 
@@ -125,57 +126,90 @@ export interface KvKeysOptions {
   readonly cacheSize: number;
 }
 
-/** The request's block keys, or undefined (no model for it, no prompt, block size unknown). */
-export type KvKeysReader = (path: string, json: unknown) => number[] | undefined;
+/**
+ * The request's block keys: at once when every text is in the cache, else once the worker has
+ * tokenized what is new; undefined when there are none (no model for it, no prompt, block size unknown).
+ */
+type KvKeys = readonly number[] | Promise<readonly number[] | undefined> | undefined;
+
+export interface KvKeysReader {
+  (path: string, json: unknown): KvKeys;
+  /** Stops the tokenizer workers. */
+  close(): Promise<void>;
+}
+
+/** What one model needs: its template, how it frames messages (probed at first use), its caches. */
+interface ModelReader {
+  readonly model: ChatModel;
+  readonly worker: BackgroundTokenizer;
+  readonly cache: TokenCache;
+  frame?: Frame | null;
+}
 
 /** Null when no model directory is configured: kv-aware then has no keys and falls back. */
 export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
-  const named = new Map(Object.entries(opts.model.dirs).map(([name, dir]) => [name, loadChatModel(dir)]));
-  const single = opts.model.dir === null ? null : loadChatModel(opts.model.dir);
+  const readerOf = (dir: string): ModelReader => ({
+    model: loadChatModel(dir),
+    worker: new BackgroundTokenizer(dir),
+    cache: new TokenCache(opts.cacheSize),
+  });
+  const named = new Map(Object.entries(opts.model.dirs).map(([name, dir]) => [name, readerOf(dir)]));
+  const single = opts.model.dir === null ? null : readerOf(opts.model.dir);
   if (single === null && named.size === 0) return null;
-  const frames = new Map<ChatModel, Frame | null>();
-  const caches = new Map<ChatModel, TokenCache>();
-  return (path, json) => {
+  const read = (path: string, json: unknown): KvKeys => {
     const blockSize = opts.blockSize();
     if (blockSize === null || json === null || typeof json !== 'object' || Array.isArray(json)) return undefined;
     const body = json as Body;
-    const model = (typeof body.model === 'string' ? named.get(body.model) : undefined) ?? single;
-    if (model === null) return undefined;
-    let cache = caches.get(model);
-    if (cache === undefined) {
-      cache = new TokenCache(opts.cacheSize);
-      caches.set(model, cache);
-    }
-    const ids = tokenIds(model, frames, cache, path, body);
-    return ids === null ? undefined : blockKeys(ids, blockSize, MAX_BLOCKS);
+    const reader = (typeof body.model === 'string' ? named.get(body.model) : undefined) ?? single;
+    if (reader === null) return undefined;
+    const ids = tokenIds(reader, path, body);
+    if (ids === null) return undefined;
+    const keys = (tokens: readonly number[]) => blockKeys(tokens, blockSize, MAX_BLOCKS);
+    return 'then' in ids ? ids.then(keys) : keys(ids);
   };
+  const readers = [...named.values(), ...(single === null ? [] : [single])];
+  return Object.assign(read, { close: async () => void (await Promise.all(readers.map((r) => r.worker.close()))) });
 }
 
-function tokenIds(
-  model: ChatModel,
-  frames: Map<ChatModel, Frame | null>,
-  cache: TokenCache,
-  path: string,
-  body: Body,
-): readonly number[] | null {
-  const encode = (text: string) => model.encode(text);
+type TokenIds = readonly number[] | Promise<readonly number[]>;
+
+/** The prompt's token ids as the engine will see them; null when the body holds no prompt. */
+function tokenIds(reader: ModelReader, path: string, body: Body): TokenIds | null {
   if (path.endsWith('/chat/completions')) {
     if (!Array.isArray(body.messages)) return null;
-    if (!frames.has(model)) frames.set(model, probe(model));
-    const frame = frames.get(model) ?? null;
+    if (reader.frame === undefined) reader.frame = probe(reader.model);
+    const frame = reader.frame;
     const plain = frame === null ? null : plainChat(frame, body);
     if (frame === null || plain === null) {
       const kwargs = body.chat_template_kwargs as Record<string, unknown> | undefined;
-      return encode(
-        model.render(body.messages, { addGenerationPrompt: true, tools: body.tools, templateKwargs: kwargs }),
-      );
+      const options = { addGenerationPrompt: true, tools: body.tools, templateKwargs: kwargs };
+      return reader.worker.encode(reader.model.render(body.messages, options));
     }
-    const ids: number[] = [];
-    for (const m of plain) for (const id of cache.get(messageText(frame, m.role, m.content), encode)) ids.push(id);
-    for (const id of frame.generation) ids.push(id);
-    return ids;
+    return chatIds(reader, frame, plain);
   }
   const prompt = path.endsWith('/generate') ? (body.input_ids ?? body.text) : body.prompt;
   if (Array.isArray(prompt) && prompt.every((x) => typeof x === 'number')) return prompt as number[];
-  return typeof prompt === 'string' ? encode(prompt) : null;
+  return typeof prompt === 'string' ? reader.worker.encode(prompt) : null;
+}
+
+/** A plain chat's ids, message by message from the cache; what it does not hold, from the worker. */
+function chatIds(reader: ModelReader, frame: Frame, messages: Array<{ role: string; content: string }>): TokenIds {
+  const texts = messages.map((m) => messageText(frame, m.role, m.content));
+  const parts = texts.map((text) => reader.cache.get(text));
+  const join = (known: ReadonlyArray<readonly number[] | undefined>): number[] => {
+    const ids: number[] = [];
+    for (const part of known) for (const id of part ?? []) ids.push(id);
+    for (const id of frame.generation) ids.push(id);
+    return ids;
+  };
+  if (parts.every((part) => part !== undefined)) return join(parts);
+  const missing = texts.map((text, i) =>
+    parts[i] !== undefined
+      ? parts[i]
+      : reader.worker.encode(text).then((ids) => {
+          reader.cache.set(text, ids);
+          return ids;
+        }),
+  );
+  return Promise.all(missing).then(join);
 }

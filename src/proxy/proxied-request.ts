@@ -64,6 +64,8 @@ export class ProxiedRequest {
   readonly refusal: ContextRefusal | null;
   /** Aborts the dispatch when the client's connection closes before the answer is written. */
   readonly onClientClose: () => void;
+  /** Settles when its context is whole (kv-aware's keys waiting for the tokenizer); null: it is. */
+  readonly ready: Promise<void> | null;
   readonly #resumable: boolean;
   #sent: (() => unknown) | null = null;
   #upstreamHeaders: RequestHeaders | null = null;
@@ -75,6 +77,7 @@ export class ProxiedRequest {
   constructor(arrival: Arrival) {
     const { read } = arrival;
     this.refusal = 'status' in read ? read : null;
+    this.ready = 'status' in read ? null : read.ready;
     // A refused request gets a context of its own: nothing is shared between requests.
     this.context = 'status' in read ? new RequestContext() : read.context;
     this.method = arrival.method;

@@ -13,6 +13,7 @@ import type { ErrorType } from '../http/openai-error.js';
 import { topLevelField } from '../http/top-level-fields.js';
 import { RequestContext } from '../routing/request-context.js';
 import type { PromptTraits } from '../routing/request-traits.js';
+import type { PendingTraits } from './kv-prompt-traits.js';
 import type { Admission } from './model-admission.js';
 import type { RequestOutcome } from './proxy-events.js';
 import type { TraitsReader } from './request-traits-from.js';
@@ -29,8 +30,11 @@ export interface ContextReaderOptions {
   traitsOf: TraitsReader;
   /** The queue a request waits in (its model's), or why it is refused. */
   admission: Admission;
-  /** The prompt traits the policy routes on, from the parsed body; set only for a policy that uses them. */
-  promptTraits?: (path: string, headers: IncomingHttpHeaders, json: unknown) => PromptTraits | undefined;
+  /**
+   * The prompt traits the policy routes on, from the parsed body; set only for a policy that uses
+   * them. A promise when they wait for the tokenizer (kv-aware): the request is routed once it settles.
+   */
+  promptTraits?: (path: string, headers: IncomingHttpHeaders, json: unknown) => PendingTraits;
   /** The progress watchdog is on: it judges streams apart, so the body's `"stream"` is read. */
   watchStreams: () => boolean;
 }
@@ -42,6 +46,8 @@ export type BodyJson = () => unknown;
 export interface ReadRequest {
   context: RequestContext;
   json: BodyJson;
+  /** Settles when the context's traits are whole (prompt traits waiting for the tokenizer); null: they are. */
+  ready: Promise<void> | null;
 }
 
 export type ContextReader = (
@@ -61,11 +67,17 @@ export function createContextReader(opts: ContextReaderOptions): ContextReader {
     if (!('acquire' in queue)) return { ...queue, outcome: 'model_refused' };
     const context = new RequestContext();
     const prompt = opts.promptTraits?.(path, headers, json());
-    context.traits = prompt === undefined ? traits : { ...traits, ...prompt };
+    const withPrompt = (p: PromptTraits | undefined) => {
+      context.traits = p === undefined ? traits : { ...traits, ...p };
+    };
+    context.traits = traits;
+    let ready: Promise<void> | null = null;
+    if (prompt instanceof Promise) ready = prompt.then(withPrompt);
+    else withPrompt(prompt);
     context.queue = queue;
     // A batch's stream is no client's: the watchdog judges it as the answer it was before it streamed.
     context.streamed = opts.watchStreams() && headers[BATCH_HEADER] === undefined && asksForStream(body);
-    return { context, json };
+    return { context, json, ready };
   };
 }
 

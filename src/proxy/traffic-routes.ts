@@ -73,10 +73,13 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     if (refusal !== null)
       return callbacks.refuse(reply, refusal.status, refusal.message, refusal.type, refusal.outcome);
     watchConnection(request.raw.socket, traffic.onClientClose);
-    const body = upstreamBody(request, traffic);
-    if (body === null) return reply.from(dest, options);
-    const contentType = request.headers['content-type'] ?? 'application/octet-stream';
-    return reply.from(dest, { ...options, body, contentType });
+    const forward = () => {
+      const body = upstreamBody(request, traffic);
+      if (body === null) return reply.from(dest, options);
+      const contentType = request.headers['content-type'] ?? 'application/octet-stream';
+      return reply.from(dest, { ...options, body, contentType });
+    };
+    return traffic.ready === null ? forward() : traffic.ready.then(forward);
   };
 
   /** The request's owner, from what it says. */

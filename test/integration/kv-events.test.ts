@@ -215,7 +215,7 @@ test('two replicas subscribed to the same engines pick the same backend for >= 9
     for (const messages of conversations) {
       await settled();
       const body = { model: 'qwen3', messages };
-      const kvKeys = keysOf('/v1/chat/completions', body);
+      const kvKeys = await keysOf('/v1/chat/completions', body);
       const candidates = sims.map((s) => ({ name: s.name, load: 0 }));
       const picks = replicas.map((r) => r.policy.pick(candidates, { kvKeys, key: kvKeys?.[0] }, candidates).name);
       total++;
@@ -224,5 +224,6 @@ test('two replicas subscribed to the same engines pick the same backend for >= 9
       messages.push({ role: 'assistant', content: answer.content }, { role: 'user', content: `Turn ${turn + 2}?` });
     }
   }
+  await keysOf.close();
   assert.ok(same / total >= 0.99, `${same}/${total} picks agree`);
 });

@@ -60,7 +60,7 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
     headers: {},
     body: Buffer.from(JSON.stringify(body)),
     started: 0,
-    read: { context, json },
+    read: { context, json, ready: null },
     tracing,
     answerPending: () => true,
   });
@@ -198,7 +198,7 @@ test('a stream with no journal: its usage when it sent one, else its content eve
     headers: {},
     body: null,
     started: 0,
-    read: { context: new RequestContext(), json: () => undefined },
+    read: { context: new RequestContext(), json: () => undefined, ready: null },
     tracing: null,
     answerPending: () => true,
   });

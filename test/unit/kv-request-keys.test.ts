@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { blockKeys } from '../../src/fleet/kv-events/block-keys.js';
+import { BackgroundTokenizer } from '../../src/model/background-tokenizer.js';
+import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
+import { withKvKeys } from '../../src/proxy/kv-prompt-traits.js';
+import { createKvKeys } from '../../src/proxy/kv-request-blocks.js';
+import type { KvRouting } from '../../src/proxy/kv-routing.js';
+
+const dir = packagedQwen3Dir();
+const qwen3 = loadChatModel(dir);
+const BLOCK = 16;
+const SYSTEM = `You are a careful assistant for a data-centre team. ${'Answer with numbers and units. '.repeat(20)}`;
+
+/** Counts the main thread's tokenizer calls from now on (the reader's probe included). */
+function countEncodes(): { calls: () => number; restore: () => void } {
+  const encode = qwen3.encode;
+  let calls = 0;
+  qwen3.encode = (text: string) => {
+    calls++;
+    return encode.call(qwen3, text);
+  };
+  const restore = () => {
+    qwen3.encode = encode;
+  };
+  return { calls: () => calls, restore };
+}
+
+test('the worker tokenizes as the model does; the same text asked twice at once is tokenized once', async (t) => {
+  const worker = new BackgroundTokenizer(dir);
+  t.after(() => worker.close());
+  const texts = ['<|im_start|>user\nHello there<|im_end|>\n', 'Ünïcödé, 数字 12345 and <think>tags</think>', ''];
+  for (const text of texts) assert.deepEqual(await worker.encode(text), qwen3.encode(text));
+  const [a, b] = [worker.encode(SYSTEM), worker.encode(SYSTEM)];
+  assert.equal(worker.inFlight, 1, 'one job for both');
+  assert.deepEqual(await a, await b);
+});
+
+test("a chat's keys: new text waits for the worker, never the event loop's tokenizer; then the cache answers at once", async (t) => {
+  const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => BLOCK, cacheSize: 100 });
+  assert.ok(keys !== null);
+  t.after(() => keys.close());
+  const messages = [
+    { role: 'system', content: SYSTEM },
+    { role: 'user', content: 'How many kW does rack 12 draw at peak?' },
+  ];
+  const whole = blockKeys(qwen3.encode(qwen3.render(messages, { addGenerationPrompt: true })), BLOCK);
+  assert.ok(whole.length >= 8);
+  // The probe of the template runs once, on the first chat: outside the count.
+  await keys('/v1/chat/completions', { messages: [{ role: 'user', content: 'warm' }] });
+  const encodes = countEncodes();
+  t.after(encodes.restore);
+
+  const first = keys('/v1/chat/completions', { model: 'qwen3', messages });
+  assert.ok(first instanceof Promise, 'text the cache has not seen goes to the worker');
+  assert.deepEqual(await first, whole, 'the keys of the whole rendered prompt');
+  const again = keys('/v1/chat/completions', { model: 'qwen3', messages });
+  assert.ok(Array.isArray(again), 'every message is cached now: keys at once');
+  assert.deepEqual(again, whole);
+
+  // A raw prompt and a chat the frame does not cover (template kwargs) are tokenized whole, off the loop too.
+  const raw = keys('/v1/completions', { prompt: SYSTEM });
+  assert.ok(raw instanceof Promise);
+  assert.deepEqual(await raw, blockKeys(qwen3.encode(SYSTEM), BLOCK));
+  const kwargs = { enable_thinking: false };
+  const rendered = qwen3.render(messages, { addGenerationPrompt: true, templateKwargs: kwargs });
+  const withKwargs = await keys('/v1/chat/completions', { messages, chat_template_kwargs: kwargs });
+  assert.deepEqual(withKwargs, blockKeys(qwen3.encode(rendered), BLOCK));
+  assert.equal(encodes.calls(), 2, 'only the two checks above called the event loop tokenizer');
+});
+
+test('a tokenizer worker that cannot load its model rejects, and the reader routes without keys', async (t) => {
+  const broken = mkdtempSync(join(tmpdir(), 'fleetgate-model-'));
+  writeFileSync(join(broken, 'tokenizer_config.json'), '{}');
+  const worker = new BackgroundTokenizer(broken);
+  t.after(() => worker.close());
+  await assert.rejects(worker.encode('hello'), /tokenizer\.json: missing/);
+  await assert.rejects(worker.encode('again'), /tokenizer\.json: missing/, 'a failed worker answers at once');
+  const kv = { events: { anyLive: true }, keys: () => worker.encode('third').then(() => [1]) };
+  const traitsOf = withKvKeys(() => ({ key: 7 }), kv as unknown as KvRouting);
+  assert.deepEqual(await traitsOf?.('/v1/chat/completions', {}, {}), { key: 7 }, 'the traits without kvKeys');
+});
