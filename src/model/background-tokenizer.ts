@@ -14,7 +14,7 @@ interface Answer {
 }
 
 interface Pending {
-  readonly resolve: (ids: readonly number[]) => void;
+  readonly resolve: (ids: Uint32Array) => void;
   readonly reject: (err: Error) => void;
 }
 
@@ -31,7 +31,7 @@ function startWorker(dir: string): Worker {
 export class BackgroundTokenizer {
   readonly #worker: Worker;
   readonly #pending = new Map<number, Pending>();
-  readonly #byText = new Map<string, Promise<readonly number[]>>();
+  readonly #byText = new Map<string, Promise<Uint32Array>>();
   #nextId = 0;
   #failure: Error | null = null;
 
@@ -44,12 +44,12 @@ export class BackgroundTokenizer {
   }
 
   /** The token ids of `text` (as ChatModel.encode), from the worker. */
-  encode(text: string): Promise<readonly number[]> {
+  encode(text: string): Promise<Uint32Array> {
     if (this.#failure !== null) return Promise.reject(this.#failure);
     let answer = this.#byText.get(text);
     if (answer === undefined) {
       const id = this.#nextId++;
-      answer = new Promise<readonly number[]>((resolve, reject) => this.#pending.set(id, { resolve, reject }));
+      answer = new Promise<Uint32Array>((resolve, reject) => this.#pending.set(id, { resolve, reject }));
       this.#byText.set(text, answer);
       const settled = () => this.#byText.delete(text);
       answer.then(settled, settled);
@@ -71,7 +71,7 @@ export class BackgroundTokenizer {
     const pending = this.#pending.get(id);
     if (pending === undefined) return;
     this.#pending.delete(id);
-    if (ids !== undefined) pending.resolve(Array.from(ids));
+    if (ids !== undefined) pending.resolve(ids);
     else pending.reject(new Error(error ?? 'the tokenizer worker gave no ids'));
   }
 

@@ -93,27 +93,31 @@ function plainChat(frame: Frame, body: Body): Array<{ role: string; content: str
   return messages as Array<{ role: string; content: string }>;
 }
 
-/** Token ids by text, least recently used out beyond `size`. */
+/**
+ * A message's token ids (its frame included) by content and role, least recently used out beyond
+ * `size`. Keyed by the content as parsed, not the framed text: hashing a string the request already
+ * holds costs less than building and hashing a new one.
+ */
 class TokenCache {
   readonly #size: number;
-  readonly #entries = new Map<string, readonly number[]>();
+  readonly #entries = new Map<string, { readonly role: string; readonly ids: Ids }>();
 
   constructor(size: number) {
     this.#size = size;
   }
 
-  get(text: string): readonly number[] | undefined {
-    const hit = this.#entries.get(text);
-    if (hit !== undefined) {
-      this.#entries.delete(text);
-      this.#entries.set(text, hit);
-    }
-    return hit;
+  get(role: string, content: string): Ids | undefined {
+    const hit = this.#entries.get(content);
+    if (hit === undefined || hit.role !== role) return undefined;
+    this.#entries.delete(content);
+    this.#entries.set(content, hit);
+    return hit.ids;
   }
 
-  set(text: string, ids: readonly number[]): void {
+  set(role: string, content: string, ids: Ids): void {
     if (this.#size === 0) return;
-    this.#entries.set(text, ids);
+    this.#entries.delete(content);
+    this.#entries.set(content, { role, ids });
     if (this.#entries.size > this.#size) this.#entries.delete(this.#entries.keys().next().value as string);
   }
 }
@@ -164,14 +168,16 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
     if (reader === null) return undefined;
     const ids = tokenIds(reader, path, body);
     if (ids === null) return undefined;
-    const keys = (tokens: readonly number[]) => blockKeys(tokens, blockSize, MAX_BLOCKS);
+    const keys = (tokens: Ids) => blockKeys(tokens, blockSize, MAX_BLOCKS);
     return 'then' in ids ? ids.then(keys) : keys(ids);
   };
   const readers = [...named.values(), ...(single === null ? [] : [single])];
   return Object.assign(read, { close: async () => void (await Promise.all(readers.map((r) => r.worker.close()))) });
 }
 
-type TokenIds = readonly number[] | Promise<readonly number[]>;
+/** Token ids: a prompt's own, the tokenizer's, or a chat's messages' joined. */
+type Ids = ArrayLike<number>;
+type TokenIds = Ids | Promise<Ids>;
 
 /** The prompt's token ids as the engine will see them; null when the body holds no prompt. */
 function tokenIds(reader: ModelReader, path: string, body: Body): TokenIds | null {
@@ -194,22 +200,28 @@ function tokenIds(reader: ModelReader, path: string, body: Body): TokenIds | nul
 
 /** A plain chat's ids, message by message from the cache; what it does not hold, from the worker. */
 function chatIds(reader: ModelReader, frame: Frame, messages: Array<{ role: string; content: string }>): TokenIds {
-  const texts = messages.map((m) => messageText(frame, m.role, m.content));
-  const parts = texts.map((text) => reader.cache.get(text));
-  const join = (known: ReadonlyArray<readonly number[] | undefined>): number[] => {
-    const ids: number[] = [];
-    for (const part of known) for (const id of part ?? []) ids.push(id);
-    for (const id of frame.generation) ids.push(id);
+  const parts = messages.map((m) => reader.cache.get(m.role, m.content));
+  const join = (known: ReadonlyArray<Ids | undefined>): Uint32Array => {
+    let length = frame.generation.length;
+    for (const part of known) length += part?.length ?? 0;
+    const ids = new Uint32Array(length);
+    let at = 0;
+    for (const part of known) {
+      if (part === undefined) continue;
+      ids.set(part, at);
+      at += part.length;
+    }
+    ids.set(frame.generation, at);
     return ids;
   };
   if (parts.every((part) => part !== undefined)) return join(parts);
-  const missing = texts.map((text, i) =>
+  const filled = messages.map(({ role, content }, i) =>
     parts[i] !== undefined
       ? parts[i]
-      : reader.worker.encode(text).then((ids) => {
-          reader.cache.set(text, ids);
+      : reader.worker.encode(messageText(frame, role, content)).then((ids) => {
+          reader.cache.set(role, content, ids);
           return ids;
         }),
   );
-  return Promise.all(missing).then(join);
+  return Promise.all(filled).then(join);
 }
