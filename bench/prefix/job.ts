@@ -165,16 +165,24 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
   }
 }
 
-/** kv-aware's decisions so far, summed over the replicas' `/metrics`. */
+/**
+ * kv-aware's decisions so far, summed over the replicas' `/metrics`; with `waited`, the requests that
+ * waited for the tokenizer's worker, and `waitMs`, their mean wait.
+ */
 async function kvDecisionCounts(urls: string[]): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
+  let waitSec = 0;
   for (const url of urls) {
     const res = await request(`${url}/metrics`, { headersTimeout: 5000 });
     for (const line of (await res.body.text()).split('\n')) {
       const m = /^fleetgate_kv_hit_tokens_count\{decision="(\w+)"\} (\d+)/.exec(line);
       if (m !== null) counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2]);
+      const w = /^fleetgate_kv_tokenize_wait_seconds_(sum|count) ([\d.e+-]+)/.exec(line);
+      if (w?.[1] === 'sum') waitSec += Number(w[2]);
+      else if (w !== null) counts.waited = (counts.waited ?? 0) + Number(w[2]);
     }
   }
+  if (counts.waited > 0) counts.waitMs = Number(((1000 * waitSec) / counts.waited).toFixed(2));
   return counts;
 }
 

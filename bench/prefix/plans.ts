@@ -1,5 +1,8 @@
 /** bench:prefix's three workloads at their sizes, and its servers' prefill speed (shared with model.ts). */
+
+import { packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { engineOptions, SCRIPT_CONCURRENCY_PER_SLOT, SERVERS, workloadSpec } from '../balance/fleet-spec.js';
+import type { SimModelOptions } from '../lib/sim-control.js';
 import { groupSampling, multiTurn, type PrefixWorkload, uniquePrompts } from './workloads.js';
 
 /**
@@ -98,4 +101,24 @@ export function prefixPlans(quick: boolean, scale: number, seed: number): Worklo
       limit: 1.02,
     },
   ];
+}
+
+/**
+ * The servers of a run with the kv-aware arm, for every target alike: the tokenizer and chat template
+ * fleetgate reads requests with (so both key blocks by the same token ids), a KV-event publisher on
+ * any free port (found in /server_info), and no reasoning (the answers stay the workload's lengths).
+ */
+export function kvFleet(): SimModelOptions {
+  return {
+    modelPath: packagedQwen3Dir(),
+    thinkTokens: [0, 0],
+    kvEvents: {
+      endpoint: 'tcp://127.0.0.1:0',
+      topic: 'kv-events',
+      replayEndpoint: null,
+      bufferSteps: 10_000,
+      encoding: 'array',
+      dropSeqs: null,
+    },
+  };
 }

@@ -8,7 +8,6 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { engineFor, engineOptions, SERVERS, SLOW_INDEX } from '../balance/fleet-spec.js';
 import {
   COMMON_OPTIONS,
@@ -21,11 +20,10 @@ import {
   writeResults,
 } from '../lib/cli.js';
 import { machineLine } from '../lib/machine.js';
-import type { SimModelOptions } from '../lib/sim-control.js';
 import { median } from '../lib/stats.js';
 import type { TargetSpec } from '../lib/targets.js';
 import { type PrefixJobMetrics, runPrefixJob } from './job.js';
-import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './plans.js';
+import { kvFleet, PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans, type WorkloadPlan } from './plans.js';
 import { DEFAULT_TARGET_IDS, KV_TARGET, PREFIX_TARGETS, TARGET_IDS } from './targets.js';
 import type { PrefixWorkload } from './workloads.js';
 
@@ -52,26 +50,6 @@ const PREFIX = PREFIX_TARGETS[0].name;
 const BASELINE = PREFIX_TARGETS[1].name;
 const AFFINITY = PREFIX_TARGETS[4].name;
 const KV = PREFIX_TARGETS[5].name;
-
-/**
- * The servers of a run with the kv-aware arm, for every target alike: the tokenizer and chat template
- * fleetgate reads requests with (so both key blocks by the same token ids), a KV-event publisher on
- * any free port (found in /server_info), and no reasoning (the answers stay the workload's lengths).
- */
-function kvFleet(): SimModelOptions {
-  return {
-    modelPath: packagedQwen3Dir(),
-    thinkTokens: [0, 0],
-    kvEvents: {
-      endpoint: 'tcp://127.0.0.1:0',
-      topic: 'kv-events',
-      replayEndpoint: null,
-      bufferSteps: 10_000,
-      encoding: 'array',
-      dropSeqs: null,
-    },
-  };
-}
 
 function parse(argv: string[]) {
   const { values } = parseArgs({

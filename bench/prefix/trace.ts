@@ -3,7 +3,7 @@
  * (ms since the job started), its session and turn, its time to first token as the client saw it;
  * for fleetgate also its access log (backend, queue_ms, ttfb_ms) in the target's log file. For
  * finding where a latency tail comes from: `node --import tsx bench/prefix/trace.ts
- * --target least --out /tmp/trace-least.json`.
+ * --target least --out /tmp/trace-least.json` (`--workload kv-multi-turn`: issue #55's load and fleet).
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { engineFor, engineOptions, SERVERS } from '../balance/fleet-spec.js';
 import { runPrefixJob } from './job.js';
-import { PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './plans.js';
+import { kvFleet, PREFIX_PREFILL_TOKENS_PER_MS, prefixPlans } from './plans.js';
 import { PREFIX_TARGETS, TARGET_IDS } from './targets.js';
 
 const { values } = parseArgs({
@@ -22,26 +22,30 @@ const { values } = parseArgs({
     'client-cpu': { type: 'string', default: '1' },
     'cpu-prof': { type: 'string' },
     'no-warmup': { type: 'boolean' },
+    workload: { type: 'string', default: 'multi-turn' },
   },
 });
 const ids: readonly string[] = TARGET_IDS;
 const index = ids.indexOf(values.target ?? '');
 if (index < 0) throw new Error(`--target: one of ${ids.join(', ')}`);
 const spec = { ...PREFIX_TARGETS[index], accessLog: true };
-const plan = prefixPlans(false, 1, 7).find((p) => p.id === 'multi-turn');
-if (plan === undefined) throw new Error('no multi-turn plan');
+const plan = prefixPlans(false, 1, 7).find((p) => p.id === values.workload);
+if (plan === undefined || plan.workload.kind !== 'conversations')
+  throw new Error('--workload: multi-turn or kv-multi-turn');
+// The kv-aware arm's fleet (model and KV events), as bench:prefix runs that load for every target.
+const model = plan.id === 'kv-multi-turn' ? kvFleet : undefined;
 const engine = {
   ...engineOptions({ quick: false, kvTokens: plan.kvTokens }),
   prefillTokensPerMs: PREFIX_PREFILL_TOKENS_PER_MS,
 };
 const dir = mkdtempSync(join(tmpdir(), 'prefix-trace-'));
 const turnOf = new Map<Buffer, number>();
-if (plan.workload.kind === 'conversations')
-  for (const turns of plan.workload.conversations) for (const [i, t] of turns.entries()) turnOf.set(t.body, i);
+for (const turns of plan.workload.conversations) for (const [i, t] of turns.entries()) turnOf.set(t.body, i);
 const lines: Array<{ session: string; turn: number; sentMs: number; ttftMs: number; status: number }> = [];
 const metrics = await runPrefixJob(spec, {
   servers: SERVERS,
   engine: (i) => engineFor(engine, i),
+  model,
   workload: plan.workload,
   concurrency: plan.concurrency,
   proxyCpu: Number(values['proxy-cpu']),

@@ -1,7 +1,8 @@
 /**
  * The KV-event series (issue #55): events and blocks applied, gaps and how they were settled
  * (replayed, or the map marked stale), engine restarts seen in the seqs, the map's size, each
- * backend's stream state, and the prompt tokens the chosen backend held per routed request.
+ * backend's stream state, the prompt tokens the chosen backend held per routed request, and how
+ * long requests waited for the tokenizer's worker.
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { KvCounters } from '../fleet/kv-events/kv-events.js';
@@ -57,4 +58,11 @@ export function registerKvMetrics(register: Registry, kv: KvRouting): void {
     registers: [register],
   });
   kv.routed = (decision, hitTokens) => hits.observe({ decision }, hitTokens);
+  const waits = new Histogram({
+    name: 'fleetgate_kv_tokenize_wait_seconds',
+    help: "Time a request routed by kv-aware waited for the tokenizer's worker (requests with text its cache did not hold).",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [register],
+  });
+  kv.waited = (seconds) => waits.observe(seconds);
 }

@@ -24,9 +24,17 @@ export function withKvKeys(
     const kvKeys = kv.keys(path, json);
     if (kvKeys === undefined) return traits;
     if (!('then' in kvKeys)) return { ...traits, kvKeys };
+    const started = performance.now();
+    const waited = () => kv.waited((performance.now() - started) / 1000);
     return kvKeys.then(
-      (keys) => (keys === undefined ? traits : { ...traits, kvKeys: keys }),
-      () => traits,
+      (keys) => {
+        waited();
+        return keys === undefined ? traits : { ...traits, kvKeys: keys };
+      },
+      () => {
+        waited();
+        return traits;
+      },
     );
   };
 }

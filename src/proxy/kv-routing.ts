@@ -16,6 +16,8 @@ export interface KvRouting {
   readonly keys: KvKeysReader;
   /** The policy's report of each pick, for the metrics (set by whoever counts them). */
   routed: (decision: KvDecision, hitTokens: number) => void;
+  /** A request waited `seconds` for the tokenizer's worker (set by whoever counts them). */
+  waited: (seconds: number) => void;
 }
 
 const ON_EVENTS: ReadonlySet<string> = new Set(['auto', 'kv-aware']);
@@ -47,5 +49,5 @@ export function createKvRouting(
     return null;
   }
   events = new KvEvents({ config: kv, registry, apiKey: config.upstream.api_key, log: say });
-  return { events, keys, routed: () => {} };
+  return { events, keys, routed: () => {}, waited: () => {} };
 }

@@ -1,7 +1,8 @@
 /**
  * `kv-aware`: send a request where the engines' own KV-cache events (fleet/kv-events) say the
  * longest run of its leading blocks is cached, unless that backend is overloaded next to the
- * least-loaded one (prefix-aware's guard: `load_gap` and `load_ratio`, and no idle slot taken away).
+ * least-loaded one (prefix-aware's guard for sessions: past `load_gap` and `load_ratio`, and no idle
+ * slot of its own).
  * Unlike prefix-aware's record of what this replica sent, the map is what the engines hold, and every
  * replica subscribed to the same engines holds the same one: they agree without sharing anything.
  *
@@ -69,7 +70,7 @@ export class KvAware implements Policy {
     let best = 0;
     for (const candidate of candidates) best = Math.max(best, runs.get(candidate.name) ?? 0);
     const gain = best - leastRun;
-    if (best === 0 || (gain > 0 && gain < this.#opts.minMatch * (keys.length - leastRun))) {
+    if (gain === 0 || gain < this.#opts.minMatch * (keys.length - leastRun)) {
       const picked = this.#fallback.pick(candidates, traits, pool);
       this.#routed('none', (runs.get(picked.name) ?? 0) * blockSize);
       return picked;
@@ -121,9 +122,14 @@ export class KvAware implements Policy {
     this.#fallback.forget?.(name);
   }
 
-  /** prefix-aware's guard: past both thresholds, or it would leave the least-loaded's idle slot idle. */
+  /**
+   * prefix-aware's guard for a session's backend: past both thresholds, unless it has an idle batch
+   * slot (it starts the request at once). A match that decides is at least `min_match` of what the
+   * least-loaded would prefill, most often a conversation's history: moving it for an idle slot
+   * elsewhere prefills that history again, which bench:prefix measured costing more than the wait.
+   */
   #overloaded(candidate: Candidate, least: Candidate): boolean {
-    if (least.idleSlot === true && candidate.idleSlot !== true) return true;
+    if (candidate.idleSlot === true) return false;
     const gap = candidate.load - least.load;
     return gap > this.#opts.loadGap && candidate.load > least.load * this.#opts.loadRatio;
   }
