@@ -79,7 +79,13 @@ test('a tokenizer worker that cannot load its model rejects, and the reader rout
   t.after(() => worker.close());
   await assert.rejects(worker.encode('hello'), /tokenizer\.json: missing/);
   await assert.rejects(worker.encode('again'), /tokenizer\.json: missing/, 'a failed worker answers at once');
-  const kv = { events: { anyLive: true }, keys: () => worker.encode('third').then(() => [1]) };
+  const waits: number[] = [];
+  const kv = {
+    events: { anyLive: true },
+    keys: () => worker.encode('third').then(() => [1]),
+    waited: (seconds: number) => waits.push(seconds),
+  };
   const traitsOf = withKvKeys(() => ({ key: 7 }), kv as unknown as KvRouting);
   assert.deepEqual(await traitsOf?.('/v1/chat/completions', {}, {}), { key: 7 }, 'the traits without kvKeys');
+  assert.equal(waits.length, 1, 'the wait is counted (fleetgate_kv_tokenize_wait_seconds)');
 });
