@@ -146,3 +146,8 @@ export const DEFAULT_KV_EVENTS_MAX_BLOCKS = 1_000_000;
 export const DEFAULT_KV_EVENTS_STALE_FOR = 30_000;
 /** Messages whose token ids are remembered (a conversation's system prompt and turns repeat). */
 export const DEFAULT_KV_EVENTS_TOKEN_CACHE = 10_000;
+/**
+ * A request waits this long for its token ids: a few ms in steady state (the new turn of a conversation), while a
+ * burst of long unseen prompts (group sampling's first samples) would queue seconds of tokenizing behind it.
+ */
+export const DEFAULT_KV_EVENTS_TOKENIZE_WAIT = 50;

@@ -144,6 +144,8 @@ export interface Config {
       stale_for: number;
       /** Request token ids remembered, per message, for the block keys (0 = no cache). */
       token_cache: number;
+      /** ms a request waits for the tokenizer's worker; past it, it is routed without block keys (0 = never waits). */
+      tokenize_wait: number;
     };
   };
   queue: {

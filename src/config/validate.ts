@@ -143,6 +143,7 @@ const topLevel = section({
       max_blocks: integer({ min: 1, fallback: defaults.DEFAULT_KV_EVENTS_MAX_BLOCKS }),
       stale_for: duration(defaults.DEFAULT_KV_EVENTS_STALE_FOR),
       token_cache: integer({ min: 0, fallback: defaults.DEFAULT_KV_EVENTS_TOKEN_CACHE }),
+      tokenize_wait: duration(defaults.DEFAULT_KV_EVENTS_TOKENIZE_WAIT),
     }),
   }),
   queue: section({

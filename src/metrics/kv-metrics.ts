@@ -65,4 +65,11 @@ export function registerKvMetrics(register: Registry, kv: KvRouting): void {
     registers: [register],
   });
   kv.waited = (seconds) => waits.observe(seconds);
+  const unkeyed = new Counter({
+    name: 'fleetgate_kv_unkeyed_total',
+    help: 'Requests kv-aware routed without block keys: past routing.kv_events.tokenize_wait (wait), the tokenizer backlog full (busy), the worker failed (error).',
+    labelNames: ['reason'] as const,
+    registers: [register],
+  });
+  kv.unkeyed = (reason) => unkeyed.inc({ reason });
 }

@@ -2,10 +2,17 @@
  * Tokenizing off the event loop: a worker thread holding its own copy of a model's tokenizer
  * (token-worker.ts). A ~1 KB chat message costs ~0.3 ms of CPU to tokenize with the pure-JavaScript
  * tokenizer, a 6 KB first prompt ~3 ms: on the event loop that delays every other request's bytes.
- * Requests for the same text while it is being tokenized share one answer. The worker is unref'd
+ * Requests for the same text while it is being tokenized share one answer; past `MAX_BACKLOG` texts
+ * queued, more are refused at once (`TokenizerBusy`) rather than queued behind. The worker is unref'd
  * (it never keeps a process alive) and costs a second tokenizer's memory (~100 MB for Qwen3).
  */
 import { Worker } from 'node:worker_threads';
+
+/** Texts queued at most: past it a request is not tokenized (it is routed without its keys). */
+const MAX_BACKLOG = 256;
+
+/** The worker has `MAX_BACKLOG` texts queued already. */
+export class TokenizerBusy extends Error {}
 
 interface Answer {
   readonly id: number;
@@ -48,6 +55,7 @@ export class BackgroundTokenizer {
     if (this.#failure !== null) return Promise.reject(this.#failure);
     let answer = this.#byText.get(text);
     if (answer === undefined) {
+      if (this.#pending.size >= MAX_BACKLOG) return Promise.reject(new TokenizerBusy(`${MAX_BACKLOG} texts queued`));
       const id = this.#nextId++;
       answer = new Promise<Uint32Array>((resolve, reject) => this.#pending.set(id, { resolve, reject }));
       this.#byText.set(text, answer);

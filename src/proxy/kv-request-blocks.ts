@@ -10,7 +10,8 @@
  * and earlier turns repeat in every request). A chat the probe does not cover (tools, tool calls,
  * non-text content, template kwargs, a think block in a message, a last message not the user's) or
  * a template that is no plain concatenation is rendered and tokenized whole; a raw prompt is
- * tokenized whole, token-id prompts are taken as they are.
+ * tokenized whole, token-id prompts are taken as they are. Tokenizing runs on a worker thread
+ * (model/background-tokenizer.ts): the keys of a request with new text are a promise.
  */
 import type { ModelConfig } from '../config/types.js';
 import { blockKeys } from '../fleet/kv-events/block-keys.js';

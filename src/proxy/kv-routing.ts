@@ -16,9 +16,16 @@ export interface KvRouting {
   readonly keys: KvKeysReader;
   /** The policy's report of each pick, for the metrics (set by whoever counts them). */
   routed: (decision: KvDecision, hitTokens: number) => void;
+  /** ms a request waits for its keys from the tokenizer's worker (`routing.kv_events.tokenize_wait`). */
+  readonly tokenizeWaitMs: number;
   /** A request waited `seconds` for the tokenizer's worker (set by whoever counts them). */
   waited: (seconds: number) => void;
+  /** A request went on without its keys, and why (set by whoever counts them). */
+  unkeyed: (reason: UnkeyedReason) => void;
 }
+
+/** Past `tokenize_wait`; the worker's backlog full; the worker failed. */
+export type UnkeyedReason = 'wait' | 'busy' | 'error';
 
 const ON_EVENTS: ReadonlySet<string> = new Set(['auto', 'kv-aware']);
 
@@ -49,5 +56,5 @@ export function createKvRouting(
     return null;
   }
   events = new KvEvents({ config: kv, registry, apiKey: config.upstream.api_key, log: say });
-  return { events, keys, routed: () => {}, waited: () => {} };
+  return { events, keys, tokenizeWaitMs: kv.tokenize_wait, routed: () => {}, waited: () => {}, unkeyed: () => {} };
 }

@@ -62,6 +62,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
       max_blocks: 1_000_000,
       stale_for: 30_000,
       token_cache: 10_000,
+      tokenize_wait: 50,
     },
   },
   queue: {
@@ -245,6 +246,7 @@ test('every key is read and converted', () => {
         max_blocks: 1_000_000,
         stale_for: 30_000,
         token_cache: 10_000,
+        tokenize_wait: 50,
       },
     },
     queue: {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { blockKeys } from '../../src/fleet/kv-events/block-keys.js';
-import { BackgroundTokenizer } from '../../src/model/background-tokenizer.js';
+import { BackgroundTokenizer, TokenizerBusy } from '../../src/model/background-tokenizer.js';
 import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { withKvKeys } from '../../src/proxy/kv-prompt-traits.js';
 import { createKvKeys } from '../../src/proxy/kv-request-blocks.js';
@@ -80,12 +80,59 @@ test('a tokenizer worker that cannot load its model rejects, and the reader rout
   await assert.rejects(worker.encode('hello'), /tokenizer\.json: missing/);
   await assert.rejects(worker.encode('again'), /tokenizer\.json: missing/, 'a failed worker answers at once');
   const waits: number[] = [];
+  const reasons: string[] = [];
   const kv = {
     events: { anyLive: true },
     keys: () => worker.encode('third').then(() => [1]),
+    tokenizeWaitMs: 5000,
     waited: (seconds: number) => waits.push(seconds),
+    unkeyed: (reason: string) => reasons.push(reason),
   };
   const traitsOf = withKvKeys(() => ({ key: 7 }), kv as unknown as KvRouting);
   assert.deepEqual(await traitsOf?.('/v1/chat/completions', {}, {}), { key: 7 }, 'the traits without kvKeys');
   assert.equal(waits.length, 1, 'the wait is counted (fleetgate_kv_tokenize_wait_seconds)');
+  assert.deepEqual(reasons, ['error'], 'and why it has no keys (fleetgate_kv_unkeyed_total)');
+});
+
+test('tokenize_wait bounds the wait: past it, a busy worker or 0, the request goes on without keys, counted by reason', async () => {
+  const counted: string[] = [];
+  const routing = (keys: () => Promise<number[]>, tokenizeWaitMs: number) =>
+    ({
+      events: { anyLive: true },
+      keys,
+      tokenizeWaitMs,
+      waited: () => {},
+      unkeyed: (reason: string) => counted.push(reason),
+    }) as unknown as KvRouting;
+  const base = () => ({ key: 7 });
+  const never = () => new Promise<number[]>(() => {});
+  const late = withKvKeys(base, routing(never, 20));
+  assert.deepEqual(await late?.('/v1/chat/completions', {}, {}), { key: 7 }, 'settled by the timer alone');
+  const busy = withKvKeys(
+    base,
+    routing(() => Promise.reject(new TokenizerBusy('full')), 1000),
+  );
+  assert.deepEqual(await busy?.('/v1/chat/completions', {}, {}), { key: 7 });
+  const zero = withKvKeys(base, routing(never, 0));
+  assert.deepEqual(zero?.('/v1/chat/completions', {}, {}), { key: 7 }, 'at once, no promise');
+  const inTime = withKvKeys(
+    base,
+    routing(async () => [1, 2], 1000),
+  );
+  assert.deepEqual(await inTime?.('/v1/chat/completions', {}, {}), { key: 7, kvKeys: [1, 2] });
+  assert.deepEqual(counted, ['wait', 'busy', 'wait']);
+});
+
+test('the worker refuses texts past its backlog at once, and answers the rest', async (t) => {
+  const worker = new BackgroundTokenizer(dir);
+  t.after(() => worker.close());
+  const asks = Array.from({ length: 300 }, (_, i) => worker.encode(`text number ${i}`));
+  const settled = await Promise.allSettled(asks);
+  const refused = settled.filter((s) => s.status === 'rejected');
+  assert.equal(refused.length, 300 - 256);
+  assert.ok(refused.every((s) => s.status === 'rejected' && s.reason instanceof TokenizerBusy));
+  assert.deepEqual(
+    Array.from((settled[0] as PromiseFulfilledResult<Uint32Array>).value),
+    qwen3.encode('text number 0'),
+  );
 });
