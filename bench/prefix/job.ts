@@ -167,7 +167,7 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
 
 /**
  * kv-aware's decisions so far, summed over the replicas' `/metrics`; with `waited`, the requests that
- * waited for the tokenizer's worker, and `waitMs`, their mean wait.
+ * waited for the tokenizer's worker, `waitMs`, their mean wait, and `unkeyed_<reason>`, those that went on without keys.
  */
 async function kvDecisionCounts(urls: string[]): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
@@ -178,6 +178,8 @@ async function kvDecisionCounts(urls: string[]): Promise<Record<string, number>>
       const m = /^fleetgate_kv_hit_tokens_count\{decision="(\w+)"\} (\d+)/.exec(line);
       if (m !== null) counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2]);
       const w = /^fleetgate_kv_tokenize_wait_seconds_(sum|count) ([\d.e+-]+)/.exec(line);
+      const u = /^fleetgate_kv_unkeyed_total\{reason="(\w+)"\} (\d+)/.exec(line);
+      if (u !== null) counts[`unkeyed_${u[1]}`] = (counts[`unkeyed_${u[1]}`] ?? 0) + Number(u[2]);
       if (w?.[1] === 'sum') waitSec += Number(w[2]);
       else if (w !== null) counts.waited = (counts.waited ?? 0) + Number(w[2]);
     }
