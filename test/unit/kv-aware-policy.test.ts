@@ -72,19 +72,27 @@ describe('kv-aware', () => {
     assert.equal(kv.pick(candidates, traits).name, 'b');
   });
 
-  test('what every backend holds (a system prompt) decides nothing; neither does a gain under min_match', () => {
-    const even = policy({ a: 10, b: 10 });
+  test('a run every backend holds (a system prompt) goes to the least loaded; a gain under min_match to the fallback', () => {
+    const even = policy({ a: 10, b: 10, c: 10 });
     const candidates = [
+      { name: 'a', load: 3 },
+      { name: 'b', load: 1 },
+      { name: 'c', load: 2 },
+    ];
+    assert.equal(even.kv.pick(candidates, traits).name, 'b', 'the least loaded, not the fallback (a)');
+    assert.deepEqual(even.routed, [['cache', 10 * BLOCK]]);
+    // b holds 24 of the 30 blocks a would prefill: 0.8 >= 0.5 decides; 12 of 30 (0.4) does not.
+    const two = [
       { name: 'a', load: 0 },
       { name: 'b', load: 2 },
     ];
-    assert.equal(even.kv.pick(candidates, traits).name, 'a');
-    assert.deepEqual(even.routed, [['none', 10 * BLOCK]]);
-    // b holds 24 of the 30 blocks a would prefill: 0.8 >= 0.5 decides; 12 of 30 (0.4) does not.
-    assert.equal(policy({ a: 10, b: 34 }).kv.pick([candidates[1], candidates[0]], traits).name, 'b');
+    assert.equal(policy({ a: 10, b: 34 }).kv.pick([two[1], two[0]], traits).name, 'b');
     const small = policy({ a: 10, b: 22 });
-    small.kv.pick(candidates, traits);
+    assert.equal(small.kv.pick(two, traits).name, 'a');
     assert.equal(small.routed[0][0], 'none');
+    const nothing = policy({});
+    assert.equal(nothing.kv.pick([two[1], two[0]], traits).name, 'b', 'no block anywhere: the fallback');
+    assert.equal(nothing.routed[0][0], 'none');
   });
 
   test('no keys, or no live events: the fallback routes it', () => {

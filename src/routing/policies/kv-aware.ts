@@ -6,12 +6,15 @@
  * Unlike prefix-aware's record of what this replica sent, the map is what the engines hold, and every
  * replica subscribed to the same engines holds the same one: they agree without sharing anything.
  *
- * A match decides only when it saves prefill: the best backend's run must exceed the least-loaded
- * one's by `min_match` of what the least-loaded would prefill (a system prompt every backend holds
- * decides nothing). Ties go by rendezvous score of the request's key, the same on every replica.
- * Everything else is the fallback's (prefix-aware, or least-loaded under `routing.policy: auto`):
- * requests without block keys (no model known, no prompt), while no backend's events are live,
- * and new conversations no backend holds more of than the others; stale or off backends get no
+ * A match moves a request off the least-loaded backend only when it saves prefill: the best run
+ * must exceed the least-loaded one's by `min_match` of what the least-loaded would prefill. Where
+ * the least-loaded holds the longest run too (a system prompt every backend holds: a new
+ * conversation), the least loaded of its holders takes it, which spreads new conversations by load
+ * (prefix-aware's record of sends piled them onto a few backends in bench:prefix). Ties go by
+ * rendezvous score of the request's key, the same on every replica. Everything else is the
+ * fallback's (prefix-aware, or least-loaded under `routing.policy: auto`): requests without block
+ * keys (no model known, no prompt, past `tokenize_wait`), while no backend's events are live, a
+ * prompt no backend holds a block of, a gain under `min_match`; stale or off backends get no
  * preference from the map and are routed by the fallback as without events.
  *
  * Decisions: `cache` (the map decided), `load` (the guard overrode it), `none` (no gain: the fallback
@@ -70,7 +73,7 @@ export class KvAware implements Policy {
     let best = 0;
     for (const candidate of candidates) best = Math.max(best, runs.get(candidate.name) ?? 0);
     const gain = best - leastRun;
-    if (gain === 0 || gain < this.#opts.minMatch * (keys.length - leastRun)) {
+    if (best === 0 || (gain > 0 && gain < this.#opts.minMatch * (keys.length - leastRun))) {
       const picked = this.#fallback.pick(candidates, traits, pool);
       this.#routed('none', (runs.get(picked.name) ?? 0) * blockSize);
       return picked;
