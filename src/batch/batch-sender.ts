@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, errors, request } from 'undici';
 import { isObject } from '../config/json-object.js';
 import { BATCH_HEADER } from '../http/batch-header.js';
+import { isEventStream } from '../http/event-stream.js';
 import type { BatchRequest } from './batch-input.js';
 import { type StreamApi, StreamAssembler, streamable, streamedBody } from './stream-assembler.js';
 
@@ -114,7 +115,7 @@ export class BatchSender {
       if (plan !== null) this.#streamed++;
       status = res.statusCode;
       requestId = String(res.headers['x-request-id'] ?? `req_${randomUUID().replaceAll('-', '')}`);
-      const sse = String(res.headers['content-type'] ?? '').startsWith('text/event-stream');
+      const sse = isEventStream(res.headers);
       try {
         if (plan !== null && sse && status >= 200 && status < 300) {
           const assembler = new StreamAssembler(plan.api);

@@ -1,8 +1,9 @@
 /**
  * Server-sent event streams, for every reader of one: whether an HTTP response is one, by its
  * `content-type` (the one test the traffic path makes before it reads a body as events: the first
- * answer in reply-callbacks.ts, a continuation's answer in stream-resume.ts, so both agree on what
- * counts as a stream), and an event's payload (the traffic path's reader and the batch's assembler).
+ * answer in reply-callbacks.ts, a continuation's answer in stream-resume.ts, the batch sender's
+ * answer, so all agree on what counts as a stream), and an event's payload (the traffic path's
+ * reader and the batch's assembler).
  */
 
 /** `text/event-stream`, with or without parameters (`; charset=utf-8`). */

@@ -12,7 +12,7 @@ import { BATCH_HEADER } from '../http/batch-header.js';
 import type { ErrorType } from '../http/openai-error.js';
 import { topLevelField } from '../http/top-level-fields.js';
 import { RequestContext } from '../routing/request-context.js';
-import type { PromptTraits } from '../routing/request-traits.js';
+import type { PromptTraits, RequestTraits } from '../routing/request-traits.js';
 import type { PendingTraits } from './kv-prompt-traits.js';
 import type { Admission } from './model-admission.js';
 import type { RequestOutcome } from './proxy-events.js';
@@ -67,18 +67,22 @@ export function createContextReader(opts: ContextReaderOptions): ContextReader {
     if (!('acquire' in queue)) return { ...queue, outcome: 'model_refused' };
     const context = new RequestContext();
     const prompt = opts.promptTraits?.(path, headers, json());
-    const withPrompt = (p: PromptTraits | undefined) => {
-      context.traits = p === undefined ? traits : { ...traits, ...p };
-    };
-    context.traits = traits;
     let ready: Promise<void> | null = null;
-    if (prompt instanceof Promise) ready = prompt.then(withPrompt);
-    else withPrompt(prompt);
+    if (prompt instanceof Promise) {
+      context.traits = traits;
+      ready = prompt.then((later) => {
+        context.traits = withPrompt(traits, later);
+      });
+    } else context.traits = withPrompt(traits, prompt);
     context.queue = queue;
     // A batch's stream is no client's: the watchdog judges it as the answer it was before it streamed.
     context.streamed = opts.watchStreams() && headers[BATCH_HEADER] === undefined && asksForStream(body);
     return { context, json, ready };
   };
+}
+
+function withPrompt(traits: RequestTraits, prompt: PromptTraits | undefined): RequestTraits {
+  return prompt === undefined ? traits : { ...traits, ...prompt };
 }
 
 /** `body`'s JSON value, parsed on the first call only. */
