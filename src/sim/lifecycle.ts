@@ -47,6 +47,28 @@ async function loadShards(host: LaunchHost, bar: { update(n: number): void; clos
   return true;
 }
 
+/** Both engines allocate the KV cache after the weights, then capture graphs; false when the process died meanwhile. */
+async function allocateKvCache(host: LaunchHost, log: { kvAllocated(): void }): Promise<boolean> {
+  host.setStatus('allocating_kv_cache');
+  await host.sleep(host.timing.kvMs);
+  if (!host.alive()) return false;
+  log.kvAllocated();
+  host.setStatus('capturing_cuda_graphs');
+  return true;
+}
+
+/** The HTTP port opens last, as both engines do; false when the process died or the bind failed (it exits). */
+async function openHttpPort(host: LaunchHost, log: { bindFailed(): void }): Promise<boolean> {
+  await host.sleep(host.timing.httpMs);
+  if (!host.alive()) return false;
+  if (!(await host.listen())) {
+    log.bindFailed();
+    host.exit('address already in use');
+    return false;
+  }
+  return host.alive();
+}
+
 export async function launchSglang(host: LaunchHost, log: SglangLog): Promise<void> {
   const t = host.timing;
   await host.sleep(t.startDelayMs);
@@ -63,12 +85,7 @@ export async function launchSglang(host: LaunchHost, log: SglangLog): Promise<vo
     return host.exit('RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.');
   }
 
-  host.setStatus('allocating_kv_cache');
-  await host.sleep(t.kvMs);
-  if (!host.alive()) return;
-  log.kvAllocated();
-
-  host.setStatus('capturing_cuda_graphs');
+  if (!(await allocateKvCache(host, log))) return;
   const captureStart = performance.now();
   const sizes = captureBatchSizes(t.graphBatches);
   const order = [...sizes].reverse();
@@ -95,13 +112,7 @@ export async function launchSglang(host: LaunchHost, log: SglangLog): Promise<vo
   log.captureEnd(seconds(captureStart));
   log.schedulerReady();
 
-  await host.sleep(t.httpMs);
-  if (!host.alive()) return;
-  if (!(await host.listen())) {
-    log.bindFailed();
-    return host.exit('address already in use');
-  }
-  if (!host.alive()) return;
+  if (!(await openHttpPort(host, log))) return;
   log.uvicornUp(host.pid);
   host.setStatus('warming_up');
 
@@ -134,12 +145,7 @@ export async function launchVllm(host: LaunchHost, log: VllmLog): Promise<void> 
   if (!(await loadShards(host, log.shardBar(t.shards)))) return;
   log.weightsLoaded(seconds(started));
 
-  host.setStatus('allocating_kv_cache');
-  await host.sleep(t.kvMs);
-  if (!host.alive()) return;
-  log.kvAllocated();
-
-  host.setStatus('capturing_cuda_graphs');
+  if (!(await allocateKvCache(host, log))) return;
   const captureStart = performance.now();
   const total = t.graphBatches;
   const bar = log.captureBar(total);
@@ -165,13 +171,7 @@ export async function launchVllm(host: LaunchHost, log: VllmLog): Promise<void> 
   }
   log.engineReady(seconds(started));
 
-  await host.sleep(t.httpMs);
-  if (!host.alive()) return;
-  if (!(await host.listen())) {
-    log.bindFailed();
-    return host.exit('address already in use');
-  }
-  if (!host.alive()) return;
+  if (!(await openHttpPort(host, log))) return;
   log.serverUp();
   host.ready();
 }
