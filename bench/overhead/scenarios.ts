@@ -47,15 +47,15 @@ export const FULL: Sizes = {
 
 export const QUICK: Sizes = {
   backends: 2,
-  requests: 1000,
-  concurrency: 64,
-  streams: 32,
-  rounds: 2,
-  chunks: 50,
-  pacedStreams: 100,
-  pacedChunks: 30,
+  requests: 300,
+  concurrency: 32,
+  streams: 16,
+  rounds: 1,
+  chunks: 30,
+  pacedStreams: 50,
+  pacedChunks: 15,
   paceMs: 20,
-  sequential: 30,
+  sequential: 10,
 };
 
 export type Metrics = Record<string, number>;

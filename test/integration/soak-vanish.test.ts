@@ -6,8 +6,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runSoak } from '../../bench/soak/soak.js';
+import { HEAVY } from '../helpers/heavy.js';
 
-test('the soak fails when a request vanishes (a fake client drops a response)', async (t) => {
+// A check of the soak's ledger, not of the runtime: run once in CI, with the soak (helpers/heavy.ts).
+test('the soak fails when a request vanishes (a fake client drops a response)', HEAVY, async (t) => {
   const result = await runSoak({
     durationMs: 15_000,
     seed: 5,
