@@ -43,6 +43,8 @@ export interface PrefixJobOptions {
    * round-robin over them as a Service does: a conversation's turns land on any of them.
    */
   replicas?: number;
+  /** Send `X-Session-Id` with every request (default true); false: routing sees the prompts alone. */
+  sessionHeader?: boolean;
 }
 
 export interface PrefixJobMetrics {
@@ -97,7 +99,8 @@ export async function runPrefixJob(spec: TargetSpec, opts: PrefixJobOptions): Pr
       let outputTokens = 0;
       const servers = new Map<string, Set<string>>();
       const send = async (request: PrefixRequest): Promise<Outcome> => {
-        const outcome = await client.post(PATH, request.body, {}, { 'x-session-id': request.session });
+        const headers: Record<string, string> = opts.sessionHeader === false ? {} : { 'x-session-id': request.session };
+        const outcome = await client.post(PATH, request.body, {}, headers);
         opts.onOutcome?.(request, outcome);
         if (outcome.error === null && outcome.status === 200) {
           ok++;

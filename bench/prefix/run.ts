@@ -42,6 +42,8 @@ const usage = `usage: npm run bench:prefix -- [options]
   --quiet-wait SEC  before each measurement, wait up to SEC for other load to settle (default 20; --quick: 0)
   --keep            keep the work directory
   --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see plans.ts)
+  --no-session-header  send no X-Session-Id: routing sees the prompts alone (prefix-aware then routes on
+                    its record of sends, the approximate routing llm-d compared precise routing with)
   --replicas N      also run fleetgate prefix-aware as N processes over the same servers, the client
                     spreading requests round-robin over them, and compare it with one (issue #29)
 `;
@@ -61,6 +63,7 @@ function parse(argv: string[]) {
       workloads: { type: 'string' },
       seed: { type: 'string' },
       'no-warmup': { type: 'boolean' },
+      'no-session-header': { type: 'boolean' },
       replicas: { type: 'string' },
     },
   });
@@ -87,7 +90,8 @@ function parse(argv: string[]) {
   const workloads = all
     .filter((p) => wanted.includes(p.id))
     .map((p) => (values['no-warmup'] ? { ...p, warmup: 0 } : p));
-  return { ...common, workloads, targets, replicas, kv: ids.includes(KV_TARGET) };
+  const sessionHeader = values['no-session-header'] !== true;
+  return { ...common, workloads, targets, replicas, kv: ids.includes(KV_TARGET), sessionHeader };
 }
 
 interface RunTarget {
@@ -299,6 +303,7 @@ async function main(argv: string[]): Promise<number> {
               deadlineMs: 300_000,
               warmup: plan.warmup,
               replicas,
+              sessionHeader: opts.sessionHeader,
             });
             records.push({ run, workload: plan.id, target: spec.name, metrics, error: null });
             progress(
@@ -328,7 +333,7 @@ async function main(argv: string[]): Promise<number> {
     `## fleetgate prefix bench (medians of ${opts.runs} run${opts.runs === 1 ? '' : 's'})`,
     '',
     `Machine: ${machineLine(machine)}. Balancer pinned to core ${opts.proxyCpu ?? '-'}, servers and client to core ${opts.clientCpu ?? '-'}.`,
-    `Servers: ${SERVERS} simulated SGLang with a prefix cache in pages of ${e.pageSize} tokens, tokenMs ${e.tokenMs}, max_running_requests ${e.maxRunningRequests}, prefill ${PREFIX_PREFILL_TOKENS_PER_MS} tokens/ms; gpu${SLOW_INDEX} (*) is 1.3x slower. A fresh set of servers for every target and run. Every request streams and carries X-Session-Id.${opts.kv ? " With the kv-aware arm, every target's servers render and tokenize with the packaged Qwen3 model and publish KV events (ZeroMQ); fleetgate kv-aware reads requests with the same model." : ''}`,
+    `Servers: ${SERVERS} simulated SGLang with a prefix cache in pages of ${e.pageSize} tokens, tokenMs ${e.tokenMs}, max_running_requests ${e.maxRunningRequests}, prefill ${PREFIX_PREFILL_TOKENS_PER_MS} tokens/ms; gpu${SLOW_INDEX} (*) is 1.3x slower. A fresh set of servers for every target and run. Every request streams${opts.sessionHeader ? ' and carries X-Session-Id' : '; none carries X-Session-Id'}.${opts.kv ? " With the kv-aware arm, every target's servers render and tokenize with the packaged Qwen3 model and publish KV events (ZeroMQ); fleetgate kv-aware reads requests with the same model." : ''}`,
     '',
     ...sections,
     ...(kvVerdict === null
