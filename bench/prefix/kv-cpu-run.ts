@@ -54,7 +54,7 @@ for (let round = 0; round < rounds; round++) {
   // A fresh reader per round (its caches and worker new), as a fleetgate just started.
   const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => 16, cacheSize: 10_000 });
   if (keys === null) throw new Error('no kv keys reader');
-  // The template probe and the worker's tokenizer load at the first request: outside the figures, as start-up is.
+  // The worker loads its tokenizer on start: one request waits for it, outside the figures, as start-up is.
   await keys('/v1/chat/completions', { model: 'qwen3', messages: [{ role: 'user', content: 'warm' }] });
   let waited = 0;
   let first = 0;

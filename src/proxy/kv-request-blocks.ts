@@ -2,7 +2,7 @@
  * A request's block keys for `kv-aware` (fleet/kv-events/block-keys.ts, over the token ids the
  * engine will see): the model's chat template and tokenizer, as the engines apply them. Both cost
  * CPU (rendering a 6 KB chat with @huggingface/jinja ~0.45 ms, tokenizing it ~3 ms), so a chat is
- * read per message: at first sight of a model its template is probed with marker messages for how
+ * read per message: at start-up each model's template is probed with marker messages for how
  * it wraps each message (`<|im_start|>user\n` ... `<|im_end|>\n` for ChatML) and checked to be a
  * plain concatenation whose message boundaries are special tokens (so tokenizing message by message
  * gives exactly the whole prompt's ids); then a request's ids are its messages' ids, each from a
@@ -143,21 +143,21 @@ export interface KvKeysReader {
   close(): Promise<void>;
 }
 
-/** What one model needs: its template, how it frames messages (probed at first use), its caches. */
+/** What one model needs: its template, how it frames messages (null: not a plain concatenation), its caches. */
 interface ModelReader {
   readonly model: ChatModel;
+  readonly frame: Frame | null;
   readonly worker: BackgroundTokenizer;
   readonly cache: TokenCache;
-  frame?: Frame | null;
 }
 
 /** Null when no model directory is configured: kv-aware then has no keys and falls back. */
 export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
-  const readerOf = (dir: string): ModelReader => ({
-    model: loadChatModel(dir),
-    worker: new BackgroundTokenizer(dir),
-    cache: new TokenCache(opts.cacheSize),
-  });
+  // The template is probed here, at start-up, once per model: a few ms of rendering and tokenizing.
+  const readerOf = (dir: string): ModelReader => {
+    const model = loadChatModel(dir);
+    return { model, frame: probe(model), worker: new BackgroundTokenizer(dir), cache: new TokenCache(opts.cacheSize) };
+  };
   const named = new Map(Object.entries(opts.model.dirs).map(([name, dir]) => [name, readerOf(dir)]));
   const single = opts.model.dir === null ? null : readerOf(opts.model.dir);
   if (single === null && named.size === 0) return null;
@@ -184,7 +184,6 @@ type TokenIds = Ids | Promise<Ids>;
 function tokenIds(reader: ModelReader, path: string, body: Body): TokenIds | null {
   if (path.endsWith('/chat/completions')) {
     if (!Array.isArray(body.messages)) return null;
-    if (reader.frame === undefined) reader.frame = probe(reader.model);
     const frame = reader.frame;
     const plain = frame === null ? null : plainChat(frame, body);
     if (frame === null || plain === null) {
