@@ -17,6 +17,7 @@ import { Fleet } from './fleet/fleet.js';
 import { logTransitions } from './fleet/transition-log.js';
 import { createHttpServer } from './http/http-server.js';
 import { frameworkErrorHandler, registerOwnErrorHandler } from './http/own-error-handler.js';
+import { trackConnections } from './http/quiet-connections.js';
 import { registerRequestBodies } from './http/request-body.js';
 import { clientErrorHandler, refuseAbsoluteForm, refuseConnect } from './http/server-guards.js';
 import { Launcher } from './launch/launcher.js';
@@ -46,6 +47,9 @@ import { promptTraits } from './routing/request-traits.js';
 import { createTracing } from './tracing/create-tracing.js';
 import type { Tracing } from './tracing/tracing.js';
 import { warmUp } from './warm-up/warm-up.js';
+
+/** While a close waits for the requests in flight, connections with none are closed this often. */
+const QUIET_SWEEP_MS = 250;
 
 export interface GatewayOptions {
   logger: Logger;
@@ -309,6 +313,7 @@ interface Parts {
  */
 function lifecycle(config: Config, parts: Parts): Pick<Gateway, 'listen' | 'close' | 'drain'> {
   const { app, fleet, routing, caps, dispatcher, metrics, launcher, batch, logger, state, tracing } = parts;
+  const connections = trackConnections(app.server);
   const stopWarmUp = new AbortController();
   let warming: Promise<void> = Promise.resolve();
 
@@ -328,10 +333,13 @@ function lifecycle(config: Config, parts: Parts): Pick<Gateway, 'listen' | 'clos
     const server = app.server;
     const force = setTimeout(() => server.closeAllConnections(), graceMs);
     force.unref();
+    const sweep = setInterval(() => connections.closeQuiet(), QUIET_SWEEP_MS);
+    sweep.unref();
     routing.queue.close();
     caps?.stop();
     await app.close();
     clearTimeout(force);
+    clearInterval(sweep);
     await Promise.all([fleet.stop(), dispatcher.close(), metrics.close(), launcher?.stop(), tracing?.shutdown()]);
   }
 
