@@ -1,33 +1,85 @@
 /**
- * What kv-aware adds to fleetgate's CPU per request (issue #55), measured in-process on bench:prefix's
- * shared-prefix multi-turn load: every request's block keys read as fleetgate reads them
- * (proxy/kv-request-blocks.ts: the packaged Qwen3 template, tokenized per message with the bounded
- * cache), in the order a fleet sees the turns (every conversation's turn t before any turn t + 1),
- * with the event loop's share (what delays other requests) apart from the tokenizer's worker thread,
- * and the first request of the load (the long system prompt seen for the first time) on its own. The body's JSON parse is not counted: every
- * policy gets the parsed body. Least-loaded adds none of this, so this is kv-aware's addition over it
- * on the traffic path (the event subscriptions' CPU is in bench:prefix's proxy CPU column).
+ * What kv-aware adds to fleetgate's CPU per request (issue #55), measured in-process: every request's
+ * block keys read as fleetgate reads them (proxy/kv-request-blocks.ts: the packaged Qwen3 template,
+ * tokenized per message with the bounded cache, new text only as far as an engine holds what is
+ * before it), with the event loop's share (what delays other requests) apart from the tokenizer's
+ * worker thread, and the first request (the long system prompt seen for the first time) on its own.
+ * Two loads:
+ * - `kv-multi-turn`: bench:prefix's shared-prefix multi-turn load, in the order a fleet sees the
+ *   turns (every conversation's turn t before any turn t + 1);
+ * - `batch`: a batch job, one shared system prompt (3,000 characters) and a unique user prompt of
+ *   1,000-4,000 characters per request.
+ * The engines' caches are simulated as kv-events' map would report them: once a request is keyed,
+ * its whole prompt is held, and for a conversation the prompt and answer its next turn starts with.
+ * The body's JSON parse is not counted: every policy gets the parsed body. Least-loaded adds none of
+ * this, so this is kv-aware's addition over it on the traffic path (the event subscriptions' CPU is in
+ * bench:prefix's proxy CPU column).
  *
- *   node --import tsx bench/prefix/kv-cpu-run.ts [--rounds N] [--out FILE]
+ *   node --import tsx bench/prefix/kv-cpu-run.ts [--workload kv-multi-turn|batch] [--rounds N] [--out FILE]
  */
 import { writeFileSync } from 'node:fs';
 import { type EventLoopUtilization, performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { packagedQwen3Dir } from '../../src/model/chat-model.js';
+import { blockKeys } from '../../src/fleet/kv-events/block-keys.js';
+import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { createKvKeys } from '../../src/proxy/kv-request-blocks.js';
+import { rng } from '../balance/workload.js';
 import { median } from '../lib/stats.js';
 import { prefixPlans } from './plans.js';
+import { prose } from './workloads.js';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string' }, out: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { rounds: { type: 'string' }, out: { type: 'string' }, workload: { type: 'string' } },
+});
 const rounds = Math.max(1, Math.min(10, Number(values.rounds ?? 3)));
+const workload = values.workload ?? 'kv-multi-turn';
+const BLOCK = 16;
 const dir = packagedQwen3Dir();
-const plan = prefixPlans(false, 1, 7).find((p) => p.id === 'kv-multi-turn');
-if (plan === undefined || plan.workload.kind !== 'conversations') throw new Error('no kv-multi-turn workload');
-const conversations = plan.workload.conversations;
-const turns = Math.max(...conversations.map((c) => c.length));
-const bodies: unknown[] = [];
-for (let t = 0; t < turns; t++)
-  for (const c of conversations) if (t < c.length) bodies.push(JSON.parse(c[t].body.toString()));
+
+type Message = { role: string; content: string };
+interface Body {
+  model: string;
+  messages: Message[];
+}
+
+/** The request bodies in the order a fleet sees them, and for each the request whose prompt its answer extends. */
+function load(): { bodies: Body[]; next: Array<number | null>; label: string } {
+  if (workload === 'batch') {
+    const random = rng(7);
+    const system = { role: 'system', content: prose(random, 3000, 'You are a careful data labeller') };
+    const bodies = Array.from({ length: 1000 }, (_, i) => ({
+      model: 'qwen3',
+      messages: [system, { role: 'user', content: prose(random, 1000 + Math.floor(random() * 3000), `Item ${i}`) }],
+    }));
+    return { bodies, next: bodies.map(() => null), label: '1,000 requests of a batch job' };
+  }
+  if (workload !== 'kv-multi-turn') throw new Error(`--workload: kv-multi-turn or batch, not ${workload}`);
+  const plan = prefixPlans(false, 1, 7).find((p) => p.id === 'kv-multi-turn');
+  if (plan === undefined || plan.workload.kind !== 'conversations') throw new Error('no kv-multi-turn workload');
+  const conversations = plan.workload.conversations;
+  const turns = Math.max(...conversations.map((c) => c.length));
+  const order: Array<{ c: number; t: number }> = [];
+  for (let t = 0; t < turns; t++)
+    for (let c = 0; c < conversations.length; c++) if (t < conversations[c].length) order.push({ c, t });
+  const index = new Map(order.map(({ c, t }, i) => [`${c}/${t}`, i]));
+  const bodies = order.map(({ c, t }) => JSON.parse(conversations[c][t].body.toString()) as Body);
+  const next = order.map(({ c, t }) => index.get(`${c}/${t + 1}`) ?? null);
+  return { bodies, next, label: `${bodies.length} requests of ${conversations.length} conversations` };
+}
+
+const { bodies, next, label } = load();
+// What the engines hold once a request has been served (outside the figures: the engines' work).
+const model = loadChatModel(dir);
+const idsOf = (messages: Message[]) => model.encode(model.render(messages, { addGenerationPrompt: true }));
+const prompts = bodies.map((b) => blockKeys(idsOf(b.messages), BLOCK));
+const served = next.map((after, i) => {
+  if (after === null) return prompts[i];
+  // The next turn's prompt up to its newest message: this prompt and its answer.
+  const turn = bodies[after].messages;
+  const newest = model.encode(`<|im_start|>user\n${turn.at(-1)?.content}<|im_end|>\n<|im_start|>assistant\n`);
+  const held = Math.floor((idsOf(turn).length - newest.length) / BLOCK);
+  return [...prompts[i], ...prompts[after].slice(0, held)];
+});
 
 const cpuUs = (t0: NodeJS.CpuUsage) => {
   const d = process.cpuUsage(t0);
@@ -51,8 +103,14 @@ interface Round {
 
 const results: Round[] = [];
 for (let round = 0; round < rounds; round++) {
+  const held = new Set<number>();
+  const longestHeld = (keys: readonly number[]) => {
+    let run = 0;
+    while (run < keys.length && held.has(keys[run])) run++;
+    return run;
+  };
   // A fresh reader per round (its caches and worker new), as a fleetgate just started.
-  const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => 16, cacheSize: 10_000 });
+  const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => BLOCK, cacheSize: 10_000, longestHeld });
   if (keys === null) throw new Error('no kv keys reader');
   // The worker loads its tokenizer on start: one request waits for it, outside the figures, as start-up is.
   await keys('/v1/chat/completions', { model: 'qwen3', messages: [{ role: 'user', content: 'warm' }] });
@@ -68,6 +126,7 @@ for (let round = 0; round < rounds; round++) {
       await answer;
     }
     if (i === 0) first = cpuUs(r0);
+    for (const key of served[i]) held.add(key);
   }
   const loop = loopUs(l0);
   const total = cpuUs(t0);
@@ -83,8 +142,8 @@ for (let round = 0; round < rounds; round++) {
 }
 const m = (f: (r: Round) => number) => median(results.map(f));
 const summary = {
+  workload,
   requests: bodies.length,
-  conversations: conversations.length,
   rounds,
   loopUsPerRequest: m((r) => r.loopUsPerRequest),
   perRequestUs: m((r) => r.perRequestUs),
@@ -95,7 +154,7 @@ const summary = {
 };
 process.stdout.write(
   [
-    `## kv-aware's block keys per request (${bodies.length} requests of ${conversations.length} conversations, medians of ${rounds} rounds)`,
+    `## kv-aware's block keys per request (${label}, medians of ${rounds} rounds)`,
     '',
     '| event loop CPU µs | process CPU µs | of which the tokenizer (worker) | requests that waited for it | first request µs |',
     '|---|---|---|---|---|',

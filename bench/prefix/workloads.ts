@@ -25,7 +25,7 @@ export type PrefixWorkload =
 
 const WORDS = ['river', 'bridge', 'market', 'tower', 'garden', 'harbour', 'street', 'square', 'mill', 'canal'];
 
-function prose(random: () => number, chars: number, tag: string): string {
+export function prose(random: () => number, chars: number, tag: string): string {
   let out = `${tag}: `;
   while (out.length < chars) out += `${WORDS[Math.floor(random() * WORDS.length)]} `;
   return out.slice(0, chars);

@@ -2,97 +2,31 @@
  * A request's block keys for `kv-aware` (fleet/kv-events/block-keys.ts, over the token ids the
  * engine will see): the model's chat template and tokenizer, as the engines apply them. Both cost
  * CPU (rendering a 6 KB chat with @huggingface/jinja ~0.45 ms, tokenizing it ~3 ms), so a chat is
- * read per message: at start-up each model's template is probed with marker messages for how
- * it wraps each message (`<|im_start|>user\n` ... `<|im_end|>\n` for ChatML) and checked to be a
- * plain concatenation whose message boundaries are special tokens (so tokenizing message by message
- * gives exactly the whole prompt's ids); then a request's ids are its messages' ids, each from a
- * bounded cache (`token_cache` messages, least recently used out: a conversation's system prompt
- * and earlier turns repeat in every request). A chat the probe does not cover (tools, tool calls,
- * non-text content, template kwargs, a think block in a message, a last message not the user's) or
- * a template that is no plain concatenation is rendered and tokenized whole; a raw prompt is
- * tokenized whole, token-id prompts are taken as they are. Tokenizing runs on a worker thread
+ * read per message where the template allows it (model/chat-frame.ts, probed at start-up): a
+ * request's ids are its messages' ids, each from a bounded cache (`token_cache` messages, least
+ * recently used out: a conversation's system prompt and earlier turns repeat in every request). A
+ * chat the frame does not cover (tools, tool calls, non-text content, template kwargs, a think block
+ * in a message, a last message not the user's) is rendered as one text; a raw prompt is one text
+ * too, token-id prompts are taken as they are. Tokenizing runs on a worker thread
  * (model/background-tokenizer.ts): the keys of a request with new text are a promise.
+ *
+ * New text is tokenized only as far as a backend could hold it: when no backend holds every block
+ * of what is known before it, nothing after could match; a prompt's last text (a batch job's unique
+ * user prompt, a chat's newest turn) is first tokenized for about two blocks past what is known, and
+ * whole only when some backend holds all of that (a repeated prompt: group sampling, a retry). The
+ * blocks left untokenized are keyed 0, a key no block has (chainKey never returns it), so the policy
+ * still sees the prompt's length in blocks, estimated at the tokenized part's characters per token.
  */
 import type { ModelConfig } from '../config/types.js';
 import { blockKeys } from '../fleet/kv-events/block-keys.js';
 import { BackgroundTokenizer } from '../model/background-tokenizer.js';
+import { type Frame, messageText, plainChat, probe } from '../model/chat-frame.js';
 import { type ChatModel, loadChatModel } from '../model/chat-model.js';
 
 type Body = Record<string, unknown>;
 
 /** Block keys beyond this many are not computed: a longer prompt is told apart by its start already. */
 const MAX_BLOCKS = 1024;
-
-interface Frame {
-  /** Text before a message's content, by role. */
-  readonly open: ReadonlyMap<string, string>;
-  /** Text after every message's content. */
-  readonly close: string;
-  /** Token ids of the assistant opening a request for a new answer ends with. */
-  readonly generation: readonly number[];
-}
-
-const MARK = ['\u0001a\u0001', '\u0001b\u0001', '\u0001c\u0001', '\u0001d\u0001', '\u0001e\u0001'];
-const ROLES = ['system', 'user', 'assistant', 'user', 'assistant'];
-
-/** How the template wraps messages, or null when it is not a plain concatenation the cache can use. */
-function probe(model: ChatModel): Frame | null {
-  try {
-    const messages = ROLES.map((role, i) => ({ role, content: MARK[i] }));
-    messages.push({ role: 'user', content: '\u0001f\u0001' });
-    const text = model.render(messages, { addGenerationPrompt: true });
-    const pieces: string[] = [];
-    let at = 0;
-    for (const mark of [...MARK, '\u0001f\u0001']) {
-      const next = text.indexOf(mark, at);
-      if (next < 0) return null;
-      pieces.push(text.slice(at, next));
-      at = next + mark.length;
-    }
-    const tail = text.slice(at);
-    // pieces[i] = close (of message i - 1) + open(role i); the close is what ends a lone message.
-    const lone = model.render([{ role: 'system', content: MARK[0] }], { addGenerationPrompt: false });
-    const close = lone.slice(lone.indexOf(MARK[0]) + MARK[0].length);
-    if (close === '' || ![...pieces.slice(1), tail].every((piece) => piece.startsWith(close))) return null;
-    const open = new Map<string, string>([['system', pieces[0]]]);
-    for (let i = 1; i < pieces.length; i++) {
-      const role = i < ROLES.length ? ROLES[i] : 'user';
-      const own = pieces[i].slice(close.length);
-      if (open.has(role) && open.get(role) !== own) return null;
-      open.set(role, own);
-    }
-    const frame: Frame = { open, close, generation: model.encode(tail.slice(close.length)) };
-    // The cache's premise, checked on a conversation without a system message: the whole prompt's
-    // ids are the messages' ids one after the other.
-    const check = [
-      { role: 'user', content: 'Hello there, how are you?' },
-      { role: 'assistant', content: 'Fine, thanks.\n\nAnd you?' },
-      { role: 'user', content: '  Two spaces, then text.' },
-    ];
-    const whole = model.encode(model.render(check, { addGenerationPrompt: true }));
-    const parts = [...check.flatMap((m) => model.encode(messageText(frame, m.role, m.content))), ...frame.generation];
-    return whole.length === parts.length && whole.every((id, i) => id === parts[i]) ? frame : null;
-  } catch {
-    return null;
-  }
-}
-
-function messageText(frame: Frame, role: string, content: string): string {
-  return `${frame.open.get(role) ?? ''}${content}${frame.close}`;
-}
-
-/** A chat the probe's frame covers: text messages of known roles, no tools or kwargs, the user's last. */
-function plainChat(frame: Frame, body: Body): Array<{ role: string; content: string }> | null {
-  if (body.tools !== undefined || body.chat_template_kwargs !== undefined) return null;
-  const messages = body.messages;
-  if (!Array.isArray(messages) || messages.length === 0) return null;
-  for (const m of messages as Body[]) {
-    if (typeof m?.content !== 'string' || typeof m.role !== 'string' || !frame.open.has(m.role)) return null;
-    if (m.tool_calls !== undefined || m.reasoning_content !== undefined || m.content.includes('<think>')) return null;
-  }
-  if ((messages[messages.length - 1] as Body).role !== 'user') return null;
-  return messages as Array<{ role: string; content: string }>;
-}
 
 /**
  * A message's token ids (its frame included) by content and role, least recently used out beyond
@@ -129,6 +63,8 @@ export interface KvKeysOptions {
   readonly blockSize: () => number | null;
   /** Messages whose ids are kept (`routing.kv_events.token_cache`). */
   readonly cacheSize: number;
+  /** The longest leading run of `keys` some backend holds (kv-events' map). */
+  readonly longestHeld: (keys: readonly number[]) => number;
 }
 
 /**
@@ -167,61 +103,165 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
     const body = json as Body;
     const reader = (typeof body.model === 'string' ? named.get(body.model) : undefined) ?? single;
     if (reader === null) return undefined;
-    const ids = tokenIds(reader, path, body);
-    if (ids === null) return undefined;
-    const keys = (tokens: Ids) => blockKeys(tokens, blockSize, MAX_BLOCKS);
-    return 'then' in ids ? ids.then(keys) : keys(ids);
+    return promptKeys({ reader, blockSize, longestHeld: opts.longestHeld }, path, body);
   };
   const readers = [...named.values(), ...(single === null ? [] : [single])];
   return Object.assign(read, { close: async () => void (await Promise.all(readers.map((r) => r.worker.close()))) });
 }
 
-/** Token ids: a prompt's own, the tokenizer's, or a chat's messages' joined. */
 type Ids = ArrayLike<number>;
-type TokenIds = Ids | Promise<Ids>;
+type Keys = readonly number[];
 
-/** The prompt's token ids as the engine will see them; null when the body holds no prompt. */
-function tokenIds(reader: ModelReader, path: string, body: Body): TokenIds | null {
+/** One request's reading: its model's reader, the block size, the fleet's map. */
+interface Reading {
+  readonly reader: ModelReader;
+  readonly blockSize: number;
+  readonly longestHeld: (keys: readonly number[]) => number;
+}
+
+const NO_IDS: Ids = new Uint32Array(0);
+
+/** The prompt's block keys as the engine will see its tokens; undefined when the body holds no prompt. */
+function promptKeys(reading: Reading, path: string, body: Body): KvKeys {
+  const { reader } = reading;
   if (path.endsWith('/chat/completions')) {
-    if (!Array.isArray(body.messages)) return null;
+    if (!Array.isArray(body.messages)) return undefined;
     const frame = reader.frame;
     const plain = frame === null ? null : plainChat(frame, body);
     if (frame === null || plain === null) {
       const kwargs = body.chat_template_kwargs as Record<string, unknown> | undefined;
       const options = { addGenerationPrompt: true, tools: body.tools, templateKwargs: kwargs };
-      return reader.worker.encode(reader.model.render(body.messages, options));
+      return keysAfter(reading, NO_IDS, reader.model.render(body.messages, options), SINGLE_TEXT);
     }
-    return chatIds(reader, frame, plain);
+    return chatKeys(reading, frame, plain);
   }
   const prompt = path.endsWith('/generate') ? (body.input_ids ?? body.text) : body.prompt;
-  if (Array.isArray(prompt) && prompt.every((x) => typeof x === 'number')) return prompt as number[];
-  return typeof prompt === 'string' ? reader.worker.encode(prompt) : null;
+  if (Array.isArray(prompt) && prompt.every((x) => typeof x === 'number'))
+    return blockKeys(prompt as number[], reading.blockSize, MAX_BLOCKS);
+  if (typeof prompt !== 'string') return undefined;
+  const cached = reader.cache.get(RAW_PROMPT, prompt);
+  if (cached !== undefined) return blockKeys(cached, reading.blockSize, MAX_BLOCKS);
+  return keysAfter(reading, NO_IDS, prompt, { ...SINGLE_TEXT, cacheAs: { role: RAW_PROMPT, content: prompt } });
 }
 
-/** A plain chat's ids, message by message from the cache; what it does not hold, from the worker. */
-function chatIds(reader: ModelReader, frame: Frame, messages: Array<{ role: string; content: string }>): TokenIds {
+/** The cache's role for a raw prompt's ids (no frame around them). */
+const RAW_PROMPT = '\u0000prompt';
+
+/**
+ * A plain chat's keys from its messages' ids: cached ones at once; the history the cache lacks from
+ * the worker, where what precedes it is held; the newest message as far as it may be held.
+ */
+function chatKeys(reading: Reading, frame: Frame, messages: ReadonlyArray<{ role: string; content: string }>): KvKeys {
+  const { reader } = reading;
   const parts = messages.map((m) => reader.cache.get(m.role, m.content));
-  const join = (known: ReadonlyArray<Ids | undefined>): Uint32Array => {
-    let length = frame.generation.length;
-    for (const part of known) length += part?.length ?? 0;
-    const ids = new Uint32Array(length);
-    let at = 0;
-    for (const part of known) {
-      if (part === undefined) continue;
-      ids.set(part, at);
-      at += part.length;
-    }
-    ids.set(frame.generation, at);
-    return ids;
+  const last = messages.length - 1;
+  const known = parts.indexOf(undefined);
+  if (known < 0) return blockKeys(concat(...(parts as Ids[]), frame.generation), reading.blockSize, MAX_BLOCKS);
+  const lastMessage = messages[last];
+  const chars = (from: number, to: number) => {
+    let sum = 0;
+    for (let i = from; i < to; i++) sum += (frame.open.get(messages[i].role)?.length ?? 0) + messages[i].content.length;
+    return sum + (to - from) * frame.close.length;
   };
-  if (parts.every((part) => part !== undefined)) return join(parts);
-  const filled = messages.map(({ role, content }, i) =>
-    parts[i] !== undefined
-      ? parts[i]
-      : reader.worker.encode(messageText(frame, role, content)).then((ids) => {
-          reader.cache.set(role, content, ids);
-          return ids;
-        }),
-  );
-  return Promise.all(filled).then(join);
+  // A conversation's newest turn is tokenized whole where what precedes it is held: its next turn
+  // has it in its history. A single turn (a batch job's prompt) only as far as it may be held.
+  const conversation = messages.some((m) => m.role === 'assistant');
+  const newest = (history: Ids) =>
+    keysAfter(reading, history, messageText(frame, lastMessage.role, lastMessage.content), {
+      after: frame.generation,
+      cacheAs: lastMessage,
+      headFirst: !conversation,
+      leadTokensPerChar: history.length / Math.max(1, chars(0, last)),
+    });
+  if (known === last) return newest(concat(...(parts.slice(0, last) as Ids[])));
+  const lead = concat(...(parts.slice(0, known) as Ids[]));
+  const leadKeys = blockKeys(lead, reading.blockSize, MAX_BLOCKS);
+  if (reading.longestHeld(leadKeys) < leadKeys.length) {
+    const perChar = lead.length > 0 ? lead.length / Math.max(1, chars(0, known)) : 1 / CHARS_PER_TOKEN;
+    const rest = chars(known, messages.length) * perChar;
+    return padded(leadKeys, lead.length + rest + frame.generation.length, reading.blockSize);
+  }
+  const history = messages
+    .slice(0, last)
+    .map((m, i) => parts[i] ?? encodeInto(reader, messageText(frame, m.role, m.content), m));
+  return Promise.all(history).then((ids) => newest(concat(...ids)));
+}
+
+/** Characters per token assumed where nothing before a text was tokenized either (English prose: ~4). */
+const CHARS_PER_TOKEN = 4;
+/** A head cut at this many characters per token it must hold (more than any text has: heads run long, not short). */
+const HEAD_CHARS_PER_TOKEN = 6;
+/** A text with fewer characters than this past its head's cut is tokenized whole. */
+const HEAD_MIN_SAVING = 512;
+
+interface TextOptions {
+  /** Token ids after the text (a chat's generation prompt). */
+  readonly after: Ids;
+  /** The cache entry the text's ids are kept under, once tokenized whole (null: not kept). */
+  readonly cacheAs: { readonly role: string; readonly content: string } | null;
+  /** Tokenize a head of the text first, the whole only where all of the head is held. */
+  readonly headFirst: boolean;
+  /** The lead's tokens per character, for the estimate of untokenized blocks (0: unknown). */
+  readonly leadTokensPerChar: number;
+}
+
+const SINGLE_TEXT: TextOptions = { after: NO_IDS, cacheAs: null, headFirst: true, leadTokensPerChar: 0 };
+
+/**
+ * The keys of `lead` (token ids known), then `text`, then `after`: `text` tokenized only as far as
+ * a backend could hold it (the module's comment).
+ */
+function keysAfter(reading: Reading, lead: Ids, text: string, opts: TextOptions): KvKeys {
+  const { reader, blockSize, longestHeld } = reading;
+  const { after, cacheAs } = opts;
+  const leadKeys = blockKeys(lead, blockSize, MAX_BLOCKS);
+  if (longestHeld(leadKeys) < leadKeys.length) {
+    const perChar = opts.leadTokensPerChar > 0 ? opts.leadTokensPerChar : 1 / CHARS_PER_TOKEN;
+    return padded(leadKeys, lead.length + text.length * perChar + after.length, blockSize);
+  }
+  const whole = () =>
+    (cacheAs === null ? reader.worker.encode(text) : encodeInto(reader, text, cacheAs)).then((ids) =>
+      blockKeys(concat(lead, ids, after), blockSize, MAX_BLOCKS),
+    );
+  // Enough tokens to fill the lead's last block and one more, cut before a space (a word ends there
+  // in the whole text too); the head's last token is dropped all the same.
+  const need = blockSize - (lead.length % blockSize) + blockSize;
+  const cut = opts.headFirst ? text.indexOf(' ', need * HEAD_CHARS_PER_TOKEN) : -1;
+  if (cut < 0 || text.length - cut < HEAD_MIN_SAVING) return whole();
+  return reader.worker.encode(text.slice(0, cut)).then((head) => {
+    const stable = head.subarray(0, Math.max(0, head.length - 1));
+    const keys = blockKeys(concat(lead, stable), blockSize, MAX_BLOCKS);
+    if (longestHeld(keys) === keys.length) return whole();
+    const perChar = stable.length / Math.max(1, cut);
+    return padded(keys, lead.length + text.length * perChar + after.length, blockSize);
+  });
+}
+
+/** `keys`, then a 0 for each block of an estimated `tokens` beyond them (a key no block has). */
+function padded(keys: Keys, tokens: number, blockSize: number): Keys {
+  const blocks = Math.min(MAX_BLOCKS, Math.floor(tokens / blockSize));
+  if (blocks <= keys.length) return keys;
+  const all = new Array<number>(blocks).fill(0);
+  for (let i = 0; i < keys.length; i++) all[i] = keys[i];
+  return all;
+}
+
+/** The worker's ids of a message's (or raw prompt's) text, kept in the cache under its content and role. */
+function encodeInto(reader: ModelReader, text: string, as: { readonly role: string; readonly content: string }) {
+  return reader.worker.encode(text).then((ids) => {
+    reader.cache.set(as.role, as.content, ids);
+    return ids;
+  });
+}
+
+function concat(...parts: Ids[]): Uint32Array {
+  let length = 0;
+  for (const part of parts) length += part.length;
+  const ids = new Uint32Array(length);
+  let at = 0;
+  for (const part of parts) {
+    ids.set(part, at);
+    at += part.length;
+  }
+  return ids;
 }

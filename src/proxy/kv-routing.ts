@@ -49,6 +49,11 @@ export function createKvRouting(
     model: config.model,
     blockSize: () => (events?.anyLive === true ? events.blockSize : null),
     cacheSize: kv.token_cache,
+    longestHeld: (blocks) => {
+      let longest = 0;
+      for (const run of events?.leadingRuns(blocks).values() ?? []) longest = Math.max(longest, run);
+      return longest;
+    },
   });
   if (keys === null) {
     if (policy === 'kv-aware')

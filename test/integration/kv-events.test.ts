@@ -81,9 +81,20 @@ async function startFleet(t: test.TestContext, specs: Array<Partial<SimOptions>>
   return { sims, url, gateway };
 }
 
+/** Requests go on without keys until the tokenizer's worker has loaded the model (~1 s): until then, routed as prefix-aware. */
+async function untilKeyed(url: string): Promise<void> {
+  const unkeyed = () => metric(url, 'fleetgate_kv_unkeyed_total{reason="wait"}');
+  await waitFor(async () => {
+    const before = await unkeyed();
+    await chat(url, [{ role: 'user', content: 'Is the tokenizer up?' }]);
+    return (await unkeyed()) === before;
+  });
+}
+
 describe("kv-aware over the engines' KV events", () => {
   test("a conversation's next turn goes where its blocks are; /fleet/status shows each stream live with its blocks", async (t) => {
     const { url } = await startFleet(t, [sim(), sim({ encoding: 'map' }), sim()]);
+    await untilKeyed(url);
     let followed = 0;
     for (let c = 0; c < 6; c++) {
       const messages: Array<{ role: string; content: string }> = [
@@ -104,6 +115,35 @@ describe("kv-aware over the engines' KV events", () => {
     assert.equal(followed, 6, "every second turn went where its first turn's blocks are");
     assert.ok((await metric(url, 'fleetgate_kv_events_total')) > 0);
     assert.ok((await metric(url, 'fleetgate_kv_map_blocks')) > 0);
+  });
+
+  test("a batch job's unique prompts and a repeated long prompt: each repeat goes where the first one's blocks are", async (t) => {
+    const { url } = await startFleet(t, [sim(), sim(), sim()]);
+    await untilKeyed(url);
+    // The job's prompts: past the shared system prompt, each is tokenized only a head's worth.
+    for (let i = 0; i < 4; i++) {
+      const unique = `Item ${i}: ${'label the sensor trace by its phase and peak load '.repeat(60)}`;
+      await chat(url, [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: unique },
+      ]);
+    }
+    // Group sampling: once an engine holds the whole prompt, its repeats are tokenized whole and follow it.
+    const problem = [{ role: 'user', content: `Solve it step by step: ${'a rack draws 12 kW at peak; '.repeat(90)}` }];
+    const blocksOf = async (name: string) =>
+      (await fleetStatus(url)).backends.find((b) => b.name === name)?.kv_events.blocks ?? 0;
+    const before = new Map(
+      await Promise.all(['gpu0', 'gpu1', 'gpu2'].map(async (n) => [n, await blocksOf(n)] as const)),
+    );
+    const first = await chat(url, problem);
+    await waitFor(async () => (await blocksOf(first.engine)) >= (before.get(first.engine) ?? 0) + 40, {
+      what: "the first sample's blocks in the map",
+    });
+    const cacheHits = () => metric(url, 'fleetgate_kv_hit_tokens_sum{decision="cache"}');
+    const hitsBefore = await cacheHits();
+    for (let n = 0; n < 3; n++) assert.equal((await chat(url, problem)).engine, first.engine, `repeat ${n + 1}`);
+    const hitTokens = (await cacheHits()) - hitsBefore;
+    assert.ok(hitTokens >= 3 * 40 * 16, `the map decided each repeat on its whole prompt (${hitTokens} tokens held)`);
   });
 
   test('a seq gap is replayed from the replay socket', async (t) => {
@@ -190,7 +230,12 @@ test('two replicas subscribed to the same engines pick the same backend for >= 9
     return { events, policy };
   });
   await waitFor(() => replicas.every((r) => sims.every((s) => r.events.state(s.name) === 'live')));
-  const keysOf = createKvKeys({ model: config.model, blockSize: () => 16, cacheSize: 1000 });
+  const keysOf = createKvKeys({
+    model: config.model,
+    blockSize: () => 16,
+    cacheSize: 1000,
+    longestHeld: (keys) => Math.max(0, ...replicas[0].events.leadingRuns(keys).values()),
+  });
   assert.ok(keysOf !== null);
   const settled = async () => {
     // Both maps have applied every batch the engines sent (bounded wait; the counts stop moving).

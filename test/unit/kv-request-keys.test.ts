@@ -40,7 +40,12 @@ test('the worker tokenizes as the model does; the same text asked twice at once 
 });
 
 test("a chat's keys: new text waits for the worker, never the event loop's tokenizer; then the cache answers at once", async (t) => {
-  const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => BLOCK, cacheSize: 100 });
+  const keys = createKvKeys({
+    model: { dir, dirs: {} },
+    blockSize: () => BLOCK,
+    cacheSize: 100,
+    longestHeld: (blocks) => blocks.length,
+  });
   assert.ok(keys !== null);
   t.after(() => keys.close());
   const messages = [
@@ -137,4 +142,71 @@ test('the worker refuses texts past its backlog at once, and answers the rest', 
     Array.from((settled[0] as PromiseFulfilledResult<Uint32Array>).value),
     qwen3.encode('text number 0'),
   );
+});
+
+test('new text is tokenized only as far as a backend could hold it; the blocks past it are keyed 0', async (t) => {
+  const held = new Set<number>();
+  const longestHeld = (keys: readonly number[]) => {
+    let run = 0;
+    while (run < keys.length && held.has(keys[run])) run++;
+    return run;
+  };
+  const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => BLOCK, cacheSize: 100, longestHeld });
+  assert.ok(keys !== null);
+  t.after(() => keys.close());
+  const wholeKeys = (messages: Array<{ role: string; content: string }>) =>
+    blockKeys(qwen3.encode(qwen3.render(messages, { addGenerationPrompt: true })), BLOCK);
+  const words = 'rack power budget cooling loop sensor breaker feed phase load peak idle'.split(' ');
+  const prose = (seed: number, chars: number) => {
+    let text = '';
+    for (let i = seed; text.length < chars; i = (i * 7 + 3) % 101) text += `${words[i % words.length]} ${i} `;
+    return text.trim();
+  };
+  // A batch job: the shared system prompt every engine has stored, then a unique 6 KB prompt.
+  const system = { role: 'system', content: SYSTEM };
+  const systemKeys = blockKeys(qwen3.encode(`<|im_start|>system\n${SYSTEM}<|im_end|>\n`), BLOCK);
+  for (const key of systemKeys) held.add(key);
+  const job = [system, { role: 'user', content: prose(1, 6000) }];
+  const whole = wholeKeys(job);
+  const read = await keys('/v1/chat/completions', { messages: job });
+  assert.ok(read !== undefined, 'keys');
+  const known = read.indexOf(0);
+  assert.ok(known > systemKeys.length, `tokenized past the held system prompt (${known} blocks)`);
+  assert.ok(known <= systemKeys.length + 3, `but only about two blocks past it (${known} of ${whole.length})`);
+  assert.deepEqual(read.slice(0, known), whole.slice(0, known), 'the head keys as the whole prompt has them');
+  assert.ok(read.slice(known).every((key) => key === 0));
+  assert.ok(Math.abs(read.length - whole.length) <= whole.length * 0.25, `${read.length} blocks ~ ${whole.length}`);
+  const [ownRun, wholeRun] = [read, whole].map(longestHeld);
+  assert.equal(ownRun, wholeRun, 'every backend holds as long a run of them as of the whole keys');
+
+  // Once an engine holds the whole prompt (a second sample of it, a retry), it is tokenized whole.
+  for (const key of whole) held.add(key);
+  assert.deepEqual(await keys('/v1/chat/completions', { messages: job }), whole, 'held: tokenized whole');
+
+  // A conversation whose earlier turns no engine holds: they are tokenized (the cache keeps them for
+  // its next turns), the newest turn after them is not.
+  const chat = [
+    system,
+    { role: 'user', content: prose(2, 700) },
+    { role: 'assistant', content: prose(3, 300) },
+    { role: 'user', content: prose(4, 3000) },
+  ];
+  const chatWhole = wholeKeys(chat);
+  const chatRead = await keys('/v1/chat/completions', { messages: chat });
+  assert.ok(chatRead !== undefined, 'chat keys');
+  const newest = qwen3.encode(`<|im_start|>user\n${chat[3].content}<|im_end|>\n<|im_start|>assistant\n`);
+  const history = Math.floor((qwen3.encode(qwen3.render(chat)).length - newest.length) / BLOCK);
+  assert.deepEqual(chatRead.slice(0, history), chatWhole.slice(0, history), 'the earlier turns tokenized');
+  assert.ok(
+    chatRead.slice(history).every((key) => key === 0),
+    'the newest turn not',
+  );
+  assert.ok(
+    Math.abs(chatRead.length - chatWhole.length) <= chatWhole.length * 0.25,
+    `${chatRead.length} blocks ~ ${chatWhole.length}`,
+  );
+  const cachedNow = keys('/v1/chat/completions', {
+    messages: chat.slice(0, 3).concat({ role: 'user', content: 'Hi' }),
+  });
+  assert.ok(Array.isArray(cachedNow), 'its history is in the cache: keys at once');
 });
