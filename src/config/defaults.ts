@@ -151,3 +151,8 @@ export const DEFAULT_KV_EVENTS_TOKEN_CACHE = 10_000;
  * burst of long unseen prompts (group sampling's first samples) would queue seconds of tokenizing behind it.
  */
 export const DEFAULT_KV_EVENTS_TOKENIZE_WAIT = 50;
+/**
+ * Text past what no engine could hold is not tokenized: a batch job's unique prompts cost a fifth of the CPU
+ * (bench/prefix/kv-cpu-run.ts --workload batch), and the keys it would give could match nothing.
+ */
+export const DEFAULT_KV_EVENTS_TOKENIZE_WHOLE = false;

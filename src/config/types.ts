@@ -146,6 +146,8 @@ export interface Config {
       token_cache: number;
       /** ms a request waits for the tokenizer's worker; past it, it is routed without block keys (0 = never waits). */
       tokenize_wait: number;
+      /** Tokenize every prompt whole; false = only as far as an engine could hold it (the rest keyed as held by none). */
+      tokenize_whole: boolean;
     };
   };
   queue: {

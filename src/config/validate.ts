@@ -144,6 +144,7 @@ const topLevel = section({
       stale_for: duration(defaults.DEFAULT_KV_EVENTS_STALE_FOR),
       token_cache: integer({ min: 0, fallback: defaults.DEFAULT_KV_EVENTS_TOKEN_CACHE }),
       tokenize_wait: duration(defaults.DEFAULT_KV_EVENTS_TOKENIZE_WAIT),
+      tokenize_whole: boolean(defaults.DEFAULT_KV_EVENTS_TOKENIZE_WHOLE),
     }),
   }),
   queue: section({

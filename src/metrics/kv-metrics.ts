@@ -72,4 +72,10 @@ export function registerKvMetrics(register: Registry, kv: KvRouting): void {
     registers: [register],
   });
   kv.unkeyed = (reason) => unkeyed.inc({ reason });
+  const untokenized = new Counter({
+    name: 'fleetgate_kv_untokenized_blocks_total',
+    help: 'Prompt blocks kv-aware left untokenized: past what no engine could hold (routing.kv_events.tokenize_whole: false).',
+    registers: [register],
+  });
+  kv.untokenized = (blocks) => untokenized.inc(blocks);
 }

@@ -65,6 +65,10 @@ export interface KvKeysOptions {
   readonly cacheSize: number;
   /** The longest leading run of `keys` some backend holds (kv-events' map). */
   readonly longestHeld: (keys: readonly number[]) => number;
+  /** Tokenize every prompt whole (`routing.kv_events.tokenize_whole`). */
+  readonly tokenizeWhole?: boolean;
+  /** A request's keys left `blocks` untokenized. */
+  readonly untokenized?: (blocks: number) => void;
 }
 
 /**
@@ -97,13 +101,16 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
   const named = new Map(Object.entries(opts.model.dirs).map(([name, dir]) => [name, readerOf(dir)]));
   const single = opts.model.dir === null ? null : readerOf(opts.model.dir);
   if (single === null && named.size === 0) return null;
+  // Tokenizing whole: every run is taken as held on, so each text is tokenized to its end.
+  const longestHeld = opts.tokenizeWhole === true ? (keys: readonly number[]) => keys.length : opts.longestHeld;
+  const untokenized = opts.untokenized ?? (() => {});
   const read = (path: string, json: unknown): KvKeys => {
     const blockSize = opts.blockSize();
     if (blockSize === null || json === null || typeof json !== 'object' || Array.isArray(json)) return undefined;
     const body = json as Body;
     const reader = (typeof body.model === 'string' ? named.get(body.model) : undefined) ?? single;
     if (reader === null) return undefined;
-    return promptKeys({ reader, blockSize, longestHeld: opts.longestHeld }, path, body);
+    return promptKeys({ reader, blockSize, longestHeld, untokenized }, path, body);
   };
   const readers = [...named.values(), ...(single === null ? [] : [single])];
   return Object.assign(read, { close: async () => void (await Promise.all(readers.map((r) => r.worker.close()))) });
@@ -117,6 +124,7 @@ interface Reading {
   readonly reader: ModelReader;
   readonly blockSize: number;
   readonly longestHeld: (keys: readonly number[]) => number;
+  readonly untokenized: (blocks: number) => void;
 }
 
 const NO_IDS: Ids = new Uint32Array(0);
@@ -179,7 +187,7 @@ function chatKeys(reading: Reading, frame: Frame, messages: ReadonlyArray<{ role
   if (reading.longestHeld(leadKeys) < leadKeys.length) {
     const perChar = lead.length > 0 ? lead.length / Math.max(1, chars(0, known)) : 1 / CHARS_PER_TOKEN;
     const rest = chars(known, messages.length) * perChar;
-    return padded(leadKeys, lead.length + rest + frame.generation.length, reading.blockSize);
+    return padded(reading, leadKeys, lead.length + rest + frame.generation.length);
   }
   const history = messages
     .slice(0, last)
@@ -217,7 +225,7 @@ function keysAfter(reading: Reading, lead: Ids, text: string, opts: TextOptions)
   const leadKeys = blockKeys(lead, blockSize, MAX_BLOCKS);
   if (longestHeld(leadKeys) < leadKeys.length) {
     const perChar = opts.leadTokensPerChar > 0 ? opts.leadTokensPerChar : 1 / CHARS_PER_TOKEN;
-    return padded(leadKeys, lead.length + text.length * perChar + after.length, blockSize);
+    return padded(reading, leadKeys, lead.length + text.length * perChar + after.length);
   }
   const whole = () =>
     (cacheAs === null ? reader.worker.encode(text) : encodeInto(reader, text, cacheAs)).then((ids) =>
@@ -233,14 +241,15 @@ function keysAfter(reading: Reading, lead: Ids, text: string, opts: TextOptions)
     const keys = blockKeys(concat(lead, stable), blockSize, MAX_BLOCKS);
     if (longestHeld(keys) === keys.length) return whole();
     const perChar = stable.length / Math.max(1, cut);
-    return padded(keys, lead.length + text.length * perChar + after.length, blockSize);
+    return padded(reading, keys, lead.length + text.length * perChar + after.length);
   });
 }
 
-/** `keys`, then a 0 for each block of an estimated `tokens` beyond them (a key no block has). */
-function padded(keys: Keys, tokens: number, blockSize: number): Keys {
-  const blocks = Math.min(MAX_BLOCKS, Math.floor(tokens / blockSize));
+/** `keys`, then a 0 for each block of an estimated `tokens` beyond them (a key no block has); counted. */
+function padded(reading: Reading, keys: Keys, tokens: number): Keys {
+  const blocks = Math.min(MAX_BLOCKS, Math.floor(tokens / reading.blockSize));
   if (blocks <= keys.length) return keys;
+  reading.untokenized(blocks - keys.length);
   const all = new Array<number>(blocks).fill(0);
   for (let i = 0; i < keys.length; i++) all[i] = keys[i];
   return all;

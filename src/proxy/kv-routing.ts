@@ -22,6 +22,8 @@ export interface KvRouting {
   waited: (seconds: number) => void;
   /** A request went on without its keys, and why (set by whoever counts them). */
   unkeyed: (reason: UnkeyedReason) => void;
+  /** A request's keys left this many blocks untokenized (set by whoever counts them). */
+  untokenized: (blocks: number) => void;
 }
 
 /** Past `tokenize_wait`; the worker's backlog full; the worker failed. */
@@ -45,10 +47,13 @@ export function createKvRouting(
     return null;
   }
   let events: KvEvents | null = null;
+  const counted = { untokenized: (_blocks: number) => {} };
   const keys = createKvKeys({
     model: config.model,
     blockSize: () => (events?.anyLive === true ? events.blockSize : null),
     cacheSize: kv.token_cache,
+    tokenizeWhole: kv.tokenize_whole,
+    untokenized: (blocks) => counted.untokenized(blocks),
     longestHeld: (blocks) => {
       let longest = 0;
       for (const run of events?.leadingRuns(blocks).values() ?? []) longest = Math.max(longest, run);
@@ -61,5 +66,15 @@ export function createKvRouting(
     return null;
   }
   events = new KvEvents({ config: kv, registry, apiKey: config.upstream.api_key, log: say });
-  return { events, keys, tokenizeWaitMs: kv.tokenize_wait, routed: () => {}, waited: () => {}, unkeyed: () => {} };
+  const routing: KvRouting = {
+    events,
+    keys,
+    tokenizeWaitMs: kv.tokenize_wait,
+    routed: () => {},
+    waited: () => {},
+    unkeyed: () => {},
+    untokenized: () => {},
+  };
+  counted.untokenized = (blocks) => routing.untokenized(blocks);
+  return routing;
 }

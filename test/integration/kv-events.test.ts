@@ -128,6 +128,7 @@ describe("kv-aware over the engines' KV events", () => {
         { role: 'user', content: unique },
       ]);
     }
+    assert.ok((await metric(url, 'fleetgate_kv_untokenized_blocks_total')) > 0, 'the unique parts left untokenized');
     // Group sampling: once an engine holds the whole prompt, its repeats are tokenized whole and follow it.
     const problem = [{ role: 'user', content: `Solve it step by step: ${'a rack draws 12 kW at peak; '.repeat(90)}` }];
     const blocksOf = async (name: string) =>

@@ -63,6 +63,7 @@ const DEFAULTS_WITH_ONE_BACKEND: Config = {
       stale_for: 30_000,
       token_cache: 10_000,
       tokenize_wait: 50,
+      tokenize_whole: false,
     },
   },
   queue: {
@@ -247,6 +248,7 @@ test('every key is read and converted', () => {
         stale_for: 30_000,
         token_cache: 10_000,
         tokenize_wait: 50,
+        tokenize_whole: false,
       },
     },
     queue: {

@@ -151,7 +151,16 @@ test('new text is tokenized only as far as a backend could hold it; the blocks p
     while (run < keys.length && held.has(keys[run])) run++;
     return run;
   };
-  const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => BLOCK, cacheSize: 100, longestHeld });
+  let untokenized = 0;
+  const keys = createKvKeys({
+    model: { dir, dirs: {} },
+    blockSize: () => BLOCK,
+    cacheSize: 100,
+    longestHeld,
+    untokenized: (blocks) => {
+      untokenized += blocks;
+    },
+  });
   assert.ok(keys !== null);
   t.after(() => keys.close());
   const wholeKeys = (messages: Array<{ role: string; content: string }>) =>
@@ -178,6 +187,19 @@ test('new text is tokenized only as far as a backend could hold it; the blocks p
   assert.ok(Math.abs(read.length - whole.length) <= whole.length * 0.25, `${read.length} blocks ~ ${whole.length}`);
   const [ownRun, wholeRun] = [read, whole].map(longestHeld);
   assert.equal(ownRun, wholeRun, 'every backend holds as long a run of them as of the whole keys');
+  assert.equal(untokenized, read.length - known, 'the untokenized blocks counted');
+
+  // routing.kv_events.tokenize_whole: every prompt whole, held or not.
+  const wholeReader = createKvKeys({
+    model: { dir, dirs: {} },
+    blockSize: () => BLOCK,
+    cacheSize: 100,
+    longestHeld,
+    tokenizeWhole: true,
+  });
+  assert.ok(wholeReader !== null);
+  t.after(() => wholeReader.close());
+  assert.deepEqual(await wholeReader('/v1/chat/completions', { messages: job }), whole, 'tokenize_whole: the whole');
 
   // Once an engine holds the whole prompt (a second sample of it, a retry), it is tokenized whole.
   for (const key of whole) held.add(key);
