@@ -10,7 +10,8 @@
  * - `batch`: a batch job, one shared system prompt (3,000 characters) and a unique user prompt of
  *   1,000-4,000 characters per request.
  * The engines' caches are simulated as kv-events' map would report them: once a request is keyed,
- * its whole prompt is held, and for a conversation the prompt and answer its next turn starts with.
+ * its prompt and answer are held, and their blocks are told to the reader as the map tells it of
+ * every block stored (a conversation's newest message is learned from them).
  * The body's JSON parse is not counted: every policy gets the parsed body. Least-loaded adds none of
  * this, so this is kv-aware's addition over it on the traffic path (the event subscriptions' CPU is in
  * bench:prefix's proxy CPU column).
@@ -20,7 +21,7 @@
 import { writeFileSync } from 'node:fs';
 import { type EventLoopUtilization, performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { blockKeys } from '../../src/fleet/kv-events/block-keys.js';
+import { chainKey, ROOT_KEY } from '../../src/fleet/kv-events/block-keys.js';
 import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { createKvKeys } from '../../src/proxy/kv-request-blocks.js';
 import { rng } from '../balance/workload.js';
@@ -68,17 +69,20 @@ function load(): { bodies: Body[]; next: Array<number | null>; label: string } {
 }
 
 const { bodies, next, label } = load();
-// What the engines hold once a request has been served (outside the figures: the engines' work).
+// What the engines store once a request has been served (outside the figures: the engines' work):
+// its prompt and answer, which for a conversation is its next turn's prompt up to the newest message.
 const model = loadChatModel(dir);
 const idsOf = (messages: Message[]) => model.encode(model.render(messages, { addGenerationPrompt: true }));
-const prompts = bodies.map((b) => blockKeys(idsOf(b.messages), BLOCK));
+const CLOSE = model.encode('<|im_end|>\n');
+const ANSWER = model.encode(' The answer, as the engine generated it, fills the page its prompt ends in. '.repeat(2));
 const served = next.map((after, i) => {
-  if (after === null) return prompts[i];
-  // The next turn's prompt up to its newest message: this prompt and its answer.
+  if (after === null) return [...idsOf(bodies[i].messages), ...ANSWER];
   const turn = bodies[after].messages;
   const newest = model.encode(`<|im_start|>user\n${turn.at(-1)?.content}<|im_end|>\n<|im_start|>assistant\n`);
-  const held = Math.floor((idsOf(turn).length - newest.length) / BLOCK);
-  return [...prompts[i], ...prompts[after].slice(0, held)];
+  const ids = idsOf(turn);
+  // Less the answer's close (`<|im_end|>\n`): an engine caches what it generated, the end-of-turn
+  // token last, whose KV it never computes.
+  return ids.slice(0, ids.length - newest.length - CLOSE.length);
 });
 
 const cpuUs = (t0: NodeJS.CpuUsage) => {
@@ -126,7 +130,14 @@ for (let round = 0; round < rounds; round++) {
       await answer;
     }
     if (i === 0) first = cpuUs(r0);
-    for (const key of served[i]) held.add(key);
+    // The engine's BlockStored events for it, as kv-events' map hears them.
+    const ids = served[i];
+    for (let from = 0, parent = ROOT_KEY; from + BLOCK <= ids.length; from += BLOCK) {
+      const key = chainKey(parent, ids, from, from + BLOCK);
+      if (!held.has(key)) keys.stored(parent, key, ids, from, from + BLOCK);
+      held.add(key);
+      parent = key;
+    }
   }
   const loop = loopUs(l0);
   const total = cpuUs(t0);

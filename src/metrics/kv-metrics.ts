@@ -78,4 +78,10 @@ export function registerKvMetrics(register: Registry, kv: KvRouting): void {
     registers: [register],
   });
   kv.untokenized = (blocks) => untokenized.inc(blocks);
+  const learned = new Counter({
+    name: 'fleetgate_kv_learned_messages_total',
+    help: "Conversations' newest messages whose token ids kv-aware learned from an engine's stored blocks instead of tokenizing them.",
+    registers: [register],
+  });
+  kv.learned = () => learned.inc();
 }

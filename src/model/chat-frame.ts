@@ -16,6 +16,8 @@ export interface Frame {
   readonly close: string;
   /** Token ids of the assistant opening a request for a new answer ends with. */
   readonly generation: readonly number[];
+  /** Token ids of `close`. */
+  readonly closeIds: readonly number[];
 }
 
 const MARK = ['\u0001a\u0001', '\u0001b\u0001', '\u0001c\u0001', '\u0001d\u0001', '\u0001e\u0001'];
@@ -47,7 +49,12 @@ export function probe(model: ChatModel): Frame | null {
       if (open.has(role) && open.get(role) !== own) return null;
       open.set(role, own);
     }
-    const frame: Frame = { open, close, generation: model.encode(tail.slice(close.length)) };
+    const frame: Frame = {
+      open,
+      close,
+      generation: model.encode(tail.slice(close.length)),
+      closeIds: model.encode(close),
+    };
     // The cache's premise, checked on a conversation without a system message: the whole prompt's
     // ids are the messages' ids one after the other.
     const check = [

@@ -24,6 +24,8 @@ export interface KvRouting {
   unkeyed: (reason: UnkeyedReason) => void;
   /** A request's keys left this many blocks untokenized (set by whoever counts them). */
   untokenized: (blocks: number) => void;
+  /** A conversation's newest message was learned from an engine's blocks (set by whoever counts them). */
+  learned: () => void;
 }
 
 /** Past `tokenize_wait`; the worker's backlog full; the worker failed. */
@@ -47,13 +49,14 @@ export function createKvRouting(
     return null;
   }
   let events: KvEvents | null = null;
-  const counted = { untokenized: (_blocks: number) => {} };
+  const counted = { untokenized: (_blocks: number) => {}, learned: () => {} };
   const keys = createKvKeys({
     model: config.model,
     blockSize: () => (events?.anyLive === true ? events.blockSize : null),
     cacheSize: kv.token_cache,
     tokenizeWhole: kv.tokenize_whole,
     untokenized: (blocks) => counted.untokenized(blocks),
+    learned: () => counted.learned(),
     longestHeld: (blocks) => {
       let longest = 0;
       for (const run of events?.leadingRuns(blocks).values() ?? []) longest = Math.max(longest, run);
@@ -66,6 +69,7 @@ export function createKvRouting(
     return null;
   }
   events = new KvEvents({ config: kv, registry, apiKey: config.upstream.api_key, log: say });
+  events.map.onStored(keys.stored);
   const routing: KvRouting = {
     events,
     keys,
@@ -74,7 +78,9 @@ export function createKvRouting(
     waited: () => {},
     unkeyed: () => {},
     untokenized: () => {},
+    learned: () => {},
   };
   counted.untokenized = (blocks) => routing.untokenized(blocks);
+  counted.learned = () => routing.learned();
   return routing;
 }

@@ -19,6 +19,7 @@ import {
 import { type PageKeys, prefixKeys, tokenPageKeys } from './prefix-cache.js';
 import { CONTEXT_LEN } from './presets.js';
 import { answerTarget, type Continued, continuedFrom, countPromptTokens, outputTextFrom } from './text-gen.js';
+import { scriptSpan } from './thinking.js';
 import type { ThinkingJob } from './thinking-format.js';
 import { chatPlan, continuationPlan, type ThinkingConfig, type ThinkingPlan } from './thinking-prompt.js';
 import type { SimCounters } from './types.js';
@@ -81,8 +82,11 @@ interface Prompt {
   tokens: number;
   /** What the chat template would render, in order: the prompt's identity for the prefix cache. */
   rendered: string;
-  /** How a following prompt renders this one with its answer, when it can (not for token ids). */
-  answered?: (answer: string) => string;
+  /**
+   * The prompt and its first `generated` answer tokens as text, what the engine caches when the
+   * answer is done (SGLang inserts the prompt and output into its radix cache); not for token ids.
+   */
+  answered?: (generated: number) => string;
   /** Answer tokens the prompt already holds (a continuation): generation goes on from this token number. */
   offset: number;
   /** Thinking mode: the answer's script and where this request starts in it. */
@@ -116,6 +120,8 @@ function thinkingPrompt(plan: ThinkingPlan): Prompt {
     rendered: plan.rendered,
     offset: plan.offset,
     thinking: plan,
+    // The raw output, think block and all: the engine caches what it generated.
+    answered: (generated) => plan.rendered + scriptSpan(plan.script, plan.offset, generated).raw,
   };
 }
 
@@ -139,7 +145,7 @@ function promptOf(api: Api, body: Body, thinking: ThinkingConfig | null): Prompt
       text: continued === null ? text : `${text}\n${continued.before}`,
       tokens: countPromptTokens(text) + 4 * asked.length + own,
       rendered,
-      answered: (answer) => `${rendered}<|assistant|>${answer}\n`,
+      answered: (generated) => `${rendered}<|assistant|>${outputTextFrom(continued?.tokens ?? 0, generated)}\n`,
       offset: continued?.tokens ?? 0,
     };
   }
@@ -161,7 +167,8 @@ function promptOf(api: Api, body: Body, thinking: ThinkingConfig | null): Prompt
     continued === null || continued.tokens === 0
       ? countPromptTokens(text)
       : (continued.before === '' ? 0 : countPromptTokens(continued.before)) + continued.tokens;
-  return { text, tokens, rendered: text, answered: (answer) => text + answer, offset: continued?.tokens ?? 0 };
+  const offset = continued?.tokens ?? 0;
+  return { text, tokens, rendered: text, answered: (generated) => text + outputTextFrom(offset, generated), offset };
 }
 
 /**
@@ -257,11 +264,7 @@ export function parseGeneration(api: Api, body: unknown, host: GenerationHost): 
       ? {}
       : {
           answerKeys: (generated: number) =>
-            keysOf(
-              answered(outputTextFrom(prompt.offset, generated)),
-              page,
-              Math.floor((prompt.tokens + generated - 1) / page),
-            ),
+            keysOf(answered(generated), page, Math.floor((prompt.tokens + generated - 1) / page)),
         }),
     maxTokens,
     target,

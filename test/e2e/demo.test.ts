@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { request } from 'undici';
+import { chat } from '../helpers/chat-load.js';
 import { HEAVY } from '../helpers/heavy.js';
 import { freePort, freePortRange, portFree } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
@@ -62,18 +63,8 @@ test(
     );
     assert.equal(gpu3ReadyEarly, false, 'gpu3 was never admitted before it failed');
 
-    const res = await request(`${url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        model: 'default',
-        stream: true,
-        max_tokens: 8,
-        messages: [{ role: 'user', content: 'Hi' }],
-      }),
-    });
-    const body = await res.body.text();
-    assert.equal(res.statusCode, 200);
+    const { status: code, body } = await chat(url, 8);
+    assert.equal(code, 200);
     assert.ok(body.split('\n\n').filter((e) => e.startsWith('data: {')).length >= 8);
     assert.ok(body.endsWith('data: [DONE]\n\n'));
 

@@ -44,11 +44,11 @@ interface Answer {
   content: string;
 }
 
-async function chat(url: string, messages: unknown[]): Promise<Answer> {
+async function chat(url: string, messages: unknown[], maxTokens = 8): Promise<Answer> {
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'qwen3', messages, max_tokens: 8 }),
+    body: JSON.stringify({ model: 'qwen3', messages, max_tokens: maxTokens }),
   });
   assert.equal(res.status, 200, await res.clone().text());
   const body = (await res.json()) as { choices: Array<{ message: { content: string } }> };
@@ -108,11 +108,23 @@ describe("kv-aware over the engines' KV events", () => {
           what: "the first turn's blocks in the map",
         },
       );
-      messages.push({ role: 'assistant', content: first.content }, { role: 'user', content: 'And the cooling?' });
-      const second = await chat(url, messages);
+      const followUp = `And the cooling of ${c}? ${'Which loop feeds which row, and at what flow? '.repeat(8)}`;
+      // The client keeps the answer without its thinking, as with a reasoning parser (a <think> block
+      // in a message makes the chat one text to the reader).
+      const answer = first.content.includes('</think>')
+        ? first.content.split('</think>')[1].trim()
+        : 'Rows one to four.';
+      messages.push({ role: 'assistant', content: answer }, { role: 'user', content: followUp });
+      // An answer long enough to fill the page the prompt ends in: the engine publishes it with the answer.
+      const second = await chat(url, messages, 32);
       if (second.engine === first.engine) followed++;
     }
     assert.equal(followed, 6, "every second turn went where its first turn's blocks are");
+    // Each second turn's newest message was read a head's worth for routing, then learned whole from
+    // the engine that prefilled it.
+    await waitFor(async () => (await metric(url, 'fleetgate_kv_learned_messages_total')) === 6, {
+      what: 'the six follow-ups learned',
+    });
     assert.ok((await metric(url, 'fleetgate_kv_events_total')) > 0);
     assert.ok((await metric(url, 'fleetgate_kv_map_blocks')) > 0);
   });

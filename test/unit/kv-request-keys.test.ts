@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { blockKeys } from '../../src/fleet/kv-events/block-keys.js';
+import { blockKeys, chainKey } from '../../src/fleet/kv-events/block-keys.js';
 import { BackgroundTokenizer, TokenizerBusy } from '../../src/model/background-tokenizer.js';
 import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { withKvKeys } from '../../src/proxy/kv-prompt-traits.js';
@@ -231,4 +231,55 @@ test('new text is tokenized only as far as a backend could hold it; the blocks p
     messages: chat.slice(0, 3).concat({ role: 'user', content: 'Hi' }),
   });
   assert.ok(Array.isArray(cachedNow), 'its history is in the cache: keys at once');
+});
+
+test("a conversation's newest message: a head read for routing, the rest learned from the engine's blocks", async (t) => {
+  const held = new Set<number>();
+  const longestHeld = (keys: readonly number[]) => {
+    let run = 0;
+    while (run < keys.length && held.has(keys[run])) run++;
+    return run;
+  };
+  const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => BLOCK, cacheSize: 100, longestHeld });
+  assert.ok(keys !== null);
+  t.after(() => keys.close());
+  const idsOf = (messages: Array<{ role: string; content: string }>) =>
+    qwen3.encode(qwen3.render(messages, { addGenerationPrompt: true }));
+  /** An engine prefills `ids`: what kv-events' map hears of it, blocks hanging from the root. */
+  const prefill = (ids: number[]) => {
+    let parent = 0;
+    for (let from = 0; from + BLOCK <= ids.length; from += BLOCK) {
+      const key = chainKey(parent, ids, from, from + BLOCK);
+      keys.stored(parent, key, ids, from, from + BLOCK);
+      held.add(key);
+      parent = key;
+    }
+  };
+  const history = [
+    { role: 'system', content: SYSTEM },
+    { role: 'user', content: 'Which racks run hottest?' },
+    { role: 'assistant', content: 'Racks 12 and 14, by about four degrees.' },
+  ];
+  // Its earlier turns, served and cached.
+  await keys('/v1/chat/completions', { messages: [...history, { role: 'user', content: 'Why?' }] });
+  prefill(idsOf([...history, { role: 'user', content: 'Why?' }]));
+  const turn = [
+    ...history,
+    {
+      role: 'user',
+      content: `Then plan the move: ${'rack twelve goes to row four, rack fourteen to row six; '.repeat(12)}`,
+    },
+  ];
+  const whole = blockKeys(idsOf(turn), BLOCK);
+  const routed = await keys('/v1/chat/completions', { messages: turn });
+  assert.ok(routed?.includes(0), 'routed on a head of the newest message');
+  assert.notDeepEqual(routed, whole);
+  // The engine stores the prompt's full pages, then with its answer the page the prompt ends in.
+  prefill([
+    ...idsOf(turn),
+    ...qwen3.encode('Row four first, then row six; both moves within the hour, one at a time.'),
+  ]);
+  const next = keys('/v1/chat/completions', { messages: turn });
+  assert.ok(Array.isArray(next), 'its ids learned from the engine: the cache answers at once');
+  assert.deepEqual(next, whole, 'exactly the tokenizer’s');
 });

@@ -18,6 +18,9 @@ export interface KvApplied {
   skipped: number;
 }
 
+/** A block recorded: its parent's key, its own, and its tokens (`tokens[from..to)`). */
+export type StoredListener = (parent: number, key: number, tokens: readonly number[], from: number, to: number) => void;
+
 export class KvBlockMap {
   readonly #maxBlocks: number;
   /** Block key -> its holders (a holder twice when two of its engine hashes name the key). */
@@ -29,9 +32,15 @@ export class KvBlockMap {
   #fifoHash: EngineHash[] = [];
   #fifoHead = 0;
   #size = 0;
+  #onStored: StoredListener | null = null;
 
   constructor(maxBlocks: number) {
     this.#maxBlocks = maxBlocks;
+  }
+
+  /** Tells `listener` of every block recorded from here on (one listener). */
+  onStored(listener: StoredListener): void {
+    this.#onStored = listener;
   }
 
   /** (holder, block) entries held. */
@@ -110,6 +119,7 @@ export class KvBlockMap {
     // vLLM may store several blocks in one event: its tokens are theirs in order, blockSize each.
     for (let i = 0; i < hashes.length && (i + 1) * blockSize <= tokens.length; i++) {
       const key = chainKey(parentKey, tokens, i * blockSize, (i + 1) * blockSize);
+      this.#onStored?.(parentKey, key, tokens, i * blockSize, (i + 1) * blockSize);
       const hash = hashes[i];
       const previous = own.get(hash);
       if (previous !== undefined) {

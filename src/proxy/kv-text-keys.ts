@@ -1,0 +1,176 @@
+/**
+ * A text's block keys after token ids already known (proxy/kv-request-blocks.ts's chats and
+ * prompts), the text tokenized only as far as an engine could hold it: not at all past a lead no
+ * engine holds all of; a head first (about two blocks past the lead), whole only where all of it is
+ * held; a conversation's newest message learned from the engine that prefills it (kv-turn-learner.ts).
+ * Blocks left untokenized are keyed 0, a key no block has (chainKey never returns it), so the policy
+ * still sees the prompt's length in blocks, estimated at the tokenized part's tokens per character.
+ */
+import { blockKeys } from '../fleet/kv-events/block-keys.js';
+import type { BackgroundTokenizer } from '../model/background-tokenizer.js';
+import type { Frame } from '../model/chat-frame.js';
+import type { ChatModel } from '../model/chat-model.js';
+import type { TokenCache } from '../model/token-cache.js';
+import type { TurnLearner } from './kv-turn-learner.js';
+
+/** Block keys beyond this many are not computed: a longer prompt is told apart by its start already. */
+export const MAX_BLOCKS = 1024;
+
+export /** What one model needs: its template, how it frames messages (null: not a plain concatenation), its caches. */
+interface ModelReader {
+  readonly model: ChatModel;
+  readonly frame: Frame | null;
+  readonly worker: BackgroundTokenizer;
+  readonly cache: TokenCache;
+  /** Learns a conversation's newest message from the engine (null: no frame, or tokenizing whole). */
+  readonly learner: TurnLearner | null;
+}
+
+/**
+ * The request's block keys: at once when every text is in the cache, else once the worker has
+ * tokenized what is new; undefined when there are none (no model for it, no prompt, block size unknown).
+ */
+export type KvKeys = readonly number[] | Promise<readonly number[] | undefined> | undefined;
+
+export type Ids = ArrayLike<number>;
+export type Keys = readonly number[];
+
+/** One request's reading: its model's reader, the block size, the fleet's map. */
+export interface Reading {
+  readonly reader: ModelReader;
+  readonly blockSize: number;
+  readonly longestHeld: (keys: readonly number[]) => number;
+  readonly untokenized: (blocks: number) => void;
+  readonly learned: () => void;
+}
+
+export const NO_IDS = new Uint32Array(0);
+
+/** Characters per token assumed where nothing before a text was tokenized either (English prose: ~4). */
+export const CHARS_PER_TOKEN = 4;
+/** A head cut at this many characters per token it must hold (more than any text has: heads run long, not short). */
+const HEAD_CHARS_PER_TOKEN = 6;
+/** A text with fewer characters than this past its head's cut is tokenized whole. */
+const HEAD_MIN_SAVING = 512;
+
+export interface TextOptions {
+  /** Token ids after the text (a chat's generation prompt). */
+  readonly after: Ids;
+  /** The cache entry the text's ids are kept under, once tokenized whole (null: not kept). */
+  readonly cacheAs: { readonly role: string; readonly content: string } | null;
+  /**
+   * `head`: tokenize a head of the text first, the whole only where all of the head is held; `learn`:
+   * the same, and learn the whole from the engine (a conversation's newest message); `whole`: at once.
+   */
+  readonly mode: 'head' | 'learn' | 'whole';
+  /** The lead's tokens per character, for the estimate of untokenized blocks (0: unknown). */
+  readonly leadTokensPerChar: number;
+}
+
+export const SINGLE_TEXT: TextOptions = { after: NO_IDS, cacheAs: null, mode: 'head', leadTokensPerChar: 0 };
+
+/**
+ * The keys of `lead` (token ids known), then `text`, then `after`: `text` tokenized only as far as
+ * a backend could hold it (the module's comment).
+ */
+export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opts: TextOptions): KvKeys {
+  const { reader, blockSize, longestHeld } = reading;
+  const { after, cacheAs } = opts;
+  const leadKeys = blockKeys(lead, blockSize, MAX_BLOCKS);
+  // Enough tokens to fill the lead's last block and one more, cut before a space (a word ends there
+  // in the whole text too); the head's last token is dropped all the same.
+  const need = blockSize - (lead.length % blockSize) + blockSize;
+  const cut = opts.mode === 'whole' ? -1 : text.indexOf(' ', need * HEAD_CHARS_PER_TOKEN);
+  if (longestHeld(leadKeys) < leadKeys.length) {
+    // Most often a conversation's last answer: no engine holds its close (an engine caches what it
+    // generated, not the template's end of the turn), so nothing after it matches now, but the
+    // engine that prefills this prompt will hold the newest message for the next turn.
+    if (opts.mode === 'learn' && cacheAs !== null) learnLater(reading, lead, leadKeys, text, cut, cacheAs);
+    const perChar = opts.leadTokensPerChar > 0 ? opts.leadTokensPerChar : 1 / CHARS_PER_TOKEN;
+    return padded(reading, leadKeys, lead.length + text.length * perChar + after.length);
+  }
+  const whole = () =>
+    (cacheAs === null ? reader.worker.encode(text) : encodeInto(reader, text, cacheAs)).then((ids) =>
+      blockKeys(concat(lead, ids, after), blockSize, MAX_BLOCKS),
+    );
+  // A head read to be learned is never tokenized whole later: any saving counts.
+  if (cut < 0 || (opts.mode === 'head' && text.length - cut < HEAD_MIN_SAVING)) return whole();
+  return reader.worker.encode(text.slice(0, cut)).then((head) => {
+    const stable = head.subarray(0, Math.max(0, head.length - 1));
+    const keys = blockKeys(concat(lead, stable), blockSize, MAX_BLOCKS);
+    if (longestHeld(keys) === keys.length) return whole();
+    if (opts.mode === 'learn' && cacheAs !== null) learn(reading, lead, leadKeys, stable, cacheAs);
+    const perChar = stable.length / Math.max(1, cut);
+    return padded(reading, keys, lead.length + text.length * perChar + after.length);
+  });
+}
+
+/** Watches for the engine's blocks of the message after `lead`, whose ids begin with `head`; caches them once seen. */
+function learn(
+  reading: Reading,
+  lead: Uint32Array,
+  leadKeys: Keys,
+  head: Uint32Array,
+  as: { readonly role: string; readonly content: string },
+): void {
+  const { reader, blockSize } = reading;
+  const full = Math.floor(lead.length / blockSize);
+  if (reader.learner === null || full === 0 || full > leadKeys.length) return;
+  const tail = lead.subarray(full * blockSize);
+  reader.learner.watch(leadKeys[full - 1], concat(tail, head), tail.length, (ids) => {
+    reader.cache.set(as.role, as.content, ids);
+    reading.learned();
+  });
+}
+
+/**
+ * Learns the message in the background while its request goes on: a short one is tokenized whole
+ * into the cache; a long one's head is, then watched for (`learn`). Refused or failed tokenizing
+ * only means its next turn tokenizes it.
+ */
+function learnLater(
+  reading: Reading,
+  lead: Uint32Array,
+  leadKeys: Keys,
+  text: string,
+  cut: number,
+  as: { readonly role: string; readonly content: string },
+): void {
+  const { reader } = reading;
+  const ignore = () => {};
+  if (cut < 0) encodeInto(reader, text, as).catch(ignore);
+  else
+    reader.worker
+      .encode(text.slice(0, cut))
+      .then((head) => learn(reading, lead, leadKeys, head.subarray(0, Math.max(0, head.length - 1)), as), ignore);
+}
+
+/** `keys`, then a 0 for each block of an estimated `tokens` beyond them (a key no block has); counted. */
+export function padded(reading: Reading, keys: Keys, tokens: number): Keys {
+  const blocks = Math.min(MAX_BLOCKS, Math.floor(tokens / reading.blockSize));
+  if (blocks <= keys.length) return keys;
+  reading.untokenized(blocks - keys.length);
+  const all = new Array<number>(blocks).fill(0);
+  for (let i = 0; i < keys.length; i++) all[i] = keys[i];
+  return all;
+}
+
+/** The worker's ids of a message's (or raw prompt's) text, kept in the cache under its content and role. */
+export function encodeInto(reader: ModelReader, text: string, as: { readonly role: string; readonly content: string }) {
+  return reader.worker.encode(text).then((ids) => {
+    reader.cache.set(as.role, as.content, ids);
+    return ids;
+  });
+}
+
+export function concat(...parts: Ids[]): Uint32Array {
+  let length = 0;
+  for (const part of parts) length += part.length;
+  const ids = new Uint32Array(length);
+  let at = 0;
+  for (const part of parts) {
+    ids.set(part, at);
+    at += part.length;
+  }
+  return ids;
+}
