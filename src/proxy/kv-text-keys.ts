@@ -16,8 +16,8 @@ import type { TurnLearner } from './kv-turn-learner.js';
 /** Block keys beyond this many are not computed: a longer prompt is told apart by its start already. */
 export const MAX_BLOCKS = 1024;
 
-export /** What one model needs: its template, how it frames messages (null: not a plain concatenation), its caches. */
-interface ModelReader {
+/** What one model needs: its template, how it frames messages (null: not a plain concatenation), its caches. */
+export interface ModelReader {
   readonly model: ChatModel;
   readonly frame: Frame | null;
   readonly worker: BackgroundTokenizer;
@@ -50,6 +50,8 @@ export const NO_IDS = new Uint32Array(0);
 export const CHARS_PER_TOKEN = 4;
 /** A head cut at this many characters per token it must hold (more than any text has: heads run long, not short). */
 const HEAD_CHARS_PER_TOKEN = 6;
+/** A message to learn is named by a head of about this many characters. */
+const LEARN_HEAD_CHARS = 48;
 /** A text with fewer characters than this past its head's cut is tokenized whole. */
 const HEAD_MIN_SAVING = 512;
 
@@ -85,7 +87,7 @@ export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opt
     // Most often a conversation's last answer: no engine holds its close (an engine caches what it
     // generated, not the template's end of the turn), so nothing after it matches now, but the
     // engine that prefills this prompt will hold the newest message for the next turn.
-    if (opts.mode === 'learn' && cacheAs !== null) learnLater(reading, lead, leadKeys, text, cut, cacheAs);
+    if (opts.mode === 'learn' && cacheAs !== null) learnLater(reading, lead, leadKeys, text, cacheAs);
     const perChar = opts.leadTokensPerChar > 0 ? opts.leadTokensPerChar : 1 / CHARS_PER_TOKEN;
     return padded(reading, leadKeys, lead.length + text.length * perChar + after.length);
   }
@@ -99,7 +101,7 @@ export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opt
     const stable = head.subarray(0, Math.max(0, head.length - 1));
     const keys = blockKeys(concat(lead, stable), blockSize, MAX_BLOCKS);
     if (longestHeld(keys) === keys.length) return whole();
-    if (opts.mode === 'learn' && cacheAs !== null) learn(reading, lead, leadKeys, stable, cacheAs);
+    if (opts.mode === 'learn' && cacheAs !== null) learn(reading, lead, leadKeys, stable, cacheAs, text.length);
     const perChar = stable.length / Math.max(1, cut);
     return padded(reading, keys, lead.length + text.length * perChar + after.length);
   });
@@ -112,12 +114,16 @@ function learn(
   leadKeys: Keys,
   head: Uint32Array,
   as: { readonly role: string; readonly content: string },
+  chars: number,
 ): void {
   const { reader, blockSize } = reading;
   const full = Math.floor(lead.length / blockSize);
   if (reader.learner === null || full === 0 || full > leadKeys.length) return;
   const tail = lead.subarray(full * blockSize);
   reader.learner.watch(leadKeys[full - 1], concat(tail, head), tail.length, (ids) => {
+    // Another message on the same lead with the same head (a retried turn, edited) would give ids
+    // of another length: a message is kept only at a plausible 1.5 to 12 characters per token.
+    if (ids.length * 1.5 > chars || ids.length * 12 < chars) return;
     reader.cache.set(as.role, as.content, ids);
     reading.learned();
   });
@@ -133,16 +139,20 @@ function learnLater(
   lead: Uint32Array,
   leadKeys: Keys,
   text: string,
-  cut: number,
   as: { readonly role: string; readonly content: string },
 ): void {
   const { reader } = reading;
   const ignore = () => {};
+  // Routing needs none of it now: the head only names the message's chain among others on its lead.
+  const cut = text.indexOf(' ', LEARN_HEAD_CHARS);
   if (cut < 0) encodeInto(reader, text, as).catch(ignore);
   else
     reader.worker
       .encode(text.slice(0, cut))
-      .then((head) => learn(reading, lead, leadKeys, head.subarray(0, Math.max(0, head.length - 1)), as), ignore);
+      .then(
+        (head) => learn(reading, lead, leadKeys, head.subarray(0, Math.max(0, head.length - 1)), as, text.length),
+        ignore,
+      );
 }
 
 /** `keys`, then a 0 for each block of an estimated `tokens` beyond them (a key no block has); counted. */
