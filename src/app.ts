@@ -143,6 +143,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
 
   const warmUpCopy = (copy: Config) =>
     createGateway(copy, { logger: logger.child({}, { level: 'silent' }), now: opts.now });
+  const tokenizerLoaded = () => kv?.keys.ready() ?? Promise.resolve();
   const parts = { app, fleet, routing, caps, dispatcher, metrics, launcher, batch, logger, state, warmUpCopy, tracing };
   return {
     app,
@@ -157,7 +158,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     batch,
     config,
     reload: control.reload,
-    ...lifecycle(config, parts),
+    ...lifecycle(config, { ...parts, tokenizerLoaded }),
   };
 }
 
@@ -304,6 +305,8 @@ interface Parts {
   state: ServingState;
   warmUpCopy: (config: Config) => Promise<Gateway>;
   tracing: Tracing | null;
+  /** kv-aware's tokenizer workers have loaded the model (at once without them). */
+  tokenizerLoaded: () => Promise<void>;
 }
 
 /**
@@ -317,8 +320,9 @@ function lifecycle(config: Config, parts: Parts): Pick<Gateway, 'listen' | 'clos
   const stopWarmUp = new AbortController();
   let warming: Promise<void> = Promise.resolve();
 
+  // kv-aware's first requests would go unkeyed while its tokenizer loads (~1 s): the warm-up waits for it too.
   async function warmUpThenServe(): Promise<void> {
-    const result = await warmUp(config, parts.warmUpCopy, stopWarmUp.signal);
+    const [result] = await Promise.all([warmUp(config, parts.warmUpCopy, stopWarmUp.signal), parts.tokenizerLoaded()]);
     if (result.error !== null) logger.warn({ warmUp: result }, 'start-up warm-up incomplete; serving cold');
     else logger.info({ warmUp: result }, 'start-up warm-up done');
     metrics.warmedUp(result.ms / 1000);

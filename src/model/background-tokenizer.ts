@@ -41,6 +41,8 @@ export class BackgroundTokenizer {
   readonly #byText = new Map<string, Promise<Uint32Array>>();
   #nextId = 0;
   #failure: Error | null = null;
+  /** Settles once the worker has loaded its model (or failed to): the first text it answers. */
+  readonly loaded: Promise<void>;
 
   constructor(dir: string) {
     this.#worker = startWorker(dir);
@@ -48,6 +50,10 @@ export class BackgroundTokenizer {
     this.#worker.on('message', (answer: Answer) => this.#answered(answer));
     this.#worker.on('error', (err) => this.#fail(err));
     this.#worker.on('exit', (code) => this.#fail(new Error(`the tokenizer worker exited (code ${code})`)));
+    this.loaded = this.encode('').then(
+      () => {},
+      () => {},
+    );
   }
 
   /** The token ids of `text` (as ChatModel.encode), from the worker. */

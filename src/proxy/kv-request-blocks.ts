@@ -59,6 +59,8 @@ export interface KvKeysReader {
   (path: string, json: unknown): KvKeys;
   /** Stops the tokenizer workers. */
   close(): Promise<void>;
+  /** Settles once every tokenizer worker has loaded its model (or failed to). */
+  ready(): Promise<void>;
   /** Every block the engines store (the map's listener): conversations' newest messages are learned from them. */
   stored: StoredListener;
 }
@@ -99,6 +101,7 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
   };
   return Object.assign(read, {
     close: async () => void (await Promise.all(readers.map((r) => r.worker.close()))),
+    ready: async () => void (await Promise.all(readers.map((r) => r.worker.loaded))),
     stored,
   });
 }

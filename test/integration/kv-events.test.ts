@@ -216,6 +216,25 @@ describe("kv-aware over the engines' KV events", () => {
   });
 });
 
+test('with the start-up warm-up on (as shipped), /readyz waits for the tokenizer: the first request is keyed', async (t) => {
+  const sims = await createSims(t, [sim(), sim()]);
+  for (const s of sims) s.start();
+  await Promise.all(sims.map((s) => s.whenReady()));
+  const { url } = await startGateway(t, {
+    backends: sims.map((s) => ({ url: s.url, name: s.name })),
+    model: { dir: MODEL },
+    routing: { policy: 'kv-aware' },
+    upstream: { warm_up: true },
+  });
+  await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, { what: 'ready', timeoutMs: 20_000 });
+  await waitFor(async () => (await fleetStatus(url)).backends.every((b) => b.kv_events.state === 'live'), {
+    what: 'every backend subscribed',
+  });
+  await chat(url, [{ role: 'user', content: `The first request: ${'a question about rack power '.repeat(20)}` }]);
+  assert.equal(await metric(url, 'fleetgate_kv_unkeyed_total{reason="wait"}'), 0, 'keyed, not past tokenize_wait');
+  assert.equal(await metric(url, 'fleetgate_kv_tokenize_wait_seconds_count'), 1);
+});
+
 test('two replicas subscribed to the same engines pick the same backend for >= 99% of requests', async (t) => {
   const sims = await createSims(
     t,
