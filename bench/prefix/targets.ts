@@ -17,6 +17,8 @@ export const PREFIX_TARGETS: readonly TargetSpec[] = [
     kind: 'fleetgate',
     balance: 'kv-aware',
     extraYaml: `model:\n  dir: ${JSON.stringify(packagedQwen3Dir())}\n`,
+    // As shipped: /readyz waits for its tokenizer to load (~1 s), which the others do not have to.
+    warmUp: true,
   },
 ];
 export const TARGET_IDS = ['prefix', 'least', 'nginx', 'haproxy', 'affinity', 'kv'] as const;
