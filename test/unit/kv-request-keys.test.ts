@@ -15,6 +15,15 @@ const qwen3 = loadChatModel(dir);
 const BLOCK = 16;
 const SYSTEM = `You are a careful assistant for a data-centre team. ${'Answer with numbers and units. '.repeat(20)}`;
 
+/** The longest leading run of keys in `held`: the engines' map, as `longestHeld` reads it. */
+function runIn(held: ReadonlySet<number>): (keys: readonly number[]) => number {
+  return (keys) => {
+    let run = 0;
+    while (run < keys.length && held.has(keys[run])) run++;
+    return run;
+  };
+}
+
 /** Counts the main thread's tokenizer calls from now on (the reader's probe included). */
 function countEncodes(): { calls: () => number; restore: () => void } {
   const encode = qwen3.encode;
@@ -133,6 +142,8 @@ test('tokenize_wait bounds the wait: past it, a busy worker or 0, the request go
 test('the worker refuses texts past its backlog at once, and answers the rest', async (t) => {
   const worker = new BackgroundTokenizer(dir);
   t.after(() => worker.close());
+  await worker.loaded;
+  assert.equal(worker.inFlight, 0, 'loaded: its start-up job answered');
   const asks = Array.from({ length: 300 }, (_, i) => worker.encode(`text number ${i}`));
   const settled = await Promise.allSettled(asks);
   const refused = settled.filter((s) => s.status === 'rejected');
@@ -146,11 +157,7 @@ test('the worker refuses texts past its backlog at once, and answers the rest', 
 
 test('new text is tokenized only as far as a backend could hold it; the blocks past it are keyed 0', async (t) => {
   const held = new Set<number>();
-  const longestHeld = (keys: readonly number[]) => {
-    let run = 0;
-    while (run < keys.length && held.has(keys[run])) run++;
-    return run;
-  };
+  const longestHeld = runIn(held);
   let untokenized = 0;
   const keys = createKvKeys({
     model: { dir, dirs: {} },
@@ -235,11 +242,7 @@ test('new text is tokenized only as far as a backend could hold it; the blocks p
 
 test("a conversation's newest message: a head read for routing, the rest learned from the engine's blocks", async (t) => {
   const held = new Set<number>();
-  const longestHeld = (keys: readonly number[]) => {
-    let run = 0;
-    while (run < keys.length && held.has(keys[run])) run++;
-    return run;
-  };
+  const longestHeld = runIn(held);
   const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => BLOCK, cacheSize: 100, longestHeld });
   assert.ok(keys !== null);
   t.after(() => keys.close());
