@@ -255,7 +255,9 @@ test("the straggler alert fires on the demo's slowed backend (3x, as `fleetgate 
   };
   let firing: Array<{ labels: Record<string, string>; state: string }> = [];
   const deadline = Date.now() + 90_000;
-  // Bounded: three streams at a time (one per backend, round-robin) until the alert fires or 90 s pass.
+  // Bounded: three streams at a time (one per backend, round-robin) until the alert fires on the
+  // slowed backend alone or 90 s pass. With the rule's 10-minute hold cut to 0, one slow first token
+  // elsewhere on a busy machine (a p99 of a few samples) can fire for a while; more samples clear it.
   while (Date.now() < deadline) {
     await Promise.all([streamOnce(), streamOnce(), streamOnce()]);
     const res = await request(`${prometheus.url}/api/v1/alerts`);
@@ -265,7 +267,7 @@ test("the straggler alert fires on the demo's slowed backend (3x, as `fleetgate 
     firing = body.data.alerts.filter(
       (a) => a.labels.alertname === 'FleetgateBackendSlowFirstToken' && a.state === 'firing',
     );
-    if (firing.length > 0) break;
+    if (firing.length === 1 && firing[0].labels.backend === 'gpu2') break;
   }
   assert.deepEqual(
     firing.map((a) => a.labels.backend),
