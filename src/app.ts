@@ -144,7 +144,21 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const warmUpCopy = (copy: Config) =>
     createGateway(copy, { logger: logger.child({}, { level: 'silent' }), now: opts.now });
   const tokenizerLoaded = () => kv?.keys.ready() ?? Promise.resolve();
-  const parts = { app, fleet, routing, caps, dispatcher, metrics, launcher, batch, logger, state, warmUpCopy, tracing };
+  const parts = {
+    app,
+    fleet,
+    routing,
+    caps,
+    dispatcher,
+    metrics,
+    launcher,
+    batch,
+    logger,
+    state,
+    warmUpCopy,
+    tracing,
+    tokenizerLoaded,
+  };
   return {
     app,
     fleet,
@@ -158,7 +172,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     batch,
     config,
     reload: control.reload,
-    ...lifecycle(config, { ...parts, tokenizerLoaded }),
+    ...lifecycle(config, parts),
   };
 }
 

@@ -49,14 +49,14 @@ export function createKvRouting(
     return null;
   }
   let events: KvEvents | null = null;
-  const counted = { untokenized: (_blocks: number) => {}, learned: () => {} };
   const keys = createKvKeys({
     model: config.model,
     blockSize: () => (events?.anyLive === true ? events.blockSize : null),
     cacheSize: kv.token_cache,
     tokenizeWhole: kv.tokenize_whole,
-    untokenized: (blocks) => counted.untokenized(blocks),
-    learned: () => counted.learned(),
+    // Through `routing`, whose counters the metrics set once it exists.
+    untokenized: (blocks) => routing.untokenized(blocks),
+    learned: () => routing.learned(),
     longestHeld: (blocks) => {
       let longest = 0;
       for (const run of events?.leadingRuns(blocks).values() ?? []) longest = Math.max(longest, run);
@@ -80,7 +80,5 @@ export function createKvRouting(
     untokenized: () => {},
     learned: () => {},
   };
-  counted.untokenized = (blocks) => routing.untokenized(blocks);
-  counted.learned = () => routing.learned();
   return routing;
 }

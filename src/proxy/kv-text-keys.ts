@@ -46,6 +46,12 @@ export interface Reading {
 
 export const NO_IDS = new Uint32Array(0);
 
+/** The token cache's entry a text's ids are kept under: a message's role and content. */
+type CacheEntry = { readonly role: string; readonly content: string };
+
+/** A head's ids less its last token, which the text after the cut could have merged into another. */
+const stableHead = (head: Uint32Array) => head.subarray(0, Math.max(0, head.length - 1));
+
 /** Characters per token assumed where nothing before a text was tokenized either (English prose: ~4). */
 export const CHARS_PER_TOKEN = 4;
 /** A head cut at this many characters per token it must hold (more than any text has: heads run long, not short). */
@@ -59,7 +65,7 @@ export interface TextOptions {
   /** Token ids after the text (a chat's generation prompt). */
   readonly after: Ids;
   /** The cache entry the text's ids are kept under, once tokenized whole (null: not kept). */
-  readonly cacheAs: { readonly role: string; readonly content: string } | null;
+  readonly cacheAs: CacheEntry | null;
   /**
    * `head`: tokenize a head of the text first, the whole only where all of the head is held; `learn`:
    * the same, and learn the whole from the engine (a conversation's newest message); `whole`: at once.
@@ -98,7 +104,7 @@ export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opt
   // A head read to be learned is never tokenized whole later: any saving counts.
   if (cut < 0 || (opts.mode === 'head' && text.length - cut < HEAD_MIN_SAVING)) return whole();
   return reader.worker.encode(text.slice(0, cut)).then((head) => {
-    const stable = head.subarray(0, Math.max(0, head.length - 1));
+    const stable = stableHead(head);
     const keys = blockKeys(concat(lead, stable), blockSize, MAX_BLOCKS);
     if (longestHeld(keys) === keys.length) return whole();
     if (opts.mode === 'learn' && cacheAs !== null) learn(reading, lead, leadKeys, stable, cacheAs, text.length);
@@ -113,7 +119,7 @@ function learn(
   lead: Uint32Array,
   leadKeys: Keys,
   head: Uint32Array,
-  as: { readonly role: string; readonly content: string },
+  as: CacheEntry,
   chars: number,
 ): void {
   const { reader, blockSize } = reading;
@@ -134,13 +140,7 @@ function learn(
  * into the cache; a long one's head is, then watched for (`learn`). Refused or failed tokenizing
  * only means its next turn tokenizes it.
  */
-function learnLater(
-  reading: Reading,
-  lead: Uint32Array,
-  leadKeys: Keys,
-  text: string,
-  as: { readonly role: string; readonly content: string },
-): void {
+function learnLater(reading: Reading, lead: Uint32Array, leadKeys: Keys, text: string, as: CacheEntry): void {
   const { reader } = reading;
   const ignore = () => {};
   // Routing needs none of it now: the head only names the message's chain among others on its lead.
@@ -149,10 +149,7 @@ function learnLater(
   else
     reader.worker
       .encode(text.slice(0, cut))
-      .then(
-        (head) => learn(reading, lead, leadKeys, head.subarray(0, Math.max(0, head.length - 1)), as, text.length),
-        ignore,
-      );
+      .then((head) => learn(reading, lead, leadKeys, stableHead(head), as, text.length), ignore);
 }
 
 /** `keys`, then a 0 for each block of an estimated `tokens` beyond them (a key no block has); counted. */
@@ -166,7 +163,7 @@ export function padded(reading: Reading, keys: Keys, tokens: number): Keys {
 }
 
 /** The worker's ids of a message's (or raw prompt's) text, kept in the cache under its content and role. */
-export function encodeInto(reader: ModelReader, text: string, as: { readonly role: string; readonly content: string }) {
+export function encodeInto(reader: ModelReader, text: string, as: CacheEntry) {
   return reader.worker.encode(text).then((ids) => {
     reader.cache.set(as.role, as.content, ids);
     return ids;
