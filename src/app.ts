@@ -144,21 +144,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
   const warmUpCopy = (copy: Config) =>
     createGateway(copy, { logger: logger.child({}, { level: 'silent' }), now: opts.now });
   const tokenizerLoaded = () => kv?.keys.ready() ?? Promise.resolve();
-  const parts = {
-    app,
-    fleet,
-    routing,
-    caps,
-    dispatcher,
-    metrics,
-    launcher,
-    batch,
-    logger,
-    state,
-    warmUpCopy,
-    tracing,
-    tokenizerLoaded,
-  };
+  const parts = { app, fleet, routing, caps, dispatcher, metrics, launcher, batch, logger, state, tracing };
   return {
     app,
     fleet,
@@ -172,7 +158,7 @@ export async function createGateway(config: Config, opts: GatewayOptions): Promi
     batch,
     config,
     reload: control.reload,
-    ...lifecycle(config, parts),
+    ...lifecycle(config, { ...parts, warmUpCopy, tokenizerLoaded }),
   };
 }
 
