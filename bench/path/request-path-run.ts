@@ -44,7 +44,7 @@ const session = new Session();
 session.connect();
 await session.post('Profiler.enable');
 await session.post('Profiler.startPreciseCoverage', { callCount: true, detailed: false });
-let common: Set<string> | null = null;
+const seen: Array<Set<string>> = [];
 for (let run = 0; run < runs; run++) {
   await session.post('Profiler.takePreciseCoverage');
   await streamedChat(url);
@@ -57,10 +57,10 @@ for (let run = 0; run < runs; run++) {
     if (!path.startsWith(SRC) || path.startsWith(`${SRC}sim/`)) continue;
     if (script.functions.some((fn) => fn.functionName !== '' && fn.ranges[0].count > 0)) ran.add(relative(SRC, path));
   }
-  common = common === null ? ran : new Set([...common].filter((file) => ran.has(file)));
+  seen.push(ran);
 }
 session.disconnect();
-const files = [...(common ?? [])].sort();
+const files = [...seen[0]].filter((file) => seen.every((ran) => ran.has(file))).sort();
 console.log(files.join('\n'));
 console.log(`${files.length} files of src/ run by each of ${runs} streamed chat requests`);
 for (const fn of cleanups) await fn();
