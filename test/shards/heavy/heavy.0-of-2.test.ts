@@ -1,3 +1,0 @@
-import { runShard } from '../../helpers/shard.js';
-
-await runShard(import.meta.url);

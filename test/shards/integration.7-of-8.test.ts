@@ -1,0 +1,3 @@
+import { runShard } from '../helpers/shard.js';
+
+await runShard(import.meta.url);
