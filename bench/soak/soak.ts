@@ -8,7 +8,8 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CLI, spawnLaunch, stopLaunched } from '../../test/helpers/launch.js';
+import { fleetgateEntry } from '../../test/helpers/cli-entry.js';
+import { spawnLaunch, stopLaunched } from '../../test/helpers/launch.js';
 import { freePorts } from '../../test/helpers/net.js';
 import { waitFor } from '../../test/helpers/wait.js';
 import { type SendContext, sendHttp, sendSdk } from './clients.js';
@@ -64,8 +65,7 @@ export interface SoakResult {
 function simCommand(faultDir: string): string {
   return [
     process.execPath,
-    '--import tsx',
-    CLI,
+    ...fleetgateEntry(),
     'sim --port {port} --name {name} --log-stdout --exit-on-failure --speed fast --token-ms 15',
     `--fault-file ${faultFileOf(faultDir, '{name}')}`,
   ].join(' ');

@@ -1,8 +1,7 @@
-/** `fleetgate` as a user runs it: the CLI spawned as a process (through tsx), with its output collected. */
+/** `fleetgate` as a user runs it: the CLI spawned as a process (cli-entry.ts), with its output collected. */
 import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { BUILT_CLI, builtIsCurrent, fleetgateEntry } from './cli-entry.js';
 
 /** The environment without colour switches, so a test sets the ones it is about. */
 export function plainEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
@@ -21,15 +20,7 @@ export interface CliProcess {
 }
 
 export function spawnCli(args: string[], env: NodeJS.ProcessEnv = plainEnv()): CliProcess {
-  return spawnNode(['--import', 'tsx', 'src/cli/index.ts', ...args], env);
-}
-
-const BUILT_CLI = 'dist/cli/index.js';
-
-/** The newest modification time of the files under `dir`, ms. */
-function newestIn(dir: string): number {
-  const names = readdirSync(dir, { recursive: true, encoding: 'utf8' });
-  return Math.max(...names.map((name) => statSync(join(dir, name)).mtimeMs));
+  return spawnNode([...fleetgateEntry(), ...args], env);
 }
 
 /**
@@ -38,8 +29,7 @@ function newestIn(dir: string): number {
  * `prepare` script); a dist/ older than src/ fails the test rather than measure stale code.
  */
 export function spawnBuiltCli(args: string[], env: NodeJS.ProcessEnv = plainEnv()): CliProcess {
-  assert.ok(existsSync(BUILT_CLI), `${BUILT_CLI} is missing: run npm run build`);
-  assert.ok(newestIn('dist') >= newestIn('src'), `${BUILT_CLI} is older than src/: run npm run build`);
+  assert.ok(builtIsCurrent(), `${BUILT_CLI} is missing or older than src/: run npm run build`);
   return spawnNode([BUILT_CLI, ...args], env);
 }
 

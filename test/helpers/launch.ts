@@ -9,15 +9,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { BackendStatus, FleetStatus } from '../../src/admin/fleet-summary.js';
+import { fleetgateEntry, REPO } from './cli-entry.js';
 import { freePorts } from './net.js';
 import { waitFor } from './wait.js';
 
-export const REPO = join(import.meta.dirname, '../..');
-export const CLI = join(REPO, 'src/cli/index.ts');
+export { REPO };
 
 /** `fleetgate sim` as one engine: its log on stdout, exiting on a fatal error like a real server. */
 export function simCommand(args: string): string {
-  return `${process.execPath} --import tsx ${CLI} sim --port {port} --name {name} --log-stdout --exit-on-failure --speed fast ${args}`;
+  return `${process.execPath} ${fleetgateEntry().join(' ')} sim --port {port} --name {name} --log-stdout --exit-on-failure --speed fast ${args}`;
 }
 
 /** Like `simCommand`, but the engine first starts a child of its own that ignores SIGTERM (test/helpers/engine-with-child.ts). */
@@ -99,7 +99,7 @@ export interface LaunchProcess {
 
 /** `fleetgate launch --config FILE` as a child process (the launch tests and bench:soak). */
 export function spawnLaunch(file: string, keepChars = Number.POSITIVE_INFINITY): LaunchProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'launch', '--config', file], {
+  const child = spawn(process.execPath, [...fleetgateEntry(), 'launch', '--config', file], {
     cwd: REPO,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -162,7 +162,7 @@ export function runFleetgate(args: string[]): Promise<{ code: number; stdout: st
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', join(REPO, 'src/cli/index.ts'), ...args],
+      [...fleetgateEntry(), ...args],
       { cwd: REPO, env: { ...process.env, FLEETGATE_URL: '', FLEETGATE_ADMIN_TOKEN: '' } },
       (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );

@@ -1,6 +1,6 @@
 /**
  * Several `fleetgate serve` processes over the same simulated backends, as a Deployment's replicas
- * run behind one Service: each a real child process (through tsx) with its own config file and
+ * run behind one Service: each a real child process (cli-entry.ts) with its own config file and
  * port, killed with SIGKILL after the test if still running.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { SimServer } from '../../src/sim/index.js';
+import { fleetgateEntry, REPO } from './cli-entry.js';
 import { freePorts } from './net.js';
 import { waitFor } from './wait.js';
 
@@ -21,15 +22,11 @@ export interface Replica {
   exited: Promise<number | null>;
 }
 
-const REPO = join(import.meta.dirname, '../..');
-const CLI = join(REPO, 'src/cli/index.ts');
-const TSX = import.meta.resolve('tsx');
-
 /** `fleetgate serve --config CONFIG --listen 127.0.0.1:PORT` as a child process in `cwd`, its output kept. */
 export function spawnServe(config: string, port: number, cwd: string = REPO): Replica {
   const child = spawn(
     process.execPath,
-    ['--import', TSX, CLI, 'serve', '--config', config, '--listen', `127.0.0.1:${port}`],
+    [...fleetgateEntry(), 'serve', '--config', config, '--listen', `127.0.0.1:${port}`],
     {
       cwd,
       stdio: ['ignore', 'pipe', 'pipe'],

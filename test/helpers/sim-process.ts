@@ -3,10 +3,9 @@
  * SIGKILL, the kernel closing its sockets mid-stream. Killed after the test if still alive.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { request } from 'undici';
-import { REPO } from './launch.js';
+import { fleetgateEntry, REPO } from './cli-entry.js';
 import { freePort } from './net.js';
 import { waitFor } from './wait.js';
 
@@ -21,10 +20,9 @@ export interface SimProcess {
 /** Starts `fleetgate sim --speed fast` named `name` with `args`; resolves once its `/health` answers 200. */
 export async function startSimProcess(t: Pick<TestContext, 'after'>, name: string, args: string[] = []) {
   const port = await freePort();
-  const cli = join(REPO, 'src/cli/index.ts');
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', cli, 'sim', '--port', String(port), '--name', name, '--speed', 'fast', '--quiet', ...args],
+    [...fleetgateEntry(), 'sim', '--port', String(port), '--name', name, '--speed', 'fast', '--quiet', ...args],
     { cwd: REPO, stdio: 'ignore' },
   );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { fleetgateEntry } from '../helpers/cli-entry.js';
 import { startGateway } from '../helpers/fleet.js';
 import { freePort } from '../helpers/net.js';
 
@@ -19,7 +20,7 @@ function fleetgate(args: string[], env: Record<string, string> = {}): Promise<Ru
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/index.ts', ...args],
+      [...fleetgateEntry(), ...args],
       {
         cwd: join(import.meta.dirname, '../..'),
         env: { ...process.env, FLEETGATE_URL: '', FLEETGATE_ADMIN_TOKEN: '', ...env },

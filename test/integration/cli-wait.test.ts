@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import type { FleetStatus } from '../../src/admin/fleet-summary.js';
+import { fleetgateEntry } from '../helpers/cli-entry.js';
 import { backendsFor, createSims, startGateway } from '../helpers/fleet.js';
 import { freePort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
@@ -31,7 +32,7 @@ function fleetgate(t: TestContext, args: string[], timeoutMs = 20_000): Promise<
   const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
   delete env.FLEETGATE_URL;
   delete env.FORCE_COLOR;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', ...args], {
+  const child = spawn(process.execPath, [...fleetgateEntry(), ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -9,6 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { fleetgateEntry } from '../helpers/cli-entry.js';
 import { createSims } from '../helpers/fleet.js';
 import { freePort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
@@ -27,7 +28,7 @@ test('SIGHUP reloads the config file; an invalid file is refused and the old con
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'src/cli/index.ts', 'serve', '--config', file, '--listen', `127.0.0.1:${port}`],
+    [...fleetgateEntry(), 'serve', '--config', file, '--listen', `127.0.0.1:${port}`],
     { cwd: join(import.meta.dirname, '../..'), stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

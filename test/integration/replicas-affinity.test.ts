@@ -1,9 +1,9 @@
 /**
  * Several fleetgate processes with prefix-aware routing over the same 4 simulated backends, as a
  * round-robin Service spreads a client's requests: conversations whose turns alternate between the
- * replicas each stay on one backend (rendezvous hashing of the prefix key, with nothing shared
- * between the processes), while unique prompts sent at once still spread (no backend over 1.4x the
- * mean, none under 0.6x). That replicas with `balance_factor: 0` (each its own record) disagree is shown in
+ * replicas stay on one backend (at least 3 of 4; rendezvous hashing of the prefix key, with nothing
+ * shared between the processes), while unique prompts sent at once still spread (no backend over
+ * 1.4x the mean, none under 0.6x). That replicas with `balance_factor: 0` (each its own record) disagree is shown in
  * test/unit/rendezvous.test.ts: over sockets, their per-process choices may agree by chance.
  */
 import assert from 'node:assert/strict';
@@ -118,11 +118,15 @@ for (const count of [2, 3]) {
     const replicas = await startReplicas(t, count, sims, ROUTING(1.25, count));
     const urls = replicas.map((r) => r.url);
     await untilLoadRead(urls, sims);
+    // At most one may move: on a busy machine a sim in this process may report two turns that
+    // arrived between its scheduler steps as a queue (QUEUE_ALLOWANCE), and the bound then rightly
+    // sends a turn elsewhere (seen once in a full run: one `bound` decision). Without the shared hash
+    // (each replica its own record), two of each conversation's turns go through replicas that never
+    // saw it and pick by load among 4 backends: three of four conversations staying is then unlikely.
     const stayed = await alternatingConversations(urls);
-    assert.deepEqual(
-      stayed,
-      [true, true, true, true],
-      `every conversation kept its backend (and its cache); ${await routingCounters(urls)}`,
+    assert.ok(
+      stayed.filter(Boolean).length >= 3,
+      `conversations that kept their backend (and cache): ${stayed.join('/')}; ${await routingCounters(urls)}`,
     );
 
     // 64 unique prompts at once (twice the fleet's 32 slots), spread over the replicas: hashing alone

@@ -3,11 +3,12 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { request } from 'undici';
+import { fleetgateEntry } from '../helpers/cli-entry.js';
 import { createSims } from '../helpers/fleet.js';
 import { waitFor } from '../helpers/wait.js';
 
 function serve(args: string[]): { child: ChildProcess; output: () => string; exit: Promise<number | null> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve', ...args], {
+  const child = spawn(process.execPath, [...fleetgateEntry(), 'serve', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { parseDurationFlag, parseFailure, parsePorts, parseSimArgs, run } from '../../src/cli/sim.js';
+import { fleetgateEntry } from '../helpers/cli-entry.js';
 import { freePorts } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -67,9 +68,7 @@ test('a real run serves the fleet, writes one log per GPU, and exits 0 on SIGTER
   const child = spawn(
     process.execPath,
     [
-      '--import',
-      'tsx',
-      'src/cli/index.ts',
+      ...fleetgateEntry(),
       'sim',
       '--ports',
       ports.join(','),

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Gateway } from '../../src/app.js';
+import { fleetgateEntry } from '../helpers/cli-entry.js';
 import { startGateway } from '../helpers/fleet.js';
 import { fixtureText, loadLogFixtures } from '../helpers/log-fixtures.js';
 import { freePort } from '../helpers/net.js';
@@ -51,7 +52,7 @@ function fleetgateStatus(url: string): Promise<{ code: number; stdout: string; s
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/index.ts', 'status', '--url', url],
+      [...fleetgateEntry(), 'status', '--url', url],
       { cwd: ROOT, env: { ...process.env, FLEETGATE_URL: '', NO_COLOR: '1', COLUMNS: '400' } },
       (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );

@@ -1,19 +1,28 @@
 /**
- * `npm test` skips the heavy cases and `npm run test:heavy` (scripts/heavy-tests.sh) runs the files
- * that import HEAVY, found by their imports: a heavy case reached through a helpers file the script
- * does not name would run nowhere.
+ * `npm test` skips the heavy cases; FLEETGATE_HEAVY_TESTS=1 runs them, each file of test/heavy/ in
+ * its own process (test/helpers/heavy.ts). A heavy case in a file elsewhere would run in a shard's
+ * shared process, where a case that measures its process's memory reads the other files' garbage.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
-const helpers = new URL('../helpers/', import.meta.url);
+const TEST = new URL('../', import.meta.url);
+const HEAVY_IMPORT = /from '\.\.\/helpers\/(heavy|bench-run)\.js'/;
 
-test('scripts/heavy-tests.sh names heavy.ts and every helpers file that imports it', () => {
-  const script = readFileSync(new URL('../../scripts/heavy-tests.sh', import.meta.url), 'utf8');
-  const named = /helpers\/\(([\w|-]+)\)\\\.js/.exec(script)?.[1].split('|').sort();
-  const importers = readdirSync(helpers)
-    .filter((file) => /from '\.\/heavy\.js'/.test(readFileSync(new URL(file, helpers), 'utf8')))
-    .map((file) => file.replace(/\.ts$/, ''));
-  assert.deepEqual(named, ['heavy', ...importers].sort());
+function testFiles(dir: string): string[] {
+  return readdirSync(new URL(dir, TEST))
+    .filter((file) => file.endsWith('.test.ts'))
+    .map((file) => `${dir}${file}`);
+}
+
+test('every test file with a heavy case is in test/heavy/, and every file there has one', () => {
+  const helpers = readdirSync(new URL('helpers/', TEST)).filter((file) =>
+    /from '\.\/heavy\.js'/.test(readFileSync(new URL(`helpers/${file}`, TEST), 'utf8')),
+  );
+  assert.deepEqual(helpers, ['bench-run.ts'], 'the helpers that pass HEAVY on (HEAVY_IMPORT names them)');
+  const heavy = ['unit/', 'integration/', 'e2e/', 'heavy/']
+    .flatMap(testFiles)
+    .filter((file) => HEAVY_IMPORT.test(readFileSync(new URL(file, TEST), 'utf8')));
+  assert.deepEqual(heavy.sort(), testFiles('heavy/').sort());
 });

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { request } from 'undici';
 import { chat } from '../helpers/chat-load.js';
+import { fleetgateEntry } from '../helpers/cli-entry.js';
 import { HEAVY } from '../helpers/heavy.js';
 import { freePort, freePortRange, portFree } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
@@ -30,7 +31,7 @@ test(
     const basePort = await freePortRange(7);
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/index.ts', 'demo', '--port', String(port), '--base-port', String(basePort)],
+      [...fleetgateEntry(), 'demo', '--port', String(port), '--base-port', String(basePort)],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';
