@@ -10,6 +10,7 @@
 import { Session } from 'node:inspector/promises';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { chat } from '../../test/helpers/chat-load.js';
 import { startShipped } from '../../test/helpers/shipped.js';
 import { startSimProcess } from '../../test/helpers/sim-process.js';
 import { waitFor } from '../../test/helpers/wait.js';
@@ -20,19 +21,8 @@ const t = { after: (fn: () => unknown) => cleanups.push(fn) };
 const SRC = fileURLToPath(new URL('../../src/', import.meta.url));
 
 async function streamedChat(url: string): Promise<void> {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model: 'default',
-      stream: true,
-      stream_options: { include_usage: true },
-      max_tokens: 16,
-      messages: [{ role: 'user', content: 'Name three rivers of France.' }],
-    }),
-  });
-  const text = await res.text();
-  if (res.status !== 200 || !text.includes('[DONE]')) throw new Error(`${res.status}: ${text.slice(0, 200)}`);
+  const { status, body } = await chat(url, 16);
+  if (status !== 200 || !body.includes('[DONE]')) throw new Error(`${status}: ${body.slice(0, 200)}`);
 }
 
 const sim = await startSimProcess(t, 'gpu0');
