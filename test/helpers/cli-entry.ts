@@ -25,8 +25,11 @@ export function builtIsCurrent(): boolean {
 
 let entry: readonly string[] | null = null;
 
-/** `[dist/cli/index.js]` or `[--import, tsx, src/cli/index.ts]`, decided once per process. */
+/**
+ * `[dist/cli/index.js]` or `[--import, <tsx>, src/cli/index.ts]`, decided once per process; tsx by
+ * its resolved URL, so that a child started in another directory (a replica's cwd) still finds it.
+ */
 export function fleetgateEntry(): readonly string[] {
-  entry ??= builtIsCurrent() ? [BUILT_CLI] : ['--import', 'tsx', SOURCE_CLI];
+  entry ??= builtIsCurrent() ? [BUILT_CLI] : ['--import', import.meta.resolve('tsx'), SOURCE_CLI];
   return entry;
 }

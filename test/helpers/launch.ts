@@ -13,8 +13,6 @@ import { fleetgateEntry, REPO } from './cli-entry.js';
 import { freePorts } from './net.js';
 import { waitFor } from './wait.js';
 
-export { REPO };
-
 /** `fleetgate sim` as one engine: its log on stdout, exiting on a fatal error like a real server. */
 export function simCommand(args: string): string {
   return `${process.execPath} ${fleetgateEntry().join(' ')} sim --port {port} --name {name} --log-stdout --exit-on-failure --speed fast ${args}`;

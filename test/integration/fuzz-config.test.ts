@@ -13,7 +13,7 @@ import { after, test } from 'node:test';
 import fc from 'fast-check';
 import { parse, stringify } from 'yaml';
 import { ConfigError, loadConfig } from '../../src/config/index.js';
-import { REPO } from '../helpers/launch.js';
+import { REPO } from '../helpers/cli-entry.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'fuzz-config-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

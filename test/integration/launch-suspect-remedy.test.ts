@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { REPO, startLaunch } from '../helpers/launch.js';
+import { REPO } from '../helpers/cli-entry.js';
+import { startLaunch } from '../helpers/launch.js';
 import { waitFor } from '../helpers/wait.js';
 
 const FIXTURE = join(REPO, 'test/fixtures/logs/vllm-12865-v0-max-seq-len-valueerror.log');

@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { outputText } from '../../src/sim/text-gen.js';
 import { tempDir } from '../helpers/batch.js';
 import { spawnCli } from '../helpers/cli.js';
-import { REPO } from '../helpers/launch.js';
+import { REPO } from '../helpers/cli-entry.js';
 import { freePort } from '../helpers/net.js';
 import { type SimProcess, startSimProcess } from '../helpers/sim-process.js';
 import { waitFor } from '../helpers/wait.js';
