@@ -21,7 +21,7 @@
 import { writeFileSync } from 'node:fs';
 import { type EventLoopUtilization, performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { chainKey, ROOT_KEY } from '../../src/fleet/kv-events/block-keys.js';
+import { blockKeys, chainKey, ROOT_KEY } from '../../src/fleet/kv-events/block-keys.js';
 import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { createKvKeys } from '../../src/proxy/kv-request-blocks.js';
 import { rng } from '../balance/workload.js';
@@ -30,10 +30,17 @@ import { prefixPlans } from './plans.js';
 import { prose } from './workloads.js';
 
 const { values } = parseArgs({
-  options: { rounds: { type: 'string' }, out: { type: 'string' }, workload: { type: 'string' } },
+  options: {
+    rounds: { type: 'string' },
+    out: { type: 'string' },
+    workload: { type: 'string' },
+    answers: { type: 'string' },
+  },
 });
 const rounds = Math.max(1, Math.min(10, Number(values.rounds ?? 3)));
 const workload = values.workload ?? 'kv-multi-turn';
+const answers = values.answers ?? 'thinking';
+if (answers !== 'thinking' && answers !== 'plain') throw new Error(`--answers: thinking or plain, not ${answers}`);
 const BLOCK = 16;
 const dir = packagedQwen3Dir();
 
@@ -70,20 +77,20 @@ function load(): { bodies: Body[]; next: Array<number | null>; label: string } {
 
 const { bodies, next, label } = load();
 // What the engines store once a request has been served (outside the figures: the engines' work):
-// its prompt and answer, which for a conversation is its next turn's prompt up to the newest message.
+// its prompt, then its answer as the engine generated it. `thinking` (the real job: Qwen3 in thinking
+// mode): reasoning first, which the next turn's history drops, so that turn's prefill stores its
+// history anew from the answer on; `plain`: the answer as the next turn's history renders it.
 const model = loadChatModel(dir);
 const idsOf = (messages: Message[]) => model.encode(model.render(messages, { addGenerationPrompt: true }));
-const CLOSE = model.encode('<|im_end|>\n');
-const ANSWER = model.encode(' The answer, as the engine generated it, fills the page its prompt ends in. '.repeat(2));
+const REASONING = model.encode('<think>\nThe user asks for figures; check the rows, then answer.\n</think>\n\n');
 const served = next.map((after, i) => {
-  if (after === null) return [...idsOf(bodies[i].messages), ...ANSWER];
-  const turn = bodies[after].messages;
-  const newest = model.encode(`<|im_start|>user\n${turn.at(-1)?.content}<|im_end|>\n<|im_start|>assistant\n`);
-  const ids = idsOf(turn);
-  // Less the answer's close (`<|im_end|>\n`): an engine caches what it generated, the end-of-turn
-  // token last, whose KV it never computes.
-  return ids.slice(0, ids.length - newest.length - CLOSE.length);
+  const prompt = idsOf(bodies[i].messages);
+  if (after === null) return [...prompt, ...REASONING, ...model.encode('The answer, as generated. '.repeat(4))];
+  const answer = bodies[after].messages.at(-2)?.content ?? '';
+  return [...prompt, ...(answers === 'thinking' ? REASONING : []), ...model.encode(answer)];
 });
+/** Each served chain's block keys, computed before the clock starts (the engines' work, not the reader's). */
+const servedKeys = served.map((ids) => blockKeys(ids, BLOCK));
 
 /** Requests keyed between one's keys and its engine's events. */
 const ENGINE_LAG = 8;
@@ -92,23 +99,35 @@ const cpuUs = (t0: NodeJS.CpuUsage) => {
   const d = process.cpuUsage(t0);
   return d.user + d.system;
 };
+const cpuBetween = (from: NodeJS.CpuUsage, to: NodeJS.CpuUsage) => to.user - from.user + to.system - from.system;
 
-/** The main thread's busy time since `from`, µs: the event loop's active time (idle while it awaits the worker). */
-const loopUs = (from: EventLoopUtilization) => performance.eventLoopUtilization(from).active * 1000;
-
-interface Round {
-  /** The event loop's CPU per request: cache lookups, the keys' hashes, the worker's messages. */
-  loopUsPerRequest: number;
+/** CPU of a stretch of requests, per request. */
+interface Share {
+  requests: number;
+  /** The event loop's: cache lookups, the keys' hashes, the worker's messages, the engines' blocks learned from. */
+  loopUs: number;
   /** The process's, the tokenizer's worker thread included. */
-  perRequestUs: number;
-  /** The worker's (the tokenizer): the process's less the event loop's. */
-  tokenizerUsPerRequest: number;
+  processUs: number;
   /** Requests whose keys waited for the worker (some text new to the cache). */
   waitedShare: number;
-  /** Conversations' newest messages learned from the engines' blocks, per request. */
-  learnedShare: number;
+}
+
+interface Round {
+  all: Share;
+  /** Requests with no answer in them (a conversation's first turn, every batch request): their text seen first. */
+  firstTurns: Share;
+  /** A conversation's later turns: what it repeats of earlier turns, the last answer and the newest message. */
+  laterTurns: Share;
+  /** Chat messages learned from the engines' blocks, per request. */
+  learnedPerRequest: number;
   firstRequestUs: number;
 }
+
+/** In the order the fleet sees them, every first turn comes before any later turn. */
+const laterFrom = (() => {
+  const at = bodies.findIndex((body) => body.messages.some((m) => m.role === 'assistant'));
+  return at < 0 ? bodies.length : at;
+})();
 
 const results: Round[] = [];
 for (let round = 0; round < rounds; round++) {
@@ -125,70 +144,93 @@ for (let round = 0; round < rounds; round++) {
     blockSize: () => BLOCK,
     cacheSize: 10_000,
     longestHeld,
-    learned: () => learned++,
+    learned: (messages) => {
+      learned += messages;
+    },
   });
   if (keys === null) throw new Error('no kv keys reader');
   // The worker loads its tokenizer on start: one request waits for it, outside the figures, as start-up is.
   await keys('/v1/chat/completions', { model: 'qwen3', messages: [{ role: 'user', content: 'warm' }] });
+  // The map hashes each block an engine reports storing (only those it did not hold): that is counted.
   const store = (request: number) => {
     const ids = served[request];
-    for (let from = 0, parent = ROOT_KEY; from + BLOCK <= ids.length; from += BLOCK) {
-      const key = chainKey(parent, ids, from, from + BLOCK);
-      if (!held.has(key)) keys.stored(parent, key, ids, from, from + BLOCK);
+    servedKeys[request].forEach((known, block) => {
+      if (held.has(known)) return;
+      const parent = block === 0 ? ROOT_KEY : servedKeys[request][block - 1];
+      const key = chainKey(parent, ids, block * BLOCK, (block + 1) * BLOCK);
+      keys.stored(parent, key, ids, block * BLOCK, (block + 1) * BLOCK);
       held.add(key);
-      parent = key;
-    }
+    });
   };
-  let waited = 0;
   let first = 0;
-  const t0 = process.cpuUsage();
-  const l0 = performance.eventLoopUtilization();
+  const waited = [0, 0];
+  const marks: Array<{ cpu: NodeJS.CpuUsage; loop: EventLoopUtilization }> = [];
+  const mark = () => marks.push({ cpu: process.cpuUsage(), loop: performance.eventLoopUtilization() });
+  mark();
   for (let i = 0; i < bodies.length; i++) {
-    const r0 = process.cpuUsage();
+    if (i === laterFrom) mark();
+    const r0 = i === 0 ? process.cpuUsage() : undefined;
     const answer = keys('/v1/chat/completions', bodies[i]);
     if (answer instanceof Promise) {
-      waited++;
+      waited[i < laterFrom ? 0 : 1]++;
       await answer;
     }
-    if (i === 0) first = cpuUs(r0);
+    if (r0 !== undefined) first = cpuUs(r0);
     // The engine's BlockStored events for a request, as kv-events' map hears them, once it has been
-    // prefilled: a few requests later (an engine takes ms, the reader µs).
+    // prefilled and has answered: a few requests later (an engine takes ms, the reader µs).
     if (i >= ENGINE_LAG) store(i - ENGINE_LAG);
   }
   for (let i = Math.max(0, bodies.length - ENGINE_LAG); i < bodies.length; i++) store(i);
-  const loop = loopUs(l0);
-  const total = cpuUs(t0);
+  if (laterFrom === bodies.length) mark();
+  mark();
   await keys.close();
+  const share = (from: number, to: number, requests: number, waits: number): Share => ({
+    requests,
+    loopUs: ((marks[to].loop.active - marks[from].loop.active) * 1000) / Math.max(1, requests),
+    processUs: cpuBetween(marks[from].cpu, marks[to].cpu) / Math.max(1, requests),
+    waitedShare: waits / Math.max(1, requests),
+  });
   results.push({
-    loopUsPerRequest: loop / bodies.length,
-    perRequestUs: total / bodies.length,
-    tokenizerUsPerRequest: (total - loop) / bodies.length,
-    waitedShare: waited / bodies.length,
-    learnedShare: learned / bodies.length,
+    all: share(0, 2, bodies.length, waited[0] + waited[1]),
+    firstTurns: share(0, 1, laterFrom, waited[0]),
+    laterTurns: share(1, 2, bodies.length - laterFrom, waited[1]),
+    learnedPerRequest: learned / bodies.length,
     firstRequestUs: first,
   });
   process.stderr.write(`[kv-cpu] round ${round + 1}/${rounds}: ${JSON.stringify(results.at(-1))}\n`);
 }
 const m = (f: (r: Round) => number) => median(results.map(f));
+const medianShare = (pick: (r: Round) => Share): Share => ({
+  requests: pick(results[0]).requests,
+  loopUs: m((r) => pick(r).loopUs),
+  processUs: m((r) => pick(r).processUs),
+  waitedShare: m((r) => pick(r).waitedShare),
+});
 const summary = {
   workload,
+  answers,
   requests: bodies.length,
   rounds,
-  loopUsPerRequest: m((r) => r.loopUsPerRequest),
-  perRequestUs: m((r) => r.perRequestUs),
-  tokenizerUsPerRequest: m((r) => r.tokenizerUsPerRequest),
-  waitedShare: m((r) => r.waitedShare),
-  learnedShare: m((r) => r.learnedShare),
+  all: medianShare((r) => r.all),
+  firstTurns: medianShare((r) => r.firstTurns),
+  laterTurns: medianShare((r) => r.laterTurns),
+  learnedPerRequest: m((r) => r.learnedPerRequest),
   firstRequestUs: m((r) => r.firstRequestUs),
   runs: results,
 };
+const row = (name: string, share: Share) =>
+  `| ${name} | ${share.requests} | ${share.processUs.toFixed(1)} | ${share.loopUs.toFixed(1)} | ${(share.processUs - share.loopUs).toFixed(1)} | ${(100 * share.waitedShare).toFixed(0)} % |`;
 process.stdout.write(
   [
-    `## kv-aware's block keys per request (${label}, medians of ${rounds} rounds)`,
+    `## kv-aware's block keys per request (${label}, ${answers} answers, medians of ${rounds} rounds)`,
     '',
-    '| event loop CPU µs | process CPU µs | of which the tokenizer (worker) | requests that waited for it | messages learned | first request µs |',
+    '| requests | count | process CPU µs | event loop µs | tokenizer (worker) µs | waited for the worker |',
     '|---|---|---|---|---|---|',
-    `| ${summary.loopUsPerRequest.toFixed(1)} | ${summary.perRequestUs.toFixed(1)} | ${summary.tokenizerUsPerRequest.toFixed(1)} | ${(100 * summary.waitedShare).toFixed(0)} % | ${(100 * summary.learnedShare).toFixed(0)} % | ${summary.firstRequestUs.toFixed(0)} |`,
+    row('all', summary.all),
+    row('first turns (text seen first)', summary.firstTurns),
+    row('later turns', summary.laterTurns),
+    '',
+    `Messages learned from the engines' blocks: ${summary.learnedPerRequest.toFixed(2)} per request; the first request (the system prompt seen first): ${summary.firstRequestUs.toFixed(0)} µs.`,
     '',
   ].join('\n'),
 );

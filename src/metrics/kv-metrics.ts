@@ -80,8 +80,8 @@ export function registerKvMetrics(register: Registry, kv: KvRouting): void {
   kv.untokenized = (blocks) => untokenized.inc(blocks);
   const learned = new Counter({
     name: 'fleetgate_kv_learned_messages_total',
-    help: "Conversations' newest messages whose token ids kv-aware learned from an engine's stored blocks instead of tokenizing them.",
+    help: "Chat messages (conversations' last answers and newest messages, first turns) whose token ids kv-aware learned from an engine's stored blocks instead of tokenizing them.",
     registers: [register],
   });
-  kv.learned = () => learned.inc();
+  kv.learned = (messages) => learned.inc(messages);
 }

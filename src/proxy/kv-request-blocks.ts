@@ -34,6 +34,7 @@ import {
   padded,
   type Reading,
   SINGLE_TEXT,
+  watchMessages,
 } from './kv-text-keys.js';
 import { TurnLearner } from './kv-turn-learner.js';
 
@@ -51,8 +52,8 @@ export interface KvKeysOptions {
   readonly tokenizeWhole?: boolean;
   /** A request's keys left `blocks` untokenized. */
   readonly untokenized?: (blocks: number) => void;
-  /** A conversation's newest message was learned from an engine's blocks. */
-  readonly learned?: () => void;
+  /** `messages` of a chat were learned from an engine's blocks. */
+  readonly learned?: (messages: number) => void;
 }
 
 export interface KvKeysReader {
@@ -64,6 +65,9 @@ export interface KvKeysReader {
   /** Every block the engines store (the map's listener): conversations' newest messages are learned from them. */
   stored: StoredListener;
 }
+
+/** Single-turn chats whose messages are learned, at most: about as many conversations as are opened at once. */
+const FIRST_TURNS = 1024;
 
 /** Null when no model directory is configured: kv-aware then has no keys and falls back. */
 export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
@@ -77,7 +81,10 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
       frame,
       worker: new BackgroundTokenizer(dir),
       cache: new TokenCache(opts.cacheSize),
+      firstTurns: new TokenCache(Math.min(opts.cacheSize, FIRST_TURNS)),
       learner: learns ? new TurnLearner(frame.closeIds, frame.generation) : null,
+      answerOpen:
+        frame === null ? NO_IDS : commonStart(frame.generation, model.encode(frame.open.get('assistant') ?? '')),
     };
   };
   const named = new Map(Object.entries(opts.model.dirs).map(([name, dir]) => [name, readerOf(dir)]));
@@ -126,7 +133,8 @@ function promptKeys(reading: Reading, path: string, body: Body): KvKeys {
   if (typeof prompt !== 'string') return undefined;
   const cached = reader.cache.get(RAW_PROMPT, prompt);
   if (cached !== undefined) return blockKeys(cached, reading.blockSize, MAX_BLOCKS);
-  return keysAfter(reading, NO_IDS, prompt, { ...SINGLE_TEXT, cacheAs: { role: RAW_PROMPT, content: prompt } });
+  const keep = { entry: { role: RAW_PROMPT, content: prompt }, into: reader.cache };
+  return keysAfter(reading, NO_IDS, prompt, { ...SINGLE_TEXT, keep });
 }
 
 /** The cache's role for a raw prompt's ids (no frame around them). */
@@ -134,11 +142,13 @@ const RAW_PROMPT = '\u0000prompt';
 
 /**
  * A plain chat's keys from its messages' ids: cached ones at once; the history the cache lacks from
- * the worker, where what precedes it is held; the newest message as far as it may be held.
+ * the worker, where what precedes it is held; the newest message as far as it may be held. A
+ * conversation's turn whose only new messages are the last answer and the user's newest is not
+ * tokenized at all: both are learned from the engine that prefills it (kv-turn-learner.ts).
  */
 function chatKeys(reading: Reading, frame: Frame, messages: ReadonlyArray<{ role: string; content: string }>): KvKeys {
   const { reader } = reading;
-  const parts = messages.map((m) => reader.cache.get(m.role, m.content));
+  const parts = messages.map((m) => cached(reader, m));
   const last = messages.length - 1;
   const known = parts.indexOf(undefined);
   if (known < 0) return blockKeys(concat(...(parts as Ids[]), frame.generation), reading.blockSize, MAX_BLOCKS);
@@ -148,28 +158,73 @@ function chatKeys(reading: Reading, frame: Frame, messages: ReadonlyArray<{ role
     for (let i = from; i < to; i++) sum += (frame.open.get(messages[i].role)?.length ?? 0) + messages[i].content.length;
     return sum + (to - from) * frame.close.length;
   };
-  // A conversation's newest turn is history in its next turn: its ids are learned from the engine
-  // that prefills it (kv-turn-learner.ts), or, without a learner, tokenized whole now. A single turn
-  // (a batch job's prompt) is tokenized only as far as it may be held, and not kept.
+  const perChar = (lead: Uint32Array, upTo: number) =>
+    lead.length > 0 ? lead.length / Math.max(1, chars(0, upTo)) : 1 / CHARS_PER_TOKEN;
+  // A conversation's turn: its last answer and newest message are learned from the engine's prefill,
+  // which stores the history anew from the answer on (the engine holds the answer as generated,
+  // reasoning first), so only the messages before them need ids now.
+  const answer = last - 1;
+  const learnsTurn = reader.learner !== null && messages[answer]?.role === 'assistant';
+  const turnKeys = (history: Ids[]) => {
+    const before = concat(...history, reader.answerOpen);
+    const beforeLength = before.length - reader.answerOpen.length;
+    const expectedKeys = blockKeys(before, reading.blockSize, MAX_BLOCKS);
+    const keep = (m: { role: string; content: string }) => ({ entry: m, into: reader.cache });
+    watchMessages(reading, before, expectedKeys, beforeLength, [keep(messages[answer]), keep(lastMessage)]);
+    const answerIds = parts[answer];
+    const lead = answerIds === undefined ? before.subarray(0, beforeLength) : concat(...history, answerIds);
+    // The keys of the history before the answer are the first of `expectedKeys` (a key names its whole prefix).
+    const leadKeys =
+      answerIds === undefined
+        ? expectedKeys.slice(0, Math.floor(beforeLength / reading.blockSize))
+        : blockKeys(lead, reading.blockSize, MAX_BLOCKS);
+    const through = answerIds === undefined ? answer : last;
+    const rest = chars(through, messages.length) * perChar(lead, through) + frame.generation.length;
+    return padded(reading, leadKeys, lead.length + rest);
+  };
+  // Otherwise the newest message is tokenized as far as it may be held, and learned from the engine
+  // (a conversation's into the cache; a single turn's, a batch job's prompt or a conversation's first,
+  // into `firstTurns`); without a learner a conversation's is tokenized whole.
   const conversation = messages.some((m) => m.role === 'assistant');
-  const mode = !conversation ? 'head' : reader.learner === null ? 'whole' : 'learn';
-  const newest = (history: Uint32Array) =>
-    keysAfter(reading, history, messageText(frame, lastMessage.role, lastMessage.content), {
+  const newest = (history: Ids[]) => {
+    const lead = concat(...history);
+    return keysAfter(reading, lead, messageText(frame, lastMessage.role, lastMessage.content), {
       after: frame.generation,
-      cacheAs: lastMessage,
-      mode,
-      leadTokensPerChar: history.length / Math.max(1, chars(0, last)),
+      keep: { entry: lastMessage, into: conversation ? reader.cache : reader.firstTurns },
+      mode: reader.learner === null && conversation ? 'whole' : 'learn',
+      leadTokensPerChar: lead.length / Math.max(1, chars(0, last)),
     });
-  if (known === last) return newest(concat(...(parts.slice(0, last) as Ids[])));
+  };
+  const upTo = learnsTurn ? answer : last;
+  const withHistory = learnsTurn ? turnKeys : newest;
+  if (known >= upTo) return withHistory(parts.slice(0, upTo) as Ids[]);
+  // Messages before those the cache lacks: from the worker, where an engine holds what precedes them.
   const lead = concat(...(parts.slice(0, known) as Ids[]));
   const leadKeys = blockKeys(lead, reading.blockSize, MAX_BLOCKS);
   if (reading.longestHeld(leadKeys) < leadKeys.length) {
-    const perChar = lead.length > 0 ? lead.length / Math.max(1, chars(0, known)) : 1 / CHARS_PER_TOKEN;
-    const rest = chars(known, messages.length) * perChar;
+    const rest = chars(known, messages.length) * perChar(lead, known);
     return padded(reading, leadKeys, lead.length + rest + frame.generation.length);
   }
   const history = messages
-    .slice(0, last)
-    .map((m, i) => parts[i] ?? encodeInto(reader, messageText(frame, m.role, m.content), m));
-  return Promise.all(history).then((ids) => newest(concat(...ids)));
+    .slice(0, upTo)
+    .map(
+      (m, i) => parts[i] ?? encodeInto(reader, messageText(frame, m.role, m.content), { entry: m, into: reader.cache }),
+    );
+  return Promise.all(history).then(withHistory);
+}
+
+/** A message's ids from the cache, or from the first turns' (then kept in the cache: its conversation goes on). */
+function cached(reader: ModelReader, m: { role: string; content: string }): Ids | undefined {
+  const ids = reader.cache.get(m.role, m.content);
+  if (ids !== undefined) return ids;
+  const first = reader.firstTurns.get(m.role, m.content);
+  if (first !== undefined) reader.cache.set(m.role, m.content, first);
+  return first;
+}
+
+/** The tokens `a` and `b` start with alike. */
+function commonStart(a: Ids, b: Ids): Uint32Array {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n++;
+  return Uint32Array.from({ length: n }, (_, i) => a[i]);
 }

@@ -24,8 +24,8 @@ export interface KvRouting {
   unkeyed: (reason: UnkeyedReason) => void;
   /** A request's keys left this many blocks untokenized (set by whoever counts them). */
   untokenized: (blocks: number) => void;
-  /** A conversation's newest message was learned from an engine's blocks (set by whoever counts them). */
-  learned: () => void;
+  /** `messages` of a chat were learned from an engine's blocks (set by whoever counts them). */
+  learned: (messages: number) => void;
 }
 
 /** Past `tokenize_wait`; the worker's backlog full; the worker failed. */
@@ -56,7 +56,7 @@ export function createKvRouting(
     tokenizeWhole: kv.tokenize_whole,
     // Through `routing`, whose counters the metrics set once it exists.
     untokenized: (blocks) => routing.untokenized(blocks),
-    learned: () => routing.learned(),
+    learned: (messages) => routing.learned(messages),
     longestHeld: (blocks) => {
       let longest = 0;
       for (const run of events?.leadingRuns(blocks).values() ?? []) longest = Math.max(longest, run);

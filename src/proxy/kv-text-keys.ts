@@ -22,8 +22,16 @@ export interface ModelReader {
   readonly frame: Frame | null;
   readonly worker: BackgroundTokenizer;
   readonly cache: TokenCache;
-  /** Learns a conversation's newest message from the engine (null: no frame, or tokenizing whole). */
+  /**
+   * Single-turn chats' messages learned from the engines: kept apart, and few, so that a batch job's
+   * prompts, never seen again, do not push conversations out of `cache`; a second turn moves its
+   * first message to `cache`.
+   */
+  readonly firstTurns: TokenCache;
+  /** Learns a conversation's new messages from the engine (null: no frame, or tokenizing whole). */
   readonly learner: TurnLearner | null;
+  /** The first tokens of an answer as history renders it that the generation prompt ends with. */
+  readonly answerOpen: Ids;
 }
 
 /**
@@ -41,13 +49,20 @@ export interface Reading {
   readonly blockSize: number;
   readonly longestHeld: (keys: readonly number[]) => number;
   readonly untokenized: (blocks: number) => void;
-  readonly learned: () => void;
+  /** `messages` of a conversation were learned from an engine's blocks. */
+  readonly learned: (messages: number) => void;
 }
 
 export const NO_IDS = new Uint32Array(0);
 
 /** The token cache's entry a text's ids are kept under: a message's role and content. */
-type CacheEntry = { readonly role: string; readonly content: string };
+export type CacheEntry = { readonly role: string; readonly content: string };
+
+/** A text's cache entry and the cache its ids go to once known. */
+export interface Keep {
+  readonly entry: CacheEntry;
+  readonly into: TokenCache;
+}
 
 /** A head's ids less its last token, which the text after the cut could have merged into another. */
 const stableHead = (head: Uint32Array) => head.subarray(0, Math.max(0, head.length - 1));
@@ -64,18 +79,18 @@ const HEAD_MIN_SAVING = 512;
 export interface TextOptions {
   /** Token ids after the text (a chat's generation prompt). */
   readonly after: Ids;
-  /** The cache entry the text's ids are kept under, once tokenized whole (null: not kept). */
-  readonly cacheAs: CacheEntry | null;
+  /** Where the text's ids are kept once known (null: not kept). */
+  readonly keep: Keep | null;
   /**
    * `head`: tokenize a head of the text first, the whole only where all of the head is held; `learn`:
-   * the same, and learn the whole from the engine (a conversation's newest message); `whole`: at once.
+   * the same, and learn the whole from the engine into `keep` (a chat's newest message); `whole`: at once.
    */
   readonly mode: 'head' | 'learn' | 'whole';
   /** The lead's tokens per character, for the estimate of untokenized blocks (0: unknown). */
   readonly leadTokensPerChar: number;
 }
 
-export const SINGLE_TEXT: TextOptions = { after: NO_IDS, cacheAs: null, mode: 'head', leadTokensPerChar: 0 };
+export const SINGLE_TEXT: TextOptions = { after: NO_IDS, keep: null, mode: 'head', leadTokensPerChar: 0 };
 
 /**
  * The keys of `lead` (token ids known), then `text`, then `after`: `text` tokenized only as far as
@@ -83,7 +98,7 @@ export const SINGLE_TEXT: TextOptions = { after: NO_IDS, cacheAs: null, mode: 'h
  */
 export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opts: TextOptions): KvKeys {
   const { reader, blockSize, longestHeld } = reading;
-  const { after, cacheAs } = opts;
+  const { after, keep } = opts;
   const leadKeys = blockKeys(lead, blockSize, MAX_BLOCKS);
   // Enough tokens to fill the lead's last block and one more, cut before a space (a word ends there
   // in the whole text too); the head's last token is dropped all the same.
@@ -93,63 +108,82 @@ export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opt
     // Most often a conversation's last answer: no engine holds its close (an engine caches what it
     // generated, not the template's end of the turn), so nothing after it matches now, but the
     // engine that prefills this prompt will hold the newest message for the next turn.
-    if (opts.mode === 'learn' && cacheAs !== null) learnLater(reading, lead, leadKeys, text, cacheAs);
+    if (opts.mode === 'learn' && keep !== null) learnLater(reading, lead, text, keep);
     const perChar = opts.leadTokensPerChar > 0 ? opts.leadTokensPerChar : 1 / CHARS_PER_TOKEN;
     return padded(reading, leadKeys, lead.length + text.length * perChar + after.length);
   }
   const whole = () =>
-    (cacheAs === null ? reader.worker.encode(text) : encodeInto(reader, text, cacheAs)).then((ids) =>
+    (keep === null ? reader.worker.encode(text) : encodeInto(reader, text, keep)).then((ids) =>
       blockKeys(concat(lead, ids, after), blockSize, MAX_BLOCKS),
     );
   // A head read to be learned is never tokenized whole later: any saving counts.
   if (cut < 0 || (opts.mode === 'head' && text.length - cut < HEAD_MIN_SAVING)) return whole();
   return reader.worker.encode(text.slice(0, cut)).then((head) => {
     const stable = stableHead(head);
-    const keys = blockKeys(concat(lead, stable), blockSize, MAX_BLOCKS);
+    const expected = concat(lead, stable);
+    const keys = blockKeys(expected, blockSize, MAX_BLOCKS);
     if (longestHeld(keys) === keys.length) return whole();
-    if (opts.mode === 'learn' && cacheAs !== null) learn(reading, lead, leadKeys, stable, cacheAs, text.length);
+    if (opts.mode === 'learn' && keep !== null) watchMessages(reading, expected, keys, lead.length, [keep]);
     const perChar = stable.length / Math.max(1, cut);
     return padded(reading, keys, lead.length + text.length * perChar + after.length);
   });
 }
 
-/** Watches for the engine's blocks of the message after `lead`, whose ids begin with `head`; caches them once seen. */
-function learn(
+/**
+ * Watches for the engine's blocks of `messages`, which follow the first `lead` tokens of `expected`
+ * (ids known; the rest of `expected` is how the messages begin: an answer's opening, a head);
+ * `keys` are `expected`'s block keys. Keeps each message's ids once seen.
+ */
+export function watchMessages(
   reading: Reading,
-  lead: Uint32Array,
-  leadKeys: Keys,
-  head: Uint32Array,
-  as: CacheEntry,
-  chars: number,
+  expected: Uint32Array,
+  keys: Keys,
+  lead: number,
+  messages: readonly Keep[],
 ): void {
   const { reader, blockSize } = reading;
-  const full = Math.floor(lead.length / blockSize);
-  if (reader.learner === null || full === 0 || full > leadKeys.length) return;
-  const tail = lead.subarray(full * blockSize);
-  reader.learner.watch(leadKeys[full - 1], concat(tail, head), tail.length, (ids) => {
-    // Another message on the same lead with the same head (a retried turn, edited) would give ids
-    // of another length: a message is kept only at a plausible 1.5 to 12 characters per token.
-    if (ids.length * 1.5 > chars || ids.length * 12 < chars) return;
-    reader.cache.set(as.role, as.content, ids);
-    reading.learned();
+  const full = Math.floor(lead / blockSize);
+  if (reader.learner === null || full === 0 || full > keys.length) return;
+  const start = full * blockSize;
+  // The chain hangs from the lead's last full block or, where an engine held more of what the
+  // messages begin with (an answer's opening, a head other prompts share), from a block further in.
+  const starts = keys.slice(full - 1).map((parent, i) => ({ parent, at: i * blockSize }));
+  const spec = { starts, expect: expected.subarray(start), skip: lead - start, count: messages.length };
+  reader.learner.watch(spec, (ids) => {
+    // Another prompt on the same lead (a retried turn, edited) could give other messages: each is
+    // kept only at a plausible 1.5 to 12 characters per token.
+    const plausible = (i: number) => {
+      const chars = messageChars(reader, messages[i].entry);
+      return ids[i].length * 1.5 <= chars && ids[i].length * 12 >= chars;
+    };
+    if (!ids.every((_, i) => plausible(i))) return;
+    for (const [i, { entry, into }] of messages.entries()) into.set(entry.role, entry.content, ids[i]);
+    reading.learned(ids.length);
   });
+}
+
+/** A message's characters as framed (its open and close included), for the plausibility check. */
+function messageChars(reader: ModelReader, { role, content }: CacheEntry): number {
+  const frame = reader.frame;
+  return content.length + (frame === null ? 0 : (frame.open.get(role)?.length ?? 0) + frame.close.length);
 }
 
 /**
  * Learns the message in the background while its request goes on: a short one is tokenized whole
- * into the cache; a long one's head is, then watched for (`learn`). Refused or failed tokenizing
- * only means its next turn tokenizes it.
+ * into the cache; a long one's head is, then watched for. Refused or failed tokenizing only means
+ * its next turn tokenizes it.
  */
-function learnLater(reading: Reading, lead: Uint32Array, leadKeys: Keys, text: string, as: CacheEntry): void {
+function learnLater(reading: Reading, lead: Uint32Array, text: string, keep: Keep): void {
   const { reader } = reading;
   const ignore = () => {};
   // Routing needs none of it now: the head only names the message's chain among others on its lead.
   const cut = text.indexOf(' ', LEARN_HEAD_CHARS);
-  if (cut < 0) encodeInto(reader, text, as).catch(ignore);
+  if (cut < 0) encodeInto(reader, text, keep).catch(ignore);
   else
-    reader.worker
-      .encode(text.slice(0, cut))
-      .then((head) => learn(reading, lead, leadKeys, stableHead(head), as, text.length), ignore);
+    reader.worker.encode(text.slice(0, cut)).then((head) => {
+      const expected = concat(lead, stableHead(head));
+      watchMessages(reading, expected, blockKeys(expected, reading.blockSize, MAX_BLOCKS), lead.length, [keep]);
+    }, ignore);
 }
 
 /** `keys`, then a 0 for each block of an estimated `tokens` beyond them (a key no block has); counted. */
@@ -162,10 +196,10 @@ export function padded(reading: Reading, keys: Keys, tokens: number): Keys {
   return all;
 }
 
-/** The worker's ids of a message's (or raw prompt's) text, kept in the cache under its content and role. */
-export function encodeInto(reader: ModelReader, text: string, as: CacheEntry) {
+/** The worker's ids of a message's (or raw prompt's) text, kept under its content and role. */
+export function encodeInto(reader: ModelReader, text: string, { entry, into }: Keep) {
   return reader.worker.encode(text).then((ids) => {
-    reader.cache.set(as.role, as.content, ids);
+    into.set(entry.role, entry.content, ids);
     return ids;
   });
 }

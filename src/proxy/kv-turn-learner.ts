@@ -1,54 +1,92 @@
 /**
- * A conversation's newest message, its token ids learned from the engine that prefilled it (issue
- * #55) rather than tokenized: a request's newest turn is tokenized only a head's worth for routing,
- * and the engine's `BlockStored` events for that prompt carry every token of it. A watch starts at
- * the block key the message's first block hangs from, follows the stored chain whose tokens begin
- * as the head does, and ends at the message's close followed by the generation prompt (ChatML's
- * `<|im_end|>\n<|im_start|>assistant\n`): the ids between are the message's, exactly as the
- * engine tokenized them, which its next turn's history repeats. A watch the engine never completes
- * (evicted, events lost) costs nothing: the next turn tokenizes the message as today. Bounded:
- * `MAX_WATCHES` at once, the oldest dropped. Pure: no clock, no I/O.
+ * A conversation's new messages, their token ids learned from the engine that prefilled them (issue
+ * #55) rather than tokenized: the engine's `BlockStored` events for a prompt carry every token of it,
+ * exactly as the engine tokenized them, which the conversation's next turn repeats. A turn's new
+ * messages are the last answer (as the history renders it: the engine generated it with its
+ * reasoning, which the template drops, so the engine's prefill stores it anew) and the user's newest
+ * message. A watch starts at the block key the new messages' first block hangs from, follows the
+ * stored chain whose tokens begin as expected, splits it at each message's close, and ends at the
+ * last message's close followed by the generation prompt (ChatML's `<|im_end|>\n<|im_start|>assistant\n`).
+ * A watch the engine never completes (evicted, events lost, an engine that held the chain already)
+ * costs nothing: the next turn tokenizes the messages instead. Bounded: `MAX_WATCHES` at once, the
+ * oldest dropped. Pure: no clock, no I/O.
  */
 
-/** Watches held at most; past it the oldest goes (its message is tokenized at the next turn instead). */
+/** Watches held at most; past it the oldest goes (its messages are tokenized at the next turn instead). */
 const MAX_WATCHES = 4096;
 /** A chain longer than this many tokens without the end mark is given up. */
 const MAX_TOKENS = 32_768;
 
-interface Watching {
-  /** The tokens the chain must start with: the lead's partial last block, then the head. */
+/** A block key the chain's first stored block may hang from, and how many of `expect`'s tokens precede that block. */
+export interface ChainStart {
+  readonly parent: number;
+  readonly at: number;
+}
+
+/** Where a watch starts and what its chain must look like. */
+export interface WatchSpec {
+  /**
+   * Where the chain's first stored block may hang from: after the lead's last full block, or further
+   * into `expect` where the engine held more of it already (a prefix other prompts share).
+   */
+  readonly starts: readonly ChainStart[];
+  /** The tokens the chain must start with: the lead's partial last block, then any head known of the messages. */
   readonly expect: ArrayLike<number>;
-  /** Tokens of `expect` before the message (the lead's partial block). */
+  /** Tokens the chain starts with that precede the messages (the lead's partial last block). */
   readonly skip: number;
-  readonly done: (ids: Uint32Array) => void;
+  /** Messages to learn: the chain ends at the close of the last, followed by the generation prompt. */
+  readonly count: number;
+}
+
+interface Watching extends WatchSpec {
+  /** The messages' ids, each its close included. */
+  readonly done: (messages: Uint32Array[]) => void;
+  /** The chain's tokens from `skip` on. */
   readonly collected: number[];
-  /** The key the chain's next block hangs from. */
-  parent: number;
+  /** Indexes of `collected` just past each close found. */
+  readonly ends: number[];
+  /** Chain tokens seen (`expect` is checked against them). */
+  seen: number;
+  /** Where the search for the next close resumes. */
+  scanned: number;
+  /** The key the chain's next block hangs from (null: not started, listed at each of `starts`). */
+  parent: number | null;
 }
 
 export class TurnLearner {
-  /** The message's close then the generation prompt, and the close's length. */
-  readonly #end: readonly number[];
-  readonly #closeLength: number;
+  readonly #close: readonly number[];
+  readonly #generation: readonly number[];
   readonly #byParent = new Map<number, Watching[]>();
   /** Insertion order, for the bound. */
   readonly #all = new Set<Watching>();
 
   constructor(close: readonly number[], generation: readonly number[]) {
-    this.#end = [...close, ...generation];
-    this.#closeLength = close.length;
+    this.#close = close;
+    this.#generation = generation;
   }
 
   get watching(): number {
     return this.#all.size;
   }
 
-  /** Learns the message whose first block hangs from `parent`; `done` gets its ids, close included. */
-  watch(parent: number, expect: ArrayLike<number>, skip: number, done: (ids: Uint32Array) => void): void {
+  /** Learns `spec.count` messages; `done` gets their ids, each with its close. */
+  watch(spec: WatchSpec, done: (messages: Uint32Array[]) => void): void {
     if (this.#all.size >= MAX_WATCHES) this.#drop(this.#all.values().next().value as Watching);
-    const watching: Watching = { expect, skip, done, collected: [], parent };
+    const { starts, expect, skip, count } = spec;
+    const watching: Watching = {
+      starts,
+      expect,
+      skip,
+      count,
+      done,
+      collected: [],
+      ends: [],
+      seen: 0,
+      scanned: 0,
+      parent: null,
+    };
     this.#all.add(watching);
-    this.#listAt(parent).push(watching);
+    for (const start of spec.starts) this.#listAt(start.parent).push(watching);
   }
 
   /** A block an engine stored (kv-block-map.ts's listener). */
@@ -56,40 +94,62 @@ export class TurnLearner {
     const list = this.#byParent.get(parent);
     if (list === undefined) return;
     for (const watching of [...list]) {
-      if (!this.#continues(watching, tokens, from, to)) continue;
+      const at =
+        watching.parent === null ? watching.starts.find((start) => start.parent === parent)?.at : watching.seen;
+      if (at === undefined || !this.#continues(watching, at, tokens, from, to)) continue;
       this.#unlist(watching);
-      for (let i = from; i < to; i++) watching.collected.push(tokens[i]);
-      const end = this.#endIn(watching, to - from);
-      if (end >= 0) {
-        this.#drop(watching);
-        watching.done(Uint32Array.from(watching.collected.slice(watching.skip, end + this.#closeLength)));
-      } else if (watching.collected.length > MAX_TOKENS) this.#drop(watching);
-      else {
+      // Started further into `expect`: the tokens before this block are the expected ones.
+      while (watching.seen < at) this.#take(watching, watching.expect[watching.seen]);
+      for (let i = from; i < to; i++) this.#take(watching, tokens[i]);
+      const outcome = this.#read(watching);
+      if (outcome === 'more' && watching.collected.length <= MAX_TOKENS) {
         watching.parent = key;
         this.#listAt(key).push(watching);
+        continue;
+      }
+      this.#drop(watching);
+      if (outcome === 'done') {
+        const { collected, ends } = watching;
+        watching.done(ends.map((end, i) => Uint32Array.from(collected.slice(i === 0 ? 0 : ends[i - 1], end))));
       }
     }
   }
 
-  /** Whether `tokens[from..to)` go on where the watch's chain is, as far as its expected head says. */
-  #continues(watching: Watching, tokens: readonly number[], from: number, to: number): boolean {
-    const at = watching.collected.length;
-    for (let i = from; i < to && at + i - from < watching.expect.length; i++)
-      if (tokens[i] !== watching.expect[at + i - from]) return false;
+  /** Whether `tokens[from..to)`, `at` tokens into the chain, go on as its expected start says. */
+  #continues(watching: Watching, at: number, tokens: readonly number[], from: number, to: number): boolean {
+    const { expect } = watching;
+    for (let i = from; i < to && at + i - from < expect.length; i++)
+      if (tokens[i] !== expect[at + i - from]) return false;
     return true;
   }
 
-  /** Where the end mark starts in what the last `added` tokens could complete; -1: not yet. */
-  #endIn(watching: Watching, added: number): number {
-    const got = watching.collected;
-    const end = this.#end;
-    const first = Math.max(watching.skip, got.length - added - end.length + 1);
-    for (let i = first; i + end.length <= got.length; i++) {
-      let j = 0;
-      while (j < end.length && got[i + j] === end[j]) j++;
-      if (j === end.length) return i;
+  #take(watching: Watching, token: number): void {
+    if (watching.seen++ >= watching.skip) watching.collected.push(token);
+  }
+
+  /** Finds the closes collected so far: `done` once the last message's close and the generation prompt are in. */
+  #read(watching: Watching): 'more' | 'done' | 'wrong' {
+    const { collected, ends, count } = watching;
+    const close = this.#close;
+    while (ends.length < count) {
+      let found = -1;
+      for (let i = watching.scanned; i + close.length <= collected.length && found < 0; i++) {
+        let j = 0;
+        while (j < close.length && collected[i + j] === close[j]) j++;
+        if (j === close.length) found = i;
+      }
+      if (found < 0) {
+        watching.scanned = Math.max(watching.scanned, collected.length - close.length + 1);
+        return 'more';
+      }
+      ends.push(found + close.length);
+      watching.scanned = found + close.length;
     }
-    return -1;
+    const last = ends[count - 1];
+    const generation = this.#generation;
+    if (collected.length < last + generation.length) return 'more';
+    for (let j = 0; j < generation.length; j++) if (collected[last + j] !== generation[j]) return 'wrong';
+    return 'done';
   }
 
   #listAt(parent: number): Watching[] {
@@ -102,11 +162,14 @@ export class TurnLearner {
   }
 
   #unlist(watching: Watching): void {
-    const list = this.#byParent.get(watching.parent);
-    if (list === undefined) return;
-    const index = list.indexOf(watching);
-    if (index >= 0) list.splice(index, 1);
-    if (list.length === 0) this.#byParent.delete(watching.parent);
+    const parents = watching.parent === null ? watching.starts.map((start) => start.parent) : [watching.parent];
+    for (const parent of parents) {
+      const list = this.#byParent.get(parent);
+      if (list === undefined) continue;
+      const index = list.indexOf(watching);
+      if (index >= 0) list.splice(index, 1);
+      if (list.length === 0) this.#byParent.delete(parent);
+    }
   }
 
   #drop(watching: Watching): void {

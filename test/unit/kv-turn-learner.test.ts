@@ -23,7 +23,9 @@ test("a watched message's ids come from the engine's chain: from the head on, up
   const learned: number[][] = [];
   const parent = 1234;
   // The lead's partial block [1, 2], then the message [3, 4, 5, 6, 7, 8] and its close.
-  learner.watch(parent, [1, 2, 3, 4, 5], 2, (ids) => learned.push([...ids]));
+  learner.watch({ starts: [{ parent, at: 0 }], expect: [1, 2, 3, 4, 5], skip: 2, count: 1 }, ([ids]) =>
+    learned.push([...ids]),
+  );
   // Another prompt on the same lead, another message: not this watch's chain.
   store(learner, parent, [1, 2, 7, 7, 7, 7, 90, 91, 80, 81, 82, 0]);
   assert.deepEqual(learned, []);
@@ -37,13 +39,76 @@ test("a watched message's ids come from the engine's chain: from the head on, up
 test('blocks hanging from another key are not looked at; at most 4,096 watches are held, the oldest dropped', () => {
   const learner = new TurnLearner(CLOSE, GENERATION);
   let done = 0;
-  learner.watch(1, [5, 5], 0, () => done++);
+  const one = (parent: number, expect: number[]) => ({ starts: [{ parent, at: 0 }], expect, skip: 0, count: 1 });
+  learner.watch(one(1, [5, 5]), () => done++);
   store(learner, 2, [5, 5, 90, 91, 80, 81, 82, 0]);
   assert.equal(done, 0);
-  for (let i = 0; i < 5000; i++) learner.watch(100 + i, [i], 0, () => done++);
+  for (let i = 0; i < 5000; i++) learner.watch(one(100 + i, [i]), () => done++);
   assert.equal(learner.watching, 4096);
   store(learner, 1, [5, 5, 90, 91, 80, 81, 82, 0]);
   assert.equal(done, 0, 'the first watch was dropped');
   store(learner, 100 + 4999, [4999, 1, 90, 91, 80, 81, 82, 0]);
   assert.equal(done, 1, 'the newest is held');
+});
+
+test("a turn's new messages, the last answer and the user's newest, split at their closes; the answer's opening known before the chain", () => {
+  const learner = new TurnLearner(CLOSE, GENERATION);
+  const learned: number[][][] = [];
+  // The lead ends 2 tokens into its last block [1, 2, 80, 81]; its first two tokens [80, 81] open the
+  // answer, as the generation prompt did, so an engine that answered the last turn holds that block:
+  // the chain may hang from it as well as from the block before.
+  const parent = 77;
+  const held = chainKey(parent, [1, 2, 80, 81], 0, 4);
+  const starts = [
+    { parent, at: 0 },
+    { parent: held, at: 4 },
+  ];
+  learner.watch({ starts, expect: [1, 2, 80, 81, 82], skip: 2, count: 2 }, (messages) =>
+    learned.push(messages.map((ids) => [...ids])),
+  );
+  // The answer (82, its text 40 41 42, close), the user's message (70 71 72 73, close), the
+  // generation prompt, then the engine's reasoning: the first close is followed by another opening,
+  // not yet the end.
+  store(learner, held, [82, 40, 41, 42, 90, 91, 70, 71, 72, 73, 90, 91, 80, 81, 82, 60, 61, 62, 63, 64]);
+  assert.deepEqual(learned, [
+    [
+      [80, 81, 82, 40, 41, 42, 90, 91],
+      [70, 71, 72, 73, 90, 91],
+    ],
+  ]);
+  assert.equal(learner.watching, 0);
+});
+
+test('a chain whose last close is not followed by the generation prompt is another prompt: not learned', () => {
+  const learner = new TurnLearner(CLOSE, GENERATION);
+  let done = 0;
+  learner.watch({ starts: [{ parent: 5, at: 0 }], expect: [1], skip: 0, count: 1 }, () => done++);
+  // One message, then another user turn where the generation prompt should be.
+  store(learner, 5, [1, 2, 90, 91, 70, 71, 72, 90, 91, 80, 81, 82]);
+  assert.equal(done, 0);
+  assert.equal(learner.watching, 0, 'given up');
+  // A close split over two blocks is still found, and the generation prompt after a block boundary too.
+  learner.watch({ starts: [{ parent: 6, at: 0 }], expect: [1], skip: 0, count: 1 }, () => done++);
+  store(learner, 6, [1, 2, 3, 90, 91, 80, 81, 82]);
+  assert.equal(done, 1);
+});
+
+test('where the engine held more of the expected start (a head other prompts share), the chain is taken up further in', () => {
+  const learner = new TurnLearner(CLOSE, GENERATION);
+  const learned: number[][] = [];
+  // The lead's partial block [1, 2], then the head [3, 4, 5, 6, 7, 8]: a block [1, 2, 3, 4] other
+  // prompts share may be held already, so the chain may hang from its key too.
+  const shared = chainKey(50, [1, 2, 3, 4], 0, 4);
+  const starts = [
+    { parent: 50, at: 0 },
+    { parent: shared, at: 4 },
+  ];
+  learner.watch({ starts, expect: [1, 2, 3, 4, 5, 6, 7, 8], skip: 2, count: 1 }, ([ids]) => learned.push([...ids]));
+  store(learner, shared, [5, 6, 7, 8, 9, 90, 91, 80, 81, 82, 0, 0]);
+  assert.deepEqual(learned, [[3, 4, 5, 6, 7, 8, 9, 90, 91]], "the held block's tokens are the expected ones");
+  assert.equal(learner.watching, 0);
+  // A block hanging from the shared key that does not go on as expected is not the chain.
+  learner.watch({ starts, expect: [1, 2, 3, 4, 5, 6, 7, 8], skip: 2, count: 1 }, () => assert.fail());
+  store(learner, shared, [5, 6, 0, 8, 9, 90, 91, 80, 81, 82, 0, 0]);
+  assert.equal(learner.watching, 1);
 });
