@@ -2,21 +2,25 @@
  * What kv-aware adds to fleetgate's CPU per request (issue #55), measured in-process: every request's
  * block keys read as fleetgate reads them (proxy/kv-request-blocks.ts: the packaged Qwen3 template,
  * tokenized per message with the bounded cache, new text only as far as an engine holds what is
- * before it), with the event loop's share (what delays other requests) apart from the tokenizer's
- * worker thread, and the first request (the long system prompt seen for the first time) on its own.
+ * before it, a conversation's new messages learned from the engines' blocks), with the event loop's
+ * share (what delays other requests) apart from the other threads' (the tokenizer's worker, V8's
+ * compiler and collector), first turns (text seen first) apart from a conversation's later turns.
  * Two loads:
  * - `kv-multi-turn`: bench:prefix's shared-prefix multi-turn load, in the order a fleet sees the
  *   turns (every conversation's turn t before any turn t + 1);
  * - `batch`: a batch job, one shared system prompt (3,000 characters) and a unique user prompt of
  *   1,000-4,000 characters per request.
- * The engines' caches are simulated as kv-events' map would report them: once a request is keyed,
- * its prompt and answer are held, and their blocks are told to the reader as the map tells it of
- * every block stored (a conversation's newest message is learned from them).
+ * The engines' caches are simulated as kv-events' map would report them: a few requests after a
+ * request is keyed, its prompt and answer are held, and the blocks new to the engine are told to the
+ * reader as the map tells it of every block stored (hashing them is counted). `--answers thinking`
+ * (default; the real job: Qwen3 reasoning first, which the next turn's history drops) or `plain`
+ * (the answer as the history renders it: the engine holds it, and the learned messages' chain starts
+ * inside it, so each turn's new messages are tokenized instead).
  * The body's JSON parse is not counted: every policy gets the parsed body. Least-loaded adds none of
- * this, so this is kv-aware's addition over it on the traffic path (the event subscriptions' CPU is in
+ * this, so this is kv-aware's addition over it on the traffic path (the subscriptions' decoding is in
  * bench:prefix's proxy CPU column).
  *
- *   node --import tsx bench/prefix/kv-cpu-run.ts [--workload kv-multi-turn|batch] [--rounds N] [--out FILE]
+ *   node --import tsx bench/prefix/kv-cpu-run.ts [--workload kv-multi-turn|batch] [--answers thinking|plain] [--rounds N] [--out FILE]
  */
 import { writeFileSync } from 'node:fs';
 import { type EventLoopUtilization, performance } from 'node:perf_hooks';
@@ -91,6 +95,15 @@ const served = next.map((after, i) => {
 });
 /** Each served chain's block keys, computed before the clock starts (the engines' work, not the reader's). */
 const servedKeys = served.map((ids) => blockKeys(ids, BLOCK));
+/** The blocks of each served chain the engines did not hold yet: what their events report, in the order served. */
+const newBlocks = (() => {
+  const seen = new Set<number>();
+  return servedKeys.map((keys) => {
+    const fresh = keys.flatMap((key, block) => (seen.has(key) ? [] : [block]));
+    for (const key of keys) seen.add(key);
+    return fresh;
+  });
+})();
 
 /** Requests keyed between one's keys and its engine's events. */
 const ENGINE_LAG = 8;
@@ -106,6 +119,8 @@ interface Share {
   requests: number;
   /** The event loop's: cache lookups, the keys' hashes, the worker's messages, the engines' blocks learned from. */
   loopUs: number;
+  /** Of the event loop's, the engines' events: the map's hash of each block stored, the learner's reading of them. */
+  eventsUs: number;
   /** The process's, the tokenizer's worker thread included. */
   processUs: number;
   /** Requests whose keys waited for the worker (some text new to the cache). */
@@ -130,7 +145,9 @@ const laterFrom = (() => {
 })();
 
 const results: Round[] = [];
-for (let round = 0; round < rounds; round++) {
+// One round first, not counted: a fleetgate that has run a while has its code compiled (V8's
+// background compiler and its first collections cost ~2x a warm round's CPU on this load).
+for (let round = -1; round < rounds; round++) {
   const held = new Set<number>();
   const longestHeld = (keys: readonly number[]) => {
     let run = 0;
@@ -151,19 +168,25 @@ for (let round = 0; round < rounds; round++) {
   if (keys === null) throw new Error('no kv keys reader');
   // The worker loads its tokenizer on start: one request waits for it, outside the figures, as start-up is.
   await keys('/v1/chat/completions', { model: 'qwen3', messages: [{ role: 'user', content: 'warm' }] });
-  // The map hashes each block an engine reports storing (only those it did not hold): that is counted.
+  // The map hashes each block an engine reports storing: that is counted; which blocks an engine had
+  // not held (its radix tree's work) is worked out before the clock starts.
   const store = (request: number) => {
     const ids = served[request];
-    servedKeys[request].forEach((known, block) => {
-      if (held.has(known)) return;
+    for (const block of newBlocks[request]) {
       const parent = block === 0 ? ROOT_KEY : servedKeys[request][block - 1];
       const key = chainKey(parent, ids, block * BLOCK, (block + 1) * BLOCK);
       keys.stored(parent, key, ids, block * BLOCK, (block + 1) * BLOCK);
       held.add(key);
-    });
+    }
   };
   let first = 0;
   const waited = [0, 0];
+  const eventsMs = [0, 0];
+  const timedStore = (request: number, phase: number) => {
+    const t0 = performance.now();
+    store(request);
+    eventsMs[phase] += performance.now() - t0;
+  };
   const marks: Array<{ cpu: NodeJS.CpuUsage; loop: EventLoopUtilization }> = [];
   const mark = () => marks.push({ cpu: process.cpuUsage(), loop: performance.eventLoopUtilization() });
   mark();
@@ -178,22 +201,24 @@ for (let round = 0; round < rounds; round++) {
     if (r0 !== undefined) first = cpuUs(r0);
     // The engine's BlockStored events for a request, as kv-events' map hears them, once it has been
     // prefilled and has answered: a few requests later (an engine takes ms, the reader µs).
-    if (i >= ENGINE_LAG) store(i - ENGINE_LAG);
+    if (i >= ENGINE_LAG) timedStore(i - ENGINE_LAG, i < laterFrom ? 0 : 1);
   }
-  for (let i = Math.max(0, bodies.length - ENGINE_LAG); i < bodies.length; i++) store(i);
+  for (let i = Math.max(0, bodies.length - ENGINE_LAG); i < bodies.length; i++) timedStore(i, 1);
   if (laterFrom === bodies.length) mark();
   mark();
   await keys.close();
-  const share = (from: number, to: number, requests: number, waits: number): Share => ({
+  const share = (from: number, to: number, requests: number, waits: number, events: number): Share => ({
     requests,
     loopUs: ((marks[to].loop.active - marks[from].loop.active) * 1000) / Math.max(1, requests),
+    eventsUs: (events * 1000) / Math.max(1, requests),
     processUs: cpuBetween(marks[from].cpu, marks[to].cpu) / Math.max(1, requests),
     waitedShare: waits / Math.max(1, requests),
   });
+  if (round < 0) continue;
   results.push({
-    all: share(0, 2, bodies.length, waited[0] + waited[1]),
-    firstTurns: share(0, 1, laterFrom, waited[0]),
-    laterTurns: share(1, 2, bodies.length - laterFrom, waited[1]),
+    all: share(0, 2, bodies.length, waited[0] + waited[1], eventsMs[0] + eventsMs[1]),
+    firstTurns: share(0, 1, laterFrom, waited[0], eventsMs[0]),
+    laterTurns: share(1, 2, bodies.length - laterFrom, waited[1], eventsMs[1]),
     learnedPerRequest: learned / bodies.length,
     firstRequestUs: first,
   });
@@ -203,6 +228,7 @@ const m = (f: (r: Round) => number) => median(results.map(f));
 const medianShare = (pick: (r: Round) => Share): Share => ({
   requests: pick(results[0]).requests,
   loopUs: m((r) => pick(r).loopUs),
+  eventsUs: m((r) => pick(r).eventsUs),
   processUs: m((r) => pick(r).processUs),
   waitedShare: m((r) => pick(r).waitedShare),
 });
@@ -219,16 +245,16 @@ const summary = {
   runs: results,
 };
 const row = (name: string, share: Share) =>
-  `| ${name} | ${share.requests} | ${share.processUs.toFixed(1)} | ${share.loopUs.toFixed(1)} | ${(share.processUs - share.loopUs).toFixed(1)} | ${(100 * share.waitedShare).toFixed(0)} % |`;
+  `| ${name} | ${share.requests} | ${share.processUs.toFixed(1)} | ${share.loopUs.toFixed(1)} | ${share.eventsUs.toFixed(1)} | ${(share.processUs - share.loopUs).toFixed(1)} | ${(100 * share.waitedShare).toFixed(0)} % |`;
 process.stdout.write(
   [
     `## kv-aware's block keys per request (${label}, ${answers} answers, medians of ${rounds} rounds)`,
     '',
-    '| requests | count | process CPU µs | event loop µs | tokenizer (worker) µs | waited for the worker |',
-    '|---|---|---|---|---|---|',
+    '| requests | count | process CPU µs | event loop µs | of which the engines\' events µs | other threads µs (tokenizer worker, V8 compiler and collector) | waited for the worker |',
+    '|---|---|---|---|---|---|---|',
     row('all', summary.all),
     row('first turns (text seen first)', summary.firstTurns),
-    row('later turns', summary.laterTurns),
+    ...(summary.laterTurns.requests > 0 ? [row('later turns', summary.laterTurns)] : []),
     '',
     `Messages learned from the engines' blocks: ${summary.learnedPerRequest.toFixed(2)} per request; the first request (the system prompt seen first): ${summary.firstRequestUs.toFixed(0)} µs.`,
     '',

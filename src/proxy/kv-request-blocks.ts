@@ -21,10 +21,12 @@ import { BackgroundTokenizer } from '../model/background-tokenizer.js';
 import { type Frame, messageText, plainChat, probe } from '../model/chat-frame.js';
 import { loadChatModel } from '../model/chat-model.js';
 import { TokenCache } from '../model/token-cache.js';
+import { PrefixMemo } from './kv-prefix-memo.js';
 import {
   CHARS_PER_TOKEN,
   concat,
   encodeInto,
+  extend,
   type Ids,
   type KvKeys,
   keysAfter,
@@ -69,6 +71,9 @@ export interface KvKeysReader {
 /** Single-turn chats whose messages are learned, at most: about as many conversations as are opened at once. */
 const FIRST_TURNS = 1024;
 
+/** Conversations' histories whose block keys are remembered, at most (kv-prefix-memo.ts). */
+const HISTORIES = 4096;
+
 /** Null when no model directory is configured: kv-aware then has no keys and falls back. */
 export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
   // The template is probed here, at start-up, once per model: a few ms of rendering and tokenizing.
@@ -82,6 +87,7 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
       worker: new BackgroundTokenizer(dir),
       cache: new TokenCache(opts.cacheSize),
       firstTurns: new TokenCache(Math.min(opts.cacheSize, FIRST_TURNS)),
+      prefixes: new PrefixMemo(Math.min(opts.cacheSize, HISTORIES)),
       learner: learns ? new TurnLearner(frame.closeIds, frame.generation) : null,
       answerOpen:
         frame === null ? NO_IDS : commonStart(frame.generation, model.encode(frame.open.get('assistant') ?? '')),
@@ -158,29 +164,22 @@ function chatKeys(reading: Reading, frame: Frame, messages: ReadonlyArray<{ role
     for (let i = from; i < to; i++) sum += (frame.open.get(messages[i].role)?.length ?? 0) + messages[i].content.length;
     return sum + (to - from) * frame.close.length;
   };
-  const perChar = (lead: Uint32Array, upTo: number) =>
-    lead.length > 0 ? lead.length / Math.max(1, chars(0, upTo)) : 1 / CHARS_PER_TOKEN;
+  const perChar = (tokens: number, upTo: number) =>
+    tokens > 0 ? tokens / Math.max(1, chars(0, upTo)) : 1 / CHARS_PER_TOKEN;
   // A conversation's turn: its last answer and newest message are learned from the engine's prefill,
   // which stores the history anew from the answer on (the engine holds the answer as generated,
   // reasoning first), so only the messages before them need ids now.
   const answer = last - 1;
   const learnsTurn = reader.learner !== null && messages[answer]?.role === 'assistant';
   const turnKeys = (history: Ids[]) => {
-    const before = concat(...history, reader.answerOpen);
-    const beforeLength = before.length - reader.answerOpen.length;
-    const expectedKeys = blockKeys(before, reading.blockSize, MAX_BLOCKS);
+    const before = reader.prefixes.of(history, reading.blockSize);
     const keep = (m: { role: string; content: string }) => ({ entry: m, into: reader.cache });
-    watchMessages(reading, before, expectedKeys, beforeLength, [keep(messages[answer]), keep(lastMessage)]);
+    watchMessages(reading, before, reader.answerOpen, [keep(messages[answer]), keep(lastMessage)]);
     const answerIds = parts[answer];
-    const lead = answerIds === undefined ? before.subarray(0, beforeLength) : concat(...history, answerIds);
-    // The keys of the history before the answer are the first of `expectedKeys` (a key names its whole prefix).
-    const leadKeys =
-      answerIds === undefined
-        ? expectedKeys.slice(0, Math.floor(beforeLength / reading.blockSize))
-        : blockKeys(lead, reading.blockSize, MAX_BLOCKS);
+    const lead = answerIds === undefined ? before : extend(before, [answerIds], reading.blockSize);
     const through = answerIds === undefined ? answer : last;
-    const rest = chars(through, messages.length) * perChar(lead, through) + frame.generation.length;
-    return padded(reading, leadKeys, lead.length + rest);
+    const rest = chars(through, messages.length) * perChar(lead.length, through) + frame.generation.length;
+    return padded(reading, lead.keys, lead.length + rest);
   };
   // Otherwise the newest message is tokenized as far as it may be held, and learned from the engine
   // (a conversation's into the cache; a single turn's, a batch job's prompt or a conversation's first,
@@ -195,22 +194,24 @@ function chatKeys(reading: Reading, frame: Frame, messages: ReadonlyArray<{ role
       leadTokensPerChar: lead.length / Math.max(1, chars(0, last)),
     });
   };
-  const upTo = learnsTurn ? answer : last;
-  const withHistory = learnsTurn ? turnKeys : newest;
-  if (known >= upTo) return withHistory(parts.slice(0, upTo) as Ids[]);
-  // Messages before those the cache lacks: from the worker, where an engine holds what precedes them.
+  if (learnsTurn && known >= answer) return turnKeys(parts.slice(0, answer) as Ids[]);
+  if (known === last) return newest(parts.slice(0, last) as Ids[]);
+  // The cache lacks messages before the last answer: its engine did not store the turn's history
+  // anew (a template that keeps the answer as generated), or its blocks were missed. The history is
+  // tokenized (the cache keeps it) where an engine holds what precedes it, and the newest message
+  // learned on its own, after the answer.
   const lead = concat(...(parts.slice(0, known) as Ids[]));
   const leadKeys = blockKeys(lead, reading.blockSize, MAX_BLOCKS);
   if (reading.longestHeld(leadKeys) < leadKeys.length) {
-    const rest = chars(known, messages.length) * perChar(lead, known);
+    const rest = chars(known, messages.length) * perChar(lead.length, known);
     return padded(reading, leadKeys, lead.length + rest + frame.generation.length);
   }
   const history = messages
-    .slice(0, upTo)
+    .slice(0, last)
     .map(
       (m, i) => parts[i] ?? encodeInto(reader, messageText(frame, m.role, m.content), { entry: m, into: reader.cache }),
     );
-  return Promise.all(history).then(withHistory);
+  return Promise.all(history).then(newest);
 }
 
 /** A message's ids from the cache, or from the first turns' (then kept in the cache: its conversation goes on). */

@@ -6,11 +6,12 @@
  * Blocks left untokenized are keyed 0, a key no block has (chainKey never returns it), so the policy
  * still sees the prompt's length in blocks, estimated at the tokenized part's tokens per character.
  */
-import { blockKeys } from '../fleet/kv-events/block-keys.js';
+import { blockKeys, chainKey, ROOT_KEY } from '../fleet/kv-events/block-keys.js';
 import type { BackgroundTokenizer } from '../model/background-tokenizer.js';
 import type { Frame } from '../model/chat-frame.js';
 import type { ChatModel } from '../model/chat-model.js';
 import type { TokenCache } from '../model/token-cache.js';
+import type { PrefixMemo } from './kv-prefix-memo.js';
 import type { TurnLearner } from './kv-turn-learner.js';
 
 /** Block keys beyond this many are not computed: a longer prompt is told apart by its start already. */
@@ -28,6 +29,8 @@ export interface ModelReader {
    * first message to `cache`.
    */
   readonly firstTurns: TokenCache;
+  /** Conversations' histories' block keys, so that a turn hashes only what its previous turn had not. */
+  readonly prefixes: PrefixMemo;
   /** Learns a conversation's new messages from the engine (null: no frame, or tokenizing whole). */
   readonly learner: TurnLearner | null;
   /** The first tokens of an answer as history renders it that the generation prompt ends with. */
@@ -54,6 +57,43 @@ export interface Reading {
 }
 
 export const NO_IDS = new Uint32Array(0);
+
+/**
+ * Known tokens as keys see them: their full blocks' keys (at most `MAX_BLOCKS`), the tokens after
+ * those (none once `MAX_BLOCKS` is reached), and how many in all.
+ */
+export interface Prefix {
+  readonly keys: Keys;
+  readonly tail: Ids;
+  readonly length: number;
+}
+
+export function prefixOf(ids: Uint32Array, blockSize: number, keys: Keys = blockKeys(ids, blockSize, MAX_BLOCKS)): Prefix {
+  const tail = keys.length < MAX_BLOCKS ? ids.subarray(keys.length * blockSize) : NO_IDS;
+  return { keys, tail, length: ids.length };
+}
+
+/** `prefix` followed by `more`: only the new tokens are hashed, a block at a time (no copy of them all). */
+export function extend(prefix: Prefix, more: readonly Ids[], blockSize: number): Prefix {
+  const keys = prefix.keys.slice();
+  let length = prefix.length;
+  for (const part of more) length += part.length;
+  if (keys.length >= MAX_BLOCKS) return { keys, tail: NO_IDS, length };
+  const block = new Uint32Array(blockSize);
+  block.set(prefix.tail);
+  let fill = prefix.tail.length;
+  let parent = keys.length > 0 ? keys[keys.length - 1] : ROOT_KEY;
+  for (const part of more)
+    for (let i = 0; i < part.length; i++) {
+      block[fill++] = part[i];
+      if (fill < blockSize) continue;
+      parent = chainKey(parent, block, 0, blockSize);
+      keys.push(parent);
+      fill = 0;
+      if (keys.length >= MAX_BLOCKS) return { keys, tail: NO_IDS, length };
+    }
+  return { keys, tail: block.subarray(0, fill), length };
+}
 
 /** The token cache's entry a text's ids are kept under: a message's role and content. */
 export type CacheEntry = { readonly role: string; readonly content: string };
@@ -108,7 +148,7 @@ export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opt
     // Most often a conversation's last answer: no engine holds its close (an engine caches what it
     // generated, not the template's end of the turn), so nothing after it matches now, but the
     // engine that prefills this prompt will hold the newest message for the next turn.
-    if (opts.mode === 'learn' && keep !== null) learnLater(reading, lead, text, keep);
+    if (opts.mode === 'learn' && keep !== null) learnLater(reading, prefixOf(lead, blockSize, leadKeys), text, keep);
     const perChar = opts.leadTokensPerChar > 0 ? opts.leadTokensPerChar : 1 / CHARS_PER_TOKEN;
     return padded(reading, leadKeys, lead.length + text.length * perChar + after.length);
   }
@@ -120,36 +160,30 @@ export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opt
   if (cut < 0 || (opts.mode === 'head' && text.length - cut < HEAD_MIN_SAVING)) return whole();
   return reader.worker.encode(text.slice(0, cut)).then((head) => {
     const stable = stableHead(head);
-    const expected = concat(lead, stable);
-    const keys = blockKeys(expected, blockSize, MAX_BLOCKS);
+    const keys = blockKeys(concat(lead, stable), blockSize, MAX_BLOCKS);
     if (longestHeld(keys) === keys.length) return whole();
-    if (opts.mode === 'learn' && keep !== null) watchMessages(reading, expected, keys, lead.length, [keep]);
+    if (opts.mode === 'learn' && keep !== null)
+      watchMessages(reading, prefixOf(lead, blockSize, leadKeys), stable, [keep]);
     const perChar = stable.length / Math.max(1, cut);
     return padded(reading, keys, lead.length + text.length * perChar + after.length);
   });
 }
 
 /**
- * Watches for the engine's blocks of `messages`, which follow the first `lead` tokens of `expected`
- * (ids known; the rest of `expected` is how the messages begin: an answer's opening, a head);
- * `keys` are `expected`'s block keys. Keeps each message's ids once seen.
+ * Watches for the engine's blocks of `messages`, which follow `lead` (ids known) and begin with
+ * `then` (an answer's opening, a head); keeps each message's ids once seen.
  */
-export function watchMessages(
-  reading: Reading,
-  expected: Uint32Array,
-  keys: Keys,
-  lead: number,
-  messages: readonly Keep[],
-): void {
+export function watchMessages(reading: Reading, lead: Prefix, then: Ids, messages: readonly Keep[]): void {
   const { reader, blockSize } = reading;
-  const full = Math.floor(lead / blockSize);
-  if (reader.learner === null || full === 0 || full > keys.length) return;
-  const start = full * blockSize;
+  const whole = lead.keys.length * blockSize + lead.tail.length === lead.length;
+  if (reader.learner === null || lead.keys.length === 0 || !whole) return;
   // The chain hangs from the lead's last full block or, where an engine held more of what the
   // messages begin with (an answer's opening, a head other prompts share), from a block further in.
-  const starts = keys.slice(full - 1).map((parent, i) => ({ parent, at: i * blockSize }));
-  const spec = { starts, expect: expected.subarray(start), skip: lead - start, count: messages.length };
-  reader.learner.watch(spec, (ids) => {
+  const expect = [...Array.from(lead.tail), ...Array.from(then)];
+  const starts = [{ parent: lead.keys[lead.keys.length - 1], at: 0 }];
+  for (let at = blockSize; at <= expect.length; at += blockSize)
+    starts.push({ parent: chainKey(starts[starts.length - 1].parent, expect, at - blockSize, at), at });
+  reader.learner.watch({ starts, expect, skip: lead.tail.length, count: messages.length }, (ids) => {
     // Another prompt on the same lead (a retried turn, edited) could give other messages: each is
     // kept only at a plausible 1.5 to 12 characters per token.
     const plausible = (i: number) => {
@@ -173,17 +207,16 @@ function messageChars(reader: ModelReader, { role, content }: CacheEntry): numbe
  * into the cache; a long one's head is, then watched for. Refused or failed tokenizing only means
  * its next turn tokenizes it.
  */
-function learnLater(reading: Reading, lead: Uint32Array, text: string, keep: Keep): void {
+function learnLater(reading: Reading, lead: Prefix, text: string, keep: Keep): void {
   const { reader } = reading;
   const ignore = () => {};
   // Routing needs none of it now: the head only names the message's chain among others on its lead.
   const cut = text.indexOf(' ', LEARN_HEAD_CHARS);
   if (cut < 0) encodeInto(reader, text, keep).catch(ignore);
   else
-    reader.worker.encode(text.slice(0, cut)).then((head) => {
-      const expected = concat(lead, stableHead(head));
-      watchMessages(reading, expected, blockKeys(expected, reading.blockSize, MAX_BLOCKS), lead.length, [keep]);
-    }, ignore);
+    reader.worker
+      .encode(text.slice(0, cut))
+      .then((head) => watchMessages(reading, lead, stableHead(head), [keep]), ignore);
 }
 
 /** `keys`, then a 0 for each block of an estimated `tokens` beyond them (a key no block has); counted. */

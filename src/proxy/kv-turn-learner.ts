@@ -40,7 +40,7 @@ export interface WatchSpec {
 
 interface Watching extends WatchSpec {
   /** The messages' ids, each its close included. */
-  readonly done: (messages: Uint32Array[]) => void;
+  readonly done: (messages: number[][]) => void;
   /** The chain's tokens from `skip` on. */
   readonly collected: number[];
   /** Indexes of `collected` just past each close found. */
@@ -59,6 +59,8 @@ export class TurnLearner {
   readonly #byParent = new Map<number, Watching[]>();
   /** Insertion order, for the bound. */
   readonly #all = new Set<Watching>();
+  /** The watch the last block went on, waiting at its `parent`: kept out of `#byParent` while its chain's blocks come. */
+  #hot: Watching | null = null;
 
   constructor(close: readonly number[], generation: readonly number[]) {
     this.#close = close;
@@ -70,7 +72,7 @@ export class TurnLearner {
   }
 
   /** Learns `spec.count` messages; `done` gets their ids, each with its close. */
-  watch(spec: WatchSpec, done: (messages: Uint32Array[]) => void): void {
+  watch(spec: WatchSpec, done: (messages: number[][]) => void): void {
     if (this.#all.size >= MAX_WATCHES) this.#drop(this.#all.values().next().value as Watching);
     const { starts, expect, skip, count } = spec;
     const watching: Watching = {
@@ -91,27 +93,45 @@ export class TurnLearner {
 
   /** A block an engine stored (kv-block-map.ts's listener). */
   stored(parent: number, key: number, tokens: readonly number[], from: number, to: number): void {
+    const hot = this.#hot;
+    if (hot !== null && hot.parent !== parent) {
+      this.#hot = null;
+      this.#listAt(hot.parent as number).push(hot);
+    }
     const list = this.#byParent.get(parent);
+    if (hot !== null && hot.parent === parent) {
+      this.#hot = null;
+      if (this.#continues(hot, hot.seen, tokens, from, to)) this.#advance(hot, hot.seen, key, tokens, from, to);
+      else this.#listAt(parent).push(hot);
+    }
     if (list === undefined) return;
-    for (const watching of [...list]) {
+    // Most often one watch: unlisting it empties `list` as the loop ends.
+    for (const watching of list.length === 1 ? list : [...list]) {
       const at =
         watching.parent === null ? watching.starts.find((start) => start.parent === parent)?.at : watching.seen;
       if (at === undefined || !this.#continues(watching, at, tokens, from, to)) continue;
       this.#unlist(watching);
-      // Started further into `expect`: the tokens before this block are the expected ones.
-      while (watching.seen < at) this.#take(watching, watching.expect[watching.seen]);
-      for (let i = from; i < to; i++) this.#take(watching, tokens[i]);
-      const outcome = this.#read(watching);
-      if (outcome === 'more' && watching.collected.length <= MAX_TOKENS) {
-        watching.parent = key;
-        this.#listAt(key).push(watching);
-        continue;
-      }
-      this.#drop(watching);
-      if (outcome === 'done') {
-        const { collected, ends } = watching;
-        watching.done(ends.map((end, i) => Uint32Array.from(collected.slice(i === 0 ? 0 : ends[i - 1], end))));
-      }
+      this.#advance(watching, at, key, tokens, from, to);
+    }
+  }
+
+  /** Takes the block into the watch (`at` tokens into its chain); it then waits at `key`, or is done. */
+  #advance(watching: Watching, at: number, key: number, tokens: readonly number[], from: number, to: number): void {
+    // Started further into `expect`: the tokens before this block are the expected ones.
+    while (watching.seen < at) this.#take(watching, watching.expect[watching.seen]);
+    for (let i = from; i < to; i++) this.#take(watching, tokens[i]);
+    const outcome = this.#read(watching);
+    watching.parent = key;
+    if (outcome === 'more' && watching.collected.length <= MAX_TOKENS) {
+      // A chain's blocks come one after another: the watch waits outside the map until another's come.
+      if (this.#hot === null) this.#hot = watching;
+      else this.#listAt(key).push(watching);
+      return;
+    }
+    this.#all.delete(watching);
+    if (outcome === 'done') {
+      const { collected, ends } = watching;
+      watching.done(ends.map((end, i) => collected.slice(i === 0 ? 0 : ends[i - 1], end)));
     }
   }
 
@@ -162,18 +182,24 @@ export class TurnLearner {
   }
 
   #unlist(watching: Watching): void {
-    const parents = watching.parent === null ? watching.starts.map((start) => start.parent) : [watching.parent];
-    for (const parent of parents) {
-      const list = this.#byParent.get(parent);
-      if (list === undefined) continue;
-      const index = list.indexOf(watching);
-      if (index >= 0) list.splice(index, 1);
-      if (list.length === 0) this.#byParent.delete(parent);
+    if (watching.parent !== null) this.#unlistAt(watching, watching.parent);
+    else for (const start of watching.starts) this.#unlistAt(watching, start.parent);
+  }
+
+  #unlistAt(watching: Watching, parent: number): void {
+    const list = this.#byParent.get(parent);
+    if (list === undefined) return;
+    if (list.length === 1 && list[0] === watching) {
+      this.#byParent.delete(parent);
+      return;
     }
+    const index = list.indexOf(watching);
+    if (index >= 0) list.splice(index, 1);
   }
 
   #drop(watching: Watching): void {
-    this.#unlist(watching);
+    if (this.#hot === watching) this.#hot = null;
+    else this.#unlist(watching);
     this.#all.delete(watching);
   }
 }

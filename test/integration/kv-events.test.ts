@@ -96,6 +96,7 @@ describe("kv-aware over the engines' KV events", () => {
     const { url } = await startFleet(t, [sim(), sim({ encoding: 'map' }), sim()]);
     await untilKeyed(url);
     let followed = 0;
+    const conversations: Array<Array<{ role: string; content: string }>> = [];
     for (let c = 0; c < 6; c++) {
       const messages: Array<{ role: string; content: string }> = [
         { role: 'system', content: SYSTEM },
@@ -118,14 +119,23 @@ describe("kv-aware over the engines' KV events", () => {
       // An answer long enough to fill the page the prompt ends in: the engine publishes it with the answer.
       const second = await chat(url, messages, 32);
       if (second.engine === first.engine) followed++;
+      messages.push({ role: 'assistant', content: 'Loop A feeds rows one and two.' });
+      conversations.push(messages);
     }
     assert.equal(followed, 6, "every second turn went where its first turn's blocks are");
-    // The second turns' newest messages are learned whole from the engines that prefilled them. A
-    // watch starts once the message's head is tokenized in the background: on a busy machine the
-    // engine's blocks can come first, and that message is tokenized at its next turn instead.
-    await waitFor(async () => (await metric(url, 'fleetgate_kv_learned_messages_total')) >= 1, {
-      what: 'a follow-up learned',
+    // Each second turn's last answer and newest message are learned from the engine that prefilled
+    // it (its thinking answer is not in the history, so the prefill stores the history anew from
+    // the answer on): the third turns need no tokenizing, so none waits for the tokenizer's worker.
+    await waitFor(async () => (await metric(url, 'fleetgate_kv_learned_messages_total')) >= 12, {
+      what: "the second turns' answers and follow-ups learned",
     });
+    const waits = () => metric(url, 'fleetgate_kv_tokenize_wait_seconds_count');
+    const waitedBefore = await waits();
+    for (const [c, messages] of conversations.entries()) {
+      messages.push({ role: 'user', content: `Thanks. What about row ${c}?` });
+      await chat(url, messages);
+    }
+    assert.equal(await waits(), waitedBefore, 'no third turn waited for the tokenizer');
     assert.ok((await metric(url, 'fleetgate_kv_events_total')) > 0);
     assert.ok((await metric(url, 'fleetgate_kv_map_blocks')) > 0);
   });

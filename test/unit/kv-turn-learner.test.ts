@@ -112,3 +112,34 @@ test('where the engine held more of the expected start (a head other prompts sha
   store(learner, shared, [5, 6, 0, 8, 9, 90, 91, 80, 81, 82, 0, 0]);
   assert.equal(learner.watching, 1);
 });
+
+test("two engines' chains whose blocks interleave are both learned; another prompt's block at a watch's key that does not begin as expected leaves it waiting", () => {
+  const learner = new TurnLearner(CLOSE, GENERATION);
+  const learned: number[][] = [];
+  const watch = (parent: number, first: number) =>
+    learner.watch({ starts: [{ parent, at: 0 }], expect: [first], skip: 0, count: 1 }, ([ids]) =>
+      learned.push([...ids]),
+    );
+  watch(10, 1);
+  watch(20, 2);
+  const a = [1, 11, 12, 13, 14, 15, 16, 17, 90, 91, 80, 81, 82, 0, 0, 0];
+  const b = [2, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 90, 91, 80, 81, 82];
+  const keysOf = (parent: number, tokens: number[]) => {
+    const keys = [parent];
+    for (let from = 0; from + BLOCK <= tokens.length; from += BLOCK)
+      keys.push(chainKey(keys.at(-1) as number, tokens, from, from + BLOCK));
+    return keys;
+  };
+  const [ka, kb] = [keysOf(10, a), keysOf(20, b)];
+  // Another prompt's block hanging from the first watch's key: not its chain.
+  learner.stored(10, 99, [7, 7, 7, 7], 0, BLOCK);
+  for (let block = 0; block < 4; block++) {
+    learner.stored(ka[block], ka[block + 1], a, block * BLOCK, (block + 1) * BLOCK);
+    learner.stored(kb[block], kb[block + 1], b, block * BLOCK, (block + 1) * BLOCK);
+  }
+  assert.deepEqual(learned, [
+    [1, 11, 12, 13, 14, 15, 16, 17, 90, 91],
+    [2, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 90, 91],
+  ]);
+  assert.equal(learner.watching, 0);
+});

@@ -1,0 +1,31 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { blockKeys } from '../../src/fleet/kv-events/block-keys.js';
+import { PrefixMemo } from '../../src/proxy/kv-prefix-memo.js';
+import { concat } from '../../src/proxy/kv-text-keys.js';
+
+const BLOCK = 16;
+const ids = (seed: number, n: number) => Uint32Array.from({ length: n }, (_, i) => (seed * 7919 + i * 31) % 150_000);
+
+test("a conversation's history keys: each turn extends the last one's, exactly the whole history's keys", () => {
+  const memo = new PrefixMemo(8);
+  const system = ids(1, 700);
+  const history: Uint32Array[] = [system, ids(2, 90)];
+  for (let turn = 0; turn < 6; turn++) {
+    const prefix = memo.of(history, BLOCK);
+    const whole = concat(...history);
+    assert.deepEqual(prefix.keys, blockKeys(whole, BLOCK), `turn ${turn}: the keys`);
+    assert.equal(prefix.length, whole.length);
+    assert.deepEqual(Array.from(prefix.tail), [...whole.subarray(prefix.keys.length * BLOCK)], 'the tail');
+    history.push(ids(10 + turn, 37 + turn * 13), ids(20 + turn, 51 + turn));
+  }
+  // The same message object at another place (a repeated "Thanks!"): matched by the whole sequence, not the last.
+  const thanks = ids(99, 5);
+  const a = [system, thanks];
+  const b = [system, ids(3, 40), thanks];
+  assert.deepEqual(memo.of(a, BLOCK).keys, blockKeys(concat(...a), BLOCK));
+  assert.deepEqual(memo.of(b, BLOCK).keys, blockKeys(concat(...b), BLOCK));
+  assert.deepEqual(memo.of([...b, ids(4, 60)], BLOCK).keys, blockKeys(concat(...b, ids(4, 60)), BLOCK));
+  // Another block size: not the memo's keys.
+  assert.deepEqual(memo.of(b, 8).keys, blockKeys(concat(...b), 8));
+});
