@@ -250,7 +250,7 @@ process.stdout.write(
   [
     `## kv-aware's block keys per request (${label}, ${answers} answers, medians of ${rounds} rounds)`,
     '',
-    '| requests | count | process CPU µs | event loop µs | of which the engines\' events µs | other threads µs (tokenizer worker, V8 compiler and collector) | waited for the worker |',
+    "| requests | count | process CPU µs | event loop µs | of which the engines' events µs | other threads µs (tokenizer worker, V8 compiler and collector) | waited for the worker |",
     '|---|---|---|---|---|---|---|',
     row('all', summary.all),
     row('first turns (text seen first)', summary.firstTurns),

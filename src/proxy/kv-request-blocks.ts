@@ -21,18 +21,13 @@ import { BackgroundTokenizer } from '../model/background-tokenizer.js';
 import { type Frame, messageText, plainChat, probe } from '../model/chat-frame.js';
 import { loadChatModel } from '../model/chat-model.js';
 import { TokenCache } from '../model/token-cache.js';
-import { PrefixMemo } from './kv-prefix-memo.js';
+import { concat, extend, type Ids, MAX_BLOCKS, NO_IDS, PrefixMemo } from './kv-prefix.js';
 import {
   CHARS_PER_TOKEN,
-  concat,
   encodeInto,
-  extend,
-  type Ids,
   type KvKeys,
   keysAfter,
-  MAX_BLOCKS,
   type ModelReader,
-  NO_IDS,
   padded,
   type Reading,
   SINGLE_TEXT,
@@ -71,7 +66,7 @@ export interface KvKeysReader {
 /** Single-turn chats whose messages are learned, at most: about as many conversations as are opened at once. */
 const FIRST_TURNS = 1024;
 
-/** Conversations' histories whose block keys are remembered, at most (kv-prefix-memo.ts). */
+/** Conversations' histories whose block keys are remembered, at most (kv-prefix.ts). */
 const HISTORIES = 4096;
 
 /** Null when no model directory is configured: kv-aware then has no keys and falls back. */

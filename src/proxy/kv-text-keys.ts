@@ -6,16 +6,22 @@
  * Blocks left untokenized are keyed 0, a key no block has (chainKey never returns it), so the policy
  * still sees the prompt's length in blocks, estimated at the tokenized part's tokens per character.
  */
-import { blockKeys, chainKey, ROOT_KEY } from '../fleet/kv-events/block-keys.js';
+import { blockKeys, chainKey } from '../fleet/kv-events/block-keys.js';
 import type { BackgroundTokenizer } from '../model/background-tokenizer.js';
 import type { Frame } from '../model/chat-frame.js';
 import type { ChatModel } from '../model/chat-model.js';
 import type { TokenCache } from '../model/token-cache.js';
-import type { PrefixMemo } from './kv-prefix-memo.js';
+import {
+  concat,
+  type Ids,
+  type Keys,
+  MAX_BLOCKS,
+  NO_IDS,
+  type Prefix,
+  type PrefixMemo,
+  prefixOf,
+} from './kv-prefix.js';
 import type { TurnLearner } from './kv-turn-learner.js';
-
-/** Block keys beyond this many are not computed: a longer prompt is told apart by its start already. */
-export const MAX_BLOCKS = 1024;
 
 /** What one model needs: its template, how it frames messages (null: not a plain concatenation), its caches. */
 export interface ModelReader {
@@ -43,9 +49,6 @@ export interface ModelReader {
  */
 export type KvKeys = readonly number[] | Promise<readonly number[] | undefined> | undefined;
 
-export type Ids = ArrayLike<number>;
-export type Keys = readonly number[];
-
 /** One request's reading: its model's reader, the block size, the fleet's map. */
 export interface Reading {
   readonly reader: ModelReader;
@@ -56,47 +59,8 @@ export interface Reading {
   readonly learned: (messages: number) => void;
 }
 
-export const NO_IDS = new Uint32Array(0);
-
-/**
- * Known tokens as keys see them: their full blocks' keys (at most `MAX_BLOCKS`), the tokens after
- * those (none once `MAX_BLOCKS` is reached), and how many in all.
- */
-export interface Prefix {
-  readonly keys: Keys;
-  readonly tail: Ids;
-  readonly length: number;
-}
-
-export function prefixOf(ids: Uint32Array, blockSize: number, keys: Keys = blockKeys(ids, blockSize, MAX_BLOCKS)): Prefix {
-  const tail = keys.length < MAX_BLOCKS ? ids.subarray(keys.length * blockSize) : NO_IDS;
-  return { keys, tail, length: ids.length };
-}
-
-/** `prefix` followed by `more`: only the new tokens are hashed, a block at a time (no copy of them all). */
-export function extend(prefix: Prefix, more: readonly Ids[], blockSize: number): Prefix {
-  const keys = prefix.keys.slice();
-  let length = prefix.length;
-  for (const part of more) length += part.length;
-  if (keys.length >= MAX_BLOCKS) return { keys, tail: NO_IDS, length };
-  const block = new Uint32Array(blockSize);
-  block.set(prefix.tail);
-  let fill = prefix.tail.length;
-  let parent = keys.length > 0 ? keys[keys.length - 1] : ROOT_KEY;
-  for (const part of more)
-    for (let i = 0; i < part.length; i++) {
-      block[fill++] = part[i];
-      if (fill < blockSize) continue;
-      parent = chainKey(parent, block, 0, blockSize);
-      keys.push(parent);
-      fill = 0;
-      if (keys.length >= MAX_BLOCKS) return { keys, tail: NO_IDS, length };
-    }
-  return { keys, tail: block.subarray(0, fill), length };
-}
-
 /** The token cache's entry a text's ids are kept under: a message's role and content. */
-export type CacheEntry = { readonly role: string; readonly content: string };
+type CacheEntry = { readonly role: string; readonly content: string };
 
 /** A text's cache entry and the cache its ids go to once known. */
 export interface Keep {
@@ -235,16 +199,4 @@ export function encodeInto(reader: ModelReader, text: string, { entry, into }: K
     into.set(entry.role, entry.content, ids);
     return ids;
   });
-}
-
-export function concat(...parts: Ids[]): Uint32Array {
-  let length = 0;
-  for (const part of parts) length += part.length;
-  const ids = new Uint32Array(length);
-  let at = 0;
-  for (const part of parts) {
-    ids.set(part, at);
-    at += part.length;
-  }
-  return ids;
 }

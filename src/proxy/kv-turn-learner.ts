@@ -18,7 +18,7 @@ const MAX_WATCHES = 4096;
 const MAX_TOKENS = 32_768;
 
 /** A block key the chain's first stored block may hang from, and how many of `expect`'s tokens precede that block. */
-export interface ChainStart {
+interface ChainStart {
   readonly parent: number;
   readonly at: number;
 }

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { blockKeys } from '../../src/fleet/kv-events/block-keys.js';
-import { PrefixMemo } from '../../src/proxy/kv-prefix-memo.js';
-import { concat } from '../../src/proxy/kv-text-keys.js';
+import { concat, PrefixMemo } from '../../src/proxy/kv-prefix.js';
 
 const BLOCK = 16;
 const ids = (seed: number, n: number) => Uint32Array.from({ length: n }, (_, i) => (seed * 7919 + i * 31) % 150_000);
