@@ -9,7 +9,7 @@
  * fields are read from outside and changed only through its methods.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { RequestContext } from '../routing/request-context.js';
+import { type ContextCarrier, RequestContext } from '../routing/request-context.js';
 import type { Tracing } from '../tracing/tracing.js';
 import { completionTokensIn } from './answer-tail.js';
 import type { RequestHeaders } from './headers.js';
@@ -128,6 +128,11 @@ export class ProxiedRequest {
   /** The body goes upstream rewritten (the class's `priority` stamped in): `json` is what was sent. */
   sendsRewritten(json: unknown): void {
     this.#sent = () => json;
+  }
+
+  /** Sends the request through the fleet (`send` makes its one dispatch): its routing ticket goes with it. */
+  sendThrough<T>(fleet: ContextCarrier, send: () => T): T {
+    return fleet.carrying(this.context, send);
   }
 
   /** The headers as sent upstream: a stream's continuation is sent with them. */

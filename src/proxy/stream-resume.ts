@@ -19,7 +19,7 @@ import { isEventStream } from '../http/event-stream.js';
 import type { ChatModel } from '../model/chat-model.js';
 import type { UpstreamFailure } from '../routing/dispatch/upstream-failures.js';
 import { AdmissionError } from '../routing/queue/wait-queue.js';
-import { attachContext, type RequestContext } from '../routing/request-context.js';
+import type { ContextCarrier, RequestContext } from '../routing/request-context.js';
 import {
   type Body,
   bodyRefusal,
@@ -57,7 +57,8 @@ export type ResumeStep =
   | { type: 'fail'; event: Buffer | null };
 
 export interface ResumeSettings {
-  dispatcher: Pick<Dispatcher, 'request'>;
+  /** The fleet: the continuation's context goes with its one dispatch. */
+  dispatcher: Pick<Dispatcher, 'request'> & ContextCarrier;
   /** The origin the dispatcher ignores (it picks the backend). */
   origin: string;
   events: ProxyEventBus;
@@ -229,7 +230,6 @@ export class StreamResume {
     const context = original.forContinuation();
     const headers: Record<string, unknown> = { ...this.#request.headers };
     delete headers['content-length'];
-    attachContext(headers, context);
     const gone = () => context.clientGone.abort();
     original.clientGone.addEventListener('abort', gone);
     // No backend in time: leave the queue (an abort there is an AdmissionError, a refusal below).
@@ -241,13 +241,16 @@ export class StreamResume {
     }, this.#settings.waitMs);
     this.#cancel = gone;
     try {
-      const res = await this.#settings.dispatcher.request({
-        origin: this.#settings.origin,
-        path,
-        method: 'POST',
-        headers: headers as Record<string, string>,
-        body: JSON.stringify(body),
-      });
+      const { dispatcher, origin } = this.#settings;
+      const res = await dispatcher.carrying(context, () =>
+        dispatcher.request({
+          origin,
+          path,
+          method: 'POST',
+          headers: headers as Record<string, string>,
+          body: JSON.stringify(body),
+        }),
+      );
       const sse = isEventStream(res.headers);
       if (res.statusCode !== 200 || !sse) {
         res.body.resume();

@@ -14,7 +14,6 @@ import type { Config } from '../config/types.js';
 import { apiKeyGuard } from '../http/api-key-guard.js';
 import { sendError } from '../http/openai-error.js';
 import type { FleetDispatcher } from '../routing/dispatch/fleet-dispatcher.js';
-import { attachContext } from '../routing/request-context.js';
 import type { Tracing } from '../tracing/tracing.js';
 import type { PriorityStamp } from './backend-priority.js';
 import { watchConnection } from './client-gone.js';
@@ -73,12 +72,13 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
     if (refusal !== null)
       return callbacks.refuse(reply, refusal.status, refusal.message, refusal.type, refusal.outcome);
     watchConnection(request.raw.socket, traffic.onClientClose);
-    const forward = () => {
-      const body = upstreamBody(request, traffic);
-      if (body === null) return reply.from(dest, options);
-      const contentType = request.headers['content-type'] ?? 'application/octet-stream';
-      return reply.from(dest, { ...options, body, contentType });
-    };
+    const forward = () =>
+      traffic.sendThrough(opts.dispatcher, () => {
+        const body = upstreamBody(request, traffic);
+        if (body === null) return reply.from(dest, options);
+        const contentType = request.headers['content-type'] ?? 'application/octet-stream';
+        return reply.from(dest, { ...options, body, contentType });
+      });
     return traffic.ready === null ? forward() : traffic.ready.then(forward);
   };
 
@@ -132,14 +132,13 @@ export function registerTrafficRoutes(app: FastifyInstance, opts: TrafficOptions
   });
 }
 
-/** The request's headers on their way upstream, with its context riding along for the dispatcher. */
+/** The request's headers on their way upstream. */
 function upstreamHeaders(apiKey: string | null) {
   return (request: FastifyRequest, headers: RequestHeaders) => {
     upstreamRequestHeaders(headers, { peer: request.raw.socket.remoteAddress ?? '', apiKey });
     delete headers[RESUME_HEADER];
-    const traffic = request.traffic as ProxiedRequest;
-    traffic.sentWith(headers);
-    return attachContext(headers, traffic.context);
+    (request.traffic as ProxiedRequest).sentWith(headers);
+    return headers;
   };
 }
 

@@ -1,11 +1,8 @@
 /**
  * A request's dispatch ticket: what routing needs to choose a backend and account for the request,
- * nothing else (the rest of the request is proxy/proxied-request.ts's). The HTTP side fills it and
- * hands it to the fleet dispatcher inside the dispatch options' headers, under a symbol key:
- * @fastify/reply-from passes the dispatcher no value of its own per request, and copies the headers
- * (`Object.assign({}, headers)`, symbols included) while undici reads them with `Object.keys`
- * (symbols skipped), so it rides along without being sent. The body keeps its identity through
- * reply-from, but a GET has none, so the headers are the one carrier for every request.
+ * nothing else (the rest of the request is proxy/proxied-request.ts's). Its owner fills it and hands
+ * it to the fleet dispatcher with the one dispatch it makes (`ContextCarrier.carrying`): nothing of
+ * it travels in the request's headers or body.
  */
 
 import type { Backend } from '../fleet/registry.js';
@@ -106,17 +103,11 @@ export class RequestContext {
   }
 }
 
-const REQUEST_CONTEXT: unique symbol = Symbol('fleetgate.request-context');
-
-type HeadersWithContext = Record<string, unknown> & { [REQUEST_CONTEXT]?: RequestContext };
-
-export function attachContext<H extends Record<string, unknown>>(headers: H, context: RequestContext): H {
-  (headers as HeadersWithContext)[REQUEST_CONTEXT] = context;
-  return headers;
-}
-
-export function contextIn(headers: unknown): RequestContext | undefined {
-  return typeof headers === 'object' && headers !== null && !Array.isArray(headers)
-    ? (headers as HeadersWithContext)[REQUEST_CONTEXT]
-    : undefined;
+/**
+ * Hands a request's context to the dispatch `send` makes. @fastify/reply-from passes a dispatcher
+ * nothing of its own per request, but both it (retries off) and undici's `request()` call
+ * `dispatch` synchronously, once, within the call: the context is taken there.
+ */
+export interface ContextCarrier {
+  carrying<T>(context: RequestContext, send: () => T): T;
 }

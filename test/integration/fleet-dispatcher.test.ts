@@ -16,7 +16,7 @@ import { type Backend, FleetRegistry } from '../../src/fleet/registry.js';
 import { FleetDispatcher } from '../../src/routing/dispatch/fleet-dispatcher.js';
 import { UpstreamPools } from '../../src/routing/dispatch/upstream-pools.js';
 import { createPolicy } from '../../src/routing/policies/create-policy.js';
-import { attachContext, RequestContext } from '../../src/routing/request-context.js';
+import { RequestContext } from '../../src/routing/request-context.js';
 import { freePorts } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 import { queueOn } from '../helpers/wait-queue.js';
@@ -86,12 +86,14 @@ test('a refused connection: reported, and the POST re-sent to another backend wi
   t.after(() => dispatcher.close());
   makeReady();
   const context = new RequestContext();
-  const res = await request('http://ignored.invalid/v1/completions', {
-    dispatcher,
-    method: 'POST',
-    headers: attachContext({ 'content-type': 'application/json' }, context),
-    body: '{"prompt":"hi"}',
-  });
+  const res = await dispatcher.carrying(context, () =>
+    request('http://ignored.invalid/v1/completions', {
+      dispatcher,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"prompt":"hi"}',
+    }),
+  );
   assert.deepEqual(await res.body.json(), { body: '{"prompt":"hi"}' });
   assert.deepEqual(failures, ['b0:connect_refused']);
   assert.equal(context.retries, 1);
@@ -145,12 +147,14 @@ test('the progress watchdog ends an attempt with no byte: the POST is re-sent to
   t.after(() => dispatcher.close());
   makeReady();
   const context = new RequestContext();
-  const answer = request('http://ignored.invalid/v1/completions', {
-    dispatcher,
-    method: 'POST',
-    headers: attachContext({ 'content-type': 'application/json' }, context),
-    body: '{"prompt":"hi"}',
-  });
+  const answer = dispatcher.carrying(context, () =>
+    request('http://ignored.invalid/v1/completions', {
+      dispatcher,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"prompt":"hi"}',
+    }),
+  );
   await waitFor(() => heard.length === 1, { what: 'the silent backend got the request' });
   clock += 1_000;
   watchdog.tick();

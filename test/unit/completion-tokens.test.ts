@@ -17,7 +17,7 @@ import { ProxiedRequest } from '../../src/proxy/proxied-request.js';
 import { ProxyEventBus, type RequestOutcome, type RequestRecord } from '../../src/proxy/proxy-events.js';
 import { type RelayResult, relayBody } from '../../src/proxy/response-relay.js';
 import type { TokenSeries } from '../../src/proxy/token-timing.js';
-import { contextIn, RequestContext } from '../../src/routing/request-context.js';
+import { type ContextCarrier, RequestContext } from '../../src/routing/request-context.js';
 import { outputText } from '../../src/sim/text-gen.js';
 import { Tracing } from '../../src/tracing/tracing.js';
 import { chatChunks } from '../helpers/chat-chunks.js';
@@ -65,16 +65,22 @@ function proxiedStream(body: Record<string, unknown>, continuations: PassThrough
     answerPending: () => true,
   });
   traffic.sentWith({});
+  let handed: RequestContext | null = null;
   const dispatcher = {
-    request: async (options: { headers: unknown }) => {
-      const next = contextIn(options.headers) as RequestContext;
+    carrying: <T>(next: RequestContext, send: () => T): T => {
+      handed = next;
+      return send();
+    },
+    request: async () => {
+      const next = handed as RequestContext | null;
+      assert.ok(next !== null, "the continuation's context came with its dispatch");
       next.backend = 'gpu1';
       next.dispatchedAt = 1;
       const stream = continuations.shift();
       assert.ok(stream !== undefined, 'a continuation was expected');
       return { statusCode: 200, headers: { 'content-type': 'text/event-stream' }, body: stream };
     },
-  } as unknown as Pick<Dispatcher, 'request'>;
+  } as unknown as Pick<Dispatcher, 'request'> & ContextCarrier;
   const resume = {
     dispatcher,
     origin: 'http://fleet.invalid',

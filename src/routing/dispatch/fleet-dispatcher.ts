@@ -19,7 +19,7 @@ import type { DrainDeadlines } from '../../fleet/drain-deadline.js';
 import type { ProgressWatchdog } from '../../fleet/progress-watchdog.js';
 import type { Backend, FleetRegistry } from '../../fleet/registry.js';
 import { AdmissionError, type Lease, type WaitQueue } from '../queue/wait-queue.js';
-import { type AttemptTrace, ClientGone, contextIn, RequestContext } from '../request-context.js';
+import { type AttemptTrace, ClientGone, type ContextCarrier, RequestContext } from '../request-context.js';
 import { type AttemptOwner, type CallbackHandler, FleetAttempt } from './fleet-attempt.js';
 import { classifyUpstreamError, type UpstreamFailure } from './upstream-failures.js';
 import type { UpstreamPools, UpstreamRequest } from './upstream-pools.js';
@@ -54,9 +54,11 @@ export interface FleetDispatcherOptions {
   drains?: DrainDeadlines<Backend>;
 }
 
-export class FleetDispatcher extends UndiciDispatcher {
+export class FleetDispatcher extends UndiciDispatcher implements ContextCarrier {
   readonly #opts: FleetDispatcherOptions;
   #closed = false;
+  /** The context `carrying` hands to the dispatch it is waiting for. */
+  #handed: RequestContext | null = null;
 
   constructor(opts: FleetDispatcherOptions) {
     super();
@@ -67,8 +69,19 @@ export class FleetDispatcher extends UndiciDispatcher {
     if (!isCallbackHandler(handler)) {
       throw new TypeError('the fleet dispatcher takes undici callback handlers (onConnect, onHeaders, onData, ...)');
     }
-    new FleetRequest(this.#opts, opts, handler).start(this.#closed);
+    const context = this.#handed ?? new RequestContext();
+    this.#handed = null;
+    new FleetRequest(this.#opts, context, opts, handler).start(this.#closed);
     return true;
+  }
+
+  carrying<T>(context: RequestContext, send: () => T): T {
+    this.#handed = context;
+    try {
+      return send();
+    } finally {
+      this.#handed = null;
+    }
   }
 
   override async close(): Promise<void> {
@@ -106,10 +119,15 @@ class FleetRequest implements AttemptOwner {
   #reason: Error | null = null;
   #done = false;
 
-  constructor(deps: FleetDispatcherOptions, opts: Dispatcher.DispatchOptions, handler: CallbackHandler) {
+  constructor(
+    deps: FleetDispatcherOptions,
+    context: RequestContext,
+    opts: Dispatcher.DispatchOptions,
+    handler: CallbackHandler,
+  ) {
     this.#deps = deps;
     this.#handler = handler;
-    this.#context = contextIn(opts.headers) ?? new RequestContext();
+    this.#context = context;
     this.#method = opts.method;
     this.#upstream = { method: opts.method, path: opts.path, headers: opts.headers, body: opts.body };
     // A streamed body cannot be sent twice.
