@@ -19,7 +19,7 @@ import { blockKeys } from '../fleet/kv-events/block-keys.js';
 import type { StoredListener } from '../fleet/kv-events/kv-block-map.js';
 import { BackgroundTokenizer } from '../model/background-tokenizer.js';
 import { type Frame, messageText, plainChat, probe } from '../model/chat-frame.js';
-import { loadChatModel } from '../model/chat-model.js';
+import { type ChatModel, loadChatModel } from '../model/chat-model.js';
 import { TokenCache } from '../model/token-cache.js';
 import { concat, extend, type Ids, MAX_BLOCKS, NO_IDS, PrefixMemo } from './kv-prefix.js';
 import {
@@ -83,7 +83,7 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
       cache: new TokenCache(opts.cacheSize),
       firstTurns: new TokenCache(Math.min(opts.cacheSize, FIRST_TURNS)),
       prefixes: new PrefixMemo(Math.min(opts.cacheSize, HISTORIES)),
-      learner: learns ? new TurnLearner(frame.closeIds, frame.generation) : null,
+      learner: learns ? new TurnLearner(frame.closeIds, frame.generation, thinkStart(model)) : null,
       answerOpen:
         frame === null ? NO_IDS : commonStart(frame.generation, model.encode(frame.open.get('assistant') ?? '')),
     };
@@ -216,6 +216,12 @@ function cached(reader: ModelReader, m: { role: string; content: string }): Ids 
   const first = reader.firstTurns.get(m.role, m.content);
   if (first !== undefined) reader.cache.set(m.role, m.content, first);
   return first;
+}
+
+/** The token a reasoning answer opens with (`<think>`), when the model has one. */
+function thinkStart(model: ChatModel): number | null {
+  const ids = model.think === null ? [] : model.encode(model.think.start);
+  return ids.length === 1 ? ids[0] : null;
 }
 
 /** The tokens `a` and `b` start with alike. */

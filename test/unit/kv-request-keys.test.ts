@@ -287,76 +287,79 @@ test("a conversation's newest message: a head read for routing, the rest learned
   assert.deepEqual(next, whole, 'exactly the tokenizer’s');
 });
 
-test("a thinking conversation's turns: the last answer and the newest message learned from the engine, nothing tokenized after the first turn", async (t) => {
-  const held = new Set<number>();
-  const longestHeld = runIn(held);
-  let learned = 0;
-  const keys = createKvKeys({
-    model: { dir, dirs: {} },
-    blockSize: () => BLOCK,
-    cacheSize: 100,
-    longestHeld,
-    learned: (messages) => {
-      learned += messages;
-    },
-  });
-  assert.ok(keys !== null);
-  t.after(() => keys.close());
-  const idsOf = (messages: Array<{ role: string; content: string }>) =>
-    qwen3.encode(qwen3.render(messages, { addGenerationPrompt: true }));
-  /**
-   * A Qwen3 engine in thinking mode serves `messages`: its radix cache stores the prompt's pages and,
-   * at the end, the page the prompt ends in with its answer, reasoning first. kv-events' map hears
-   * only blocks the engine did not hold (a prefill stores from where its match ends).
-   */
-  const serve = (messages: Array<{ role: string; content: string }>, answer: string) => {
-    const ids = [...idsOf(messages), ...qwen3.encode(`<think>\nThe user asks; work it out.\n</think>\n\n${answer}`)];
-    let parent = 0;
-    for (let from = 0; from + BLOCK <= ids.length; from += BLOCK) {
-      const key = chainKey(parent, ids, from, from + BLOCK);
-      if (!held.has(key)) keys.stored(parent, key, ids, from, from + BLOCK);
-      held.add(key);
-      parent = key;
+for (const reasoning of [true, false])
+  test(`a conversation's turns, ${reasoning ? 'answers reasoning first (the history drops it)' : 'answers kept as generated'}: the last answer and the newest message learned from the engine, nothing tokenized after the first turn`, async (t) => {
+    const held = new Set<number>();
+    const longestHeld = runIn(held);
+    let learned = 0;
+    const keys = createKvKeys({
+      model: { dir, dirs: {} },
+      blockSize: () => BLOCK,
+      cacheSize: 100,
+      longestHeld,
+      learned: (messages) => {
+        learned += messages;
+      },
+    });
+    assert.ok(keys !== null);
+    t.after(() => keys.close());
+    const idsOf = (messages: Array<{ role: string; content: string }>) =>
+      qwen3.encode(qwen3.render(messages, { addGenerationPrompt: true }));
+    /**
+     * A Qwen3 engine serves `messages`: its radix cache stores the prompt's pages and, at the end, the
+     * page the prompt ends in with its answer (reasoning first in thinking mode; the end-of-turn token
+     * last, whose KV it never computes, left out). kv-events' map hears only blocks the engine did not
+     * hold (a prefill stores from where its match ends).
+     */
+    const serve = (messages: Array<{ role: string; content: string }>, answer: string) => {
+      const generated = reasoning ? `<think>\nThe user asks; work it out.\n</think>\n\n${answer}` : answer;
+      const ids = [...idsOf(messages), ...qwen3.encode(generated)];
+      let parent = 0;
+      for (let from = 0; from + BLOCK <= ids.length; from += BLOCK) {
+        const key = chainKey(parent, ids, from, from + BLOCK);
+        if (!held.has(key)) keys.stored(parent, key, ids, from, from + BLOCK);
+        held.add(key);
+        parent = key;
+      }
+    };
+    // Every engine holds the system prompt (other conversations have used it).
+    for (const key of blockKeys(qwen3.encode(`<|im_start|>system\n${SYSTEM}<|im_end|>\n`), BLOCK)) held.add(key);
+    const chat = [
+      { role: 'system', content: SYSTEM },
+      {
+        role: 'user',
+        content: `Which racks run hottest, and by how much? ${'Row by row, with the inlet and outlet temperatures. '.repeat(16)}`,
+      },
+    ];
+    // The first turn: the system prompt and the head of the message are tokenized (new text).
+    const first = keys('/v1/chat/completions', { messages: chat });
+    assert.ok(first instanceof Promise, 'new text waits for the worker');
+    assert.ok((await first)?.includes(0), 'the message only as far as its head');
+    const answers = [
+      'Racks 12 and 14, by about four degrees over the median.',
+      'Because their blanking panels are missing: the cold aisle leaks into the hot one.',
+      'Fit the panels on both this week and check the inlet sensors again on Friday.',
+    ];
+    const follows = [
+      'Why those two? Walk me through what the sensors say, one rack at a time.',
+      'What do we do about it, and in what order, given the change freeze next week?',
+    ];
+    serve(chat, answers[0]);
+    assert.equal(learned, 1, 'the first message learned from its prefill');
+    for (let turn = 0; turn < follows.length; turn++) {
+      chat.push({ role: 'assistant', content: answers[turn] }, { role: 'user', content: follows[turn] });
+      const routed: readonly number[] | unknown = keys('/v1/chat/completions', { messages: chat });
+      assert.ok(Array.isArray(routed), `turn ${turn + 2}: keys at once, nothing tokenized`);
+      const whole = blockKeys(idsOf(chat), BLOCK);
+      const known: number = routed.indexOf(0);
+      assert.ok(known > 0, 'keyed as far as the messages known before the last answer');
+      assert.deepEqual(routed.slice(0, known), whole.slice(0, known), 'exactly the tokenizer’s keys so far');
+      assert.ok(Math.abs(routed.length - whole.length) <= 2, `${routed.length} blocks ~ ${whole.length}`);
+      serve(chat, answers[turn + 1]);
+      assert.equal(learned, 1 + 2 * (turn + 1), 'the last answer and the newest message learned');
     }
-  };
-  // Every engine holds the system prompt (other conversations have used it).
-  for (const key of blockKeys(qwen3.encode(`<|im_start|>system\n${SYSTEM}<|im_end|>\n`), BLOCK)) held.add(key);
-  const chat = [
-    { role: 'system', content: SYSTEM },
-    {
-      role: 'user',
-      content: `Which racks run hottest, and by how much? ${'Row by row, with the inlet and outlet temperatures. '.repeat(16)}`,
-    },
-  ];
-  // The first turn: the system prompt and the head of the message are tokenized (new text).
-  const first = keys('/v1/chat/completions', { messages: chat });
-  assert.ok(first instanceof Promise, 'new text waits for the worker');
-  assert.ok((await first)?.includes(0), 'the message only as far as its head');
-  const answers = [
-    'Racks 12 and 14, by about four degrees over the median.',
-    'Because their blanking panels are missing: the cold aisle leaks into the hot one.',
-    'Fit the panels on both this week and check the inlet sensors again on Friday.',
-  ];
-  const follows = [
-    'Why those two? Walk me through what the sensors say, one rack at a time.',
-    'What do we do about it, and in what order, given the change freeze next week?',
-  ];
-  serve(chat, answers[0]);
-  assert.equal(learned, 1, 'the first message learned from its prefill');
-  for (let turn = 0; turn < follows.length; turn++) {
-    chat.push({ role: 'assistant', content: answers[turn] }, { role: 'user', content: follows[turn] });
-    const routed: readonly number[] | unknown = keys('/v1/chat/completions', { messages: chat });
-    assert.ok(Array.isArray(routed), `turn ${turn + 2}: keys at once, nothing tokenized`);
-    const whole = blockKeys(idsOf(chat), BLOCK);
-    const known: number = routed.indexOf(0);
-    assert.ok(known > 0, 'keyed as far as the messages known before the last answer');
-    assert.deepEqual(routed.slice(0, known), whole.slice(0, known), 'exactly the tokenizer’s keys so far');
-    assert.ok(Math.abs(routed.length - whole.length) <= 2, `${routed.length} blocks ~ ${whole.length}`);
-    serve(chat, answers[turn + 1]);
-    assert.equal(learned, 1 + 2 * (turn + 1), 'the last answer and the newest message learned');
-  }
-  // The same turn again (a retry): every message known, its keys exactly the tokenizer's.
-  const retry = keys('/v1/chat/completions', { messages: chat });
-  assert.ok(Array.isArray(retry));
-  assert.deepEqual(retry, blockKeys(idsOf(chat), BLOCK));
-});
+    // The same turn again (a retry): every message known, its keys exactly the tokenizer's.
+    const retry = keys('/v1/chat/completions', { messages: chat });
+    assert.ok(Array.isArray(retry));
+    assert.deepEqual(retry, blockKeys(idsOf(chat), BLOCK));
+  });

@@ -143,3 +143,48 @@ test("two engines' chains whose blocks interleave are both learned; another prom
   ]);
   assert.equal(learner.watching, 0);
 });
+
+test("a done watch follows the engine's answer; the next turn's watch takes the chain up after it; an answer opening with reasoning is not followed", () => {
+  const THINK = 77;
+  const learner = new TurnLearner(CLOSE, GENERATION, THINK);
+  const learned: number[][][] = [];
+  const keep = (messages: number[][]) => learned.push(messages.map((ids) => [...ids]));
+  // A turn's prompt [1, 2, close | generation], then the engine's answer 40..48 as it generated it.
+  learner.watch({ starts: [{ parent: 500, at: 0 }], expect: [1], skip: 0, count: 1 }, keep);
+  const prompt = [1, 2, 90, 91, 80, 81, 82];
+  const keys = [500];
+  const chain = [...prompt, 40, 41, 42, 43, 44, 45, 46, 47, 48];
+  for (let from = 0; from + BLOCK <= chain.length; from += BLOCK) {
+    keys.push(chainKey(keys.at(-1) as number, chain, from, from + BLOCK));
+    learner.stored(keys.at(-2) as number, keys.at(-1) as number, chain, from, from + BLOCK);
+  }
+  assert.deepEqual(learned, [[[1, 2, 90, 91]]]);
+  assert.equal(learner.following, 1, 'its answer followed');
+  // The next turn: the history keeps the answer as generated, so the engine's prefill goes on from
+  // the answer's last block: 49 (the answer's last, unstored), its close, the user's message, close, generation.
+  learner.watch({ starts: [{ parent: keys[1], at: 0 }], expect: [80, 81, 82], skip: 0, count: 2 }, keep);
+  assert.equal(learner.following, 0, 'taken up by the next watch');
+  const next = [49, 90, 91, 60, 61, 90, 91, 80, 81, 82, 0, 0];
+  let parent = keys.at(-1) as number;
+  for (let from = 0; from + BLOCK <= next.length; from += BLOCK) {
+    const key = chainKey(parent, next, from, from + BLOCK);
+    learner.stored(parent, key, next, from, from + BLOCK);
+    parent = key;
+  }
+  assert.deepEqual(learned.at(-1), [
+    [80, 81, 82, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 90, 91],
+    [60, 61, 90, 91],
+  ]);
+  // A reasoning answer (opening with <think>): the next turn's history drops it; not followed.
+  const following = learner.following;
+  learner.watch({ starts: [{ parent: 900, at: 0 }], expect: [5], skip: 0, count: 1 }, keep);
+  const thinking = [5, 6, 90, 91, 80, 81, 82, THINK, 8, 8, 8, 8];
+  let at = 900;
+  for (let from = 0; from + BLOCK <= thinking.length; from += BLOCK) {
+    const key = chainKey(at, thinking, from, from + BLOCK);
+    learner.stored(at, key, thinking, from, from + BLOCK);
+    at = key;
+  }
+  assert.deepEqual(learned.at(-1), [[5, 6, 90, 91]]);
+  assert.equal(learner.following, following, 'a reasoning answer is not followed');
+});
