@@ -5,12 +5,13 @@
  * background work (probes, load scrapes) are left out: a file counts when it ran in each of
  * `--runs` requests. Then the order: every function those requests ran gets a logpoint (a
  * breakpoint whose condition records its file and never pauses), and one more request's trail of
- * function entries gives the files in the order it enters them, and how often it comes back to a
- * file it had left (the median of `--runs` requests). Issue #53's measure of how far a request
+ * function entries gives the files in the order it enters them, and the returns: the distinct pairs
+ * of files where it comes back from one to a file it had left (the median of `--runs` requests). Issue #53's measure of how far a request
  * travels through the house.
  *
  *   node --import tsx bench/path/request-path-run.ts [--runs 5]
  */
+import type { Profiler } from 'node:inspector';
 import { Session } from 'node:inspector/promises';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,7 +41,7 @@ await session.post('Profiler.enable');
 await session.post('Profiler.startPreciseCoverage', { callCount: true, detailed: false });
 const seen: Array<Set<string>> = [];
 /** The last request's coverage: the functions it ran. */
-let coverage: Array<{ scriptId: string; url: string; functions: Array<{ ranges: Array<{ startOffset: number; endOffset: number; count: number }> }> }> = [];
+let coverage: Profiler.ScriptCoverage[] = [];
 for (let run = 0; run < runs; run++) {
   await session.post('Profiler.takePreciseCoverage');
   await streamedChat(url);
@@ -95,20 +96,25 @@ for (let run = 0; run < runs; run++) {
   await new Promise((resolve) => setTimeout(resolve, 20));
   const entered = trail.files.filter((file, i, all) => i === 0 || all[i - 1] !== file);
   trail.files = undefined;
+  // A return: coming back to a file left earlier, counted once per pair of files (an answer's chunks
+  // take the same round again and again).
   const visited = new Set<number>();
-  let returns = 0;
-  for (const file of entered) {
-    if (visited.has(file)) returns++;
-    visited.add(file);
+  const backEdges = new Set<string>();
+  for (let i = 0; i < entered.length; i++) {
+    if (visited.has(entered[i])) backEdges.add(`${entered[i - 1]}>${entered[i]}`);
+    visited.add(entered[i]);
   }
+  const returns = backEdges.size;
   walks.push({ files: visited.size, returns, order: entered.map((file) => names[file]) });
 }
 await session.post('Debugger.disable');
 session.disconnect();
 walks.sort((a, b) => a.returns - b.returns);
 const walk = walks[Math.floor(walks.length / 2)];
-console.log(`\nentered in this order (the median request by returns):\n${walk.order.join(' → ')}`);
 console.log(
-  `${walk.files} files entered, ${walk.returns} returns to a file left earlier (each request: ${walks.map((w) => w.returns).join(', ')})`,
+  `\nentered in this order (the median request by returns), first 60:\n${walk.order.slice(0, 60).join(' → ')}`,
+);
+console.log(
+  `${walk.files} files entered, ${walk.returns} returns (pairs of files) to a file left earlier (each request: ${walks.map((w) => w.returns).join(', ')})`,
 );
 for (const fn of cleanups) await fn();
