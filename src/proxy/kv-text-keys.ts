@@ -109,9 +109,9 @@ export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opt
   const need = blockSize - (lead.length % blockSize) + blockSize;
   const cut = opts.mode === 'whole' ? -1 : text.indexOf(' ', need * HEAD_CHARS_PER_TOKEN);
   if (longestHeld(leadKeys) < leadKeys.length) {
-    // Most often a conversation's last answer: no engine holds its close (an engine caches what it
-    // generated, not the template's end of the turn), so nothing after it matches now, but the
-    // engine that prefills this prompt will hold the newest message for the next turn.
+    // No engine holds the lead whole (a conversation's last answer as the history renders it), so
+    // nothing after it matches now, but the engine that prefills this prompt will hold the newest
+    // message for the next turn.
     if (opts.mode === 'learn' && keep !== null) learnLater(reading, prefixOf(lead, blockSize, leadKeys), text, keep);
     const perChar = opts.leadTokensPerChar > 0 ? opts.leadTokensPerChar : 1 / CHARS_PER_TOKEN;
     return padded(reading, leadKeys, lead.length + text.length * perChar + after.length);
@@ -168,19 +168,23 @@ function messageChars(reader: ModelReader, { role, content }: CacheEntry): numbe
 
 /**
  * Learns the message in the background while its request goes on: a short one is tokenized whole
- * into the cache; a long one's head is, then watched for. Refused or failed tokenizing only means
- * its next turn tokenizes it.
+ * into the cache; a long one's head is, then watched for (replaying the blocks stored meanwhile).
+ * Refused or failed tokenizing only means its next turn tokenizes it.
  */
 function learnLater(reading: Reading, lead: Prefix, text: string, keep: Keep): void {
   const { reader } = reading;
-  const ignore = () => {};
   // Routing needs none of it now: the head only names the message's chain among others on its lead.
   const cut = text.indexOf(' ', LEARN_HEAD_CHARS);
-  if (cut < 0) encodeInto(reader, text, keep).catch(ignore);
-  else
-    reader.worker
-      .encode(text.slice(0, cut))
-      .then((head) => watchMessages(reading, lead, stableHead(head), [keep]), ignore);
+  if (cut < 0 || reader.learner === null) {
+    encodeInto(reader, text, keep).catch(() => {});
+    return;
+  }
+  // The engine may store the chain before the head is back: its blocks are kept for the watch.
+  const arrived = reader.learner.onTheWay();
+  reader.worker.encode(text.slice(0, cut)).then((head) => {
+    watchMessages(reading, lead, stableHead(head), [keep]);
+    arrived();
+  }, arrived);
 }
 
 /** `keys`, then a 0 for each block of an estimated `tokens` beyond them (a key no block has); counted. */

@@ -21,6 +21,8 @@
 const MAX_WATCHES = 4096;
 /** A chain longer than this many tokens without the end mark is given up. */
 const MAX_TOKENS = 32_768;
+/** Blocks kept while a watch is on its way (its head tokenized in the background): it replays them. */
+const RECENT_BLOCKS = 4096;
 /** Answers followed at most, the oldest given up past it; each for this many tokens at most. */
 const MAX_ANSWERS = 1024;
 const MAX_ANSWER_TOKENS = 2048;
@@ -92,6 +94,11 @@ export class TurnLearner {
   #hot: Watching | null = null;
   /** Answers followed, by `Answer.at`, and the watch following each. */
   readonly #answers = new Map<number, Watching>();
+  /** Watches on their way (`onTheWay`): while any is, stored blocks are kept for them to replay. */
+  #onTheWay = 0;
+  /** Blocks stored lately, by the key they hang from, and those keys in the order stored (one per block). */
+  readonly #recent = new Map<number, Array<{ readonly key: number; readonly tokens: number[] }>>();
+  readonly #recentOrder: number[] = [];
 
   constructor(close: readonly number[], generation: readonly number[], thinkStart: number | null = null) {
     this.#close = close;
@@ -129,17 +136,81 @@ export class TurnLearner {
     };
     this.#all.add(watching);
     for (const start of starts) this.#listAt(start.parent).push(watching);
+    if (this.#recent.size > 0) this.#replay(watching);
+  }
+
+  /**
+   * A watch will come that was asked for before its chain may be stored (its head is being
+   * tokenized): blocks are kept until `arrived` is called, so that it can replay them.
+   */
+  onTheWay(): () => void {
+    this.#onTheWay++;
+    let arrived = false;
+    return () => {
+      if (arrived) return;
+      arrived = true;
+      if (--this.#onTheWay > 0) return;
+      this.#recent.clear();
+      this.#recentOrder.length = 0;
+    };
+  }
+
+  /** Feeds a new watch the kept blocks of its chain, from its starts on, as if they came now. */
+  #replay(watching: Watching): void {
+    let parents = watching.starts.map((start) => start.parent);
+    while (parents.length > 0) {
+      const from = watching.parent;
+      for (const parent of parents) {
+        for (const block of this.#recent.get(parent) ?? []) {
+          this.#deliver(parent, block.key, block.tokens, 0, block.tokens.length, watching);
+          if (watching.parent !== from) break;
+        }
+        if (watching.parent !== from) break;
+      }
+      const waiting =
+        this.#all.has(watching) || (watching.answer !== null && this.#answers.get(watching.answer.at) === watching);
+      if (watching.parent === from || !waiting) return;
+      parents = [watching.parent as number];
+    }
+  }
+
+  #keep(parent: number, key: number, tokens: readonly number[], from: number, to: number): void {
+    let children = this.#recent.get(parent);
+    if (children === undefined) {
+      children = [];
+      this.#recent.set(parent, children);
+    }
+    children.push({ key, tokens: tokens.slice(from, to) });
+    this.#recentOrder.push(parent);
+    if (this.#recentOrder.length <= RECENT_BLOCKS) return;
+    const oldest = this.#recentOrder.shift() as number;
+    const siblings = this.#recent.get(oldest);
+    siblings?.shift();
+    if (siblings?.length === 0) this.#recent.delete(oldest);
   }
 
   /** A block an engine stored (kv-block-map.ts's listener). */
   stored(parent: number, key: number, tokens: readonly number[], from: number, to: number): void {
+    if (this.#onTheWay > 0) this.#keep(parent, key, tokens, from, to);
+    this.#deliver(parent, key, tokens, from, to, null);
+  }
+
+  /** Gives the block to the watches waiting at `parent` (`only`: to that one alone, a replay). */
+  #deliver(
+    parent: number,
+    key: number,
+    tokens: readonly number[],
+    from: number,
+    to: number,
+    only: Watching | null,
+  ): void {
     const hot = this.#hot;
     if (hot !== null && hot.parent !== parent) {
       this.#hot = null;
       this.#listAt(hot.parent as number).push(hot);
     }
     const list = this.#byParent.get(parent);
-    if (hot !== null && hot.parent === parent) {
+    if (hot !== null && hot.parent === parent && (only === null || only === hot)) {
       this.#hot = null;
       if (this.#continues(hot, hot.seen, tokens, from, to)) this.#advance(hot, parent, key, tokens, from, to);
       else this.#listAt(parent).push(hot);
@@ -147,6 +218,7 @@ export class TurnLearner {
     if (list === undefined) return;
     // Most often one watch: unlisting it empties `list` as the loop ends.
     for (const watching of list.length === 1 ? list : [...list]) {
+      if (only !== null && watching !== only) continue;
       const start = watching.parent === null ? watching.starts.find((s) => s.parent === parent) : undefined;
       const at = watching.parent === null ? start?.at : watching.seen;
       if (at === undefined || !this.#continues(watching, at, tokens, from, to)) continue;

@@ -188,3 +188,21 @@ test("a done watch follows the engine's answer; the next turn's watch takes the 
   assert.deepEqual(learned.at(-1), [[5, 6, 90, 91]]);
   assert.equal(learner.following, following, 'a reasoning answer is not followed');
 });
+
+test('a watch on its way (its head tokenized in the background) replays the blocks stored before it came', () => {
+  const learner = new TurnLearner(CLOSE, GENERATION);
+  const learned: number[][] = [];
+  const arrived = learner.onTheWay();
+  // The engine prefills and answers before the watch is asked for; another prompt's chain too.
+  store(learner, 300, [9, 9, 9, 9, 90, 91, 80, 81, 82, 0, 0, 0]);
+  store(learner, 300, [1, 2, 3, 4, 5, 6, 90, 91, 80, 81, 82, 33]);
+  learner.watch({ starts: [{ parent: 300, at: 0 }], expect: [1, 2], skip: 0, count: 1 }, ([ids]) =>
+    learned.push([...ids]),
+  );
+  arrived();
+  assert.deepEqual(learned, [[1, 2, 3, 4, 5, 6, 90, 91]], 'learned from the kept blocks');
+  // With no watch on its way, blocks are not kept: a late watch learns nothing.
+  store(learner, 400, [1, 2, 3, 4, 5, 6, 90, 91, 80, 81, 82, 33]);
+  learner.watch({ starts: [{ parent: 400, at: 0 }], expect: [1, 2], skip: 0, count: 1 }, () => assert.fail());
+  assert.equal(learner.watching, 1);
+});
