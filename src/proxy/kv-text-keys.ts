@@ -180,7 +180,7 @@ function learnLater(reading: Reading, lead: Prefix, text: string, keep: Keep): v
     return;
   }
   // The engine may store the chain before the head is back: its blocks are kept for the watch.
-  const arrived = reader.learner.onTheWay();
+  const arrived = reader.learner.kept.onTheWay();
   reader.worker.encode(text.slice(0, cut)).then((head) => {
     watchMessages(reading, lead, stableHead(head), [keep]);
     arrived();

@@ -1,41 +1,25 @@
 /**
- * A conversation's new messages, their token ids learned from the engine that prefilled them (issue
- * #55) rather than tokenized: the engine's `BlockStored` events for a prompt carry every token of it,
- * exactly as the engine tokenized them, which the conversation's next turn repeats. A turn's new
- * messages are the last answer and the user's newest message. A watch starts at the block key the
- * new messages' first block hangs from, follows the stored chain whose tokens begin as expected,
- * splits it at each message's close, and ends at the last message's close followed by the
- * generation prompt (ChatML's `<|im_end|>\n<|im_start|>assistant\n`).
- *
- * Where the engine generated the answer with reasoning that the template drops from the history
- * (Qwen3's thinking), its next prefill stores the history anew from the answer on: the next turn's
- * watch starts after the prompt. Where the history keeps the answer as generated, the engine holds
- * it already and its next prefill stores from inside it: so a done watch follows the chain on
- * through the engine's answer (unless that opens with reasoning), and the next turn's watch takes
- * the chain up after any of the answer's blocks. A watch the engine never completes (evicted, events
- * lost) costs nothing: the next turn tokenizes the messages instead. Bounded: `MAX_WATCHES` at once,
- * the oldest dropped; `MAX_ANSWERS` answers followed, `MAX_ANSWER_TOKENS` each. Pure: no clock, no I/O.
- */
+ * A conversation's new messages (the last answer and the user's newest), their token ids learned
+ * from the engine that prefilled them (issue #55) rather than tokenized: the engine's `BlockStored`
+ * events carry every token of a prompt as the engine tokenized it, which the next turn repeats. A
+ * watch starts at the block key the new messages' first block hangs from, follows the stored chain
+ * whose tokens begin as expected, splits it at each close, and ends at the last message's close
+ * followed by the generation prompt (ChatML's `<|im_end|>\n<|im_start|>assistant\n`). Where the
+ * answer reasoned first and the history drops that (Qwen3), the next prefill stores the history anew
+ * from the answer on; where the history keeps the answer as generated, a done watch follows the
+ * engine's answer (kv-followed-answer.ts) and the next turn's watch takes the chain up after it.
+ * A watch the engine never completes (evicted, events lost) costs nothing: the next turn tokenizes
+ * the messages instead. Bounded: `MAX_WATCHES` at once, `MAX_ANSWERS` followed. Pure: no I/O. */
+
+import { type ChainStart, FollowedAnswer } from './kv-followed-answer.js';
+import { KeptBlocks } from './kv-kept-blocks.js';
 
 /** Watches held at most; past it the oldest goes (its messages are tokenized instead). */
 const MAX_WATCHES = 4096;
 /** A chain longer than this many tokens without the end mark is given up. */
 const MAX_TOKENS = 32_768;
-/** Blocks kept while a watch is on its way (its head tokenized in the background): it replays them. */
-const RECENT_BLOCKS = 4096;
-/** Answers followed at most, the oldest given up past it; each for this many tokens at most. */
+/** Answers followed at most (kv-followed-answer.ts), the oldest given up past it. */
 const MAX_ANSWERS = 1024;
-const MAX_ANSWER_TOKENS = 2048;
-
-/**
- * A block key the chain's first stored block may hang from, how many tokens of the chain precede
- * that block, and which they are when not `expect`'s (an answer the engine held).
- */
-interface ChainStart {
-  readonly parent: number;
-  readonly at: number;
-  readonly pre?: ArrayLike<number>;
-}
 
 /** Where a watch starts and what its chain must look like. */
 export interface WatchSpec {
@@ -52,19 +36,6 @@ export interface WatchSpec {
   readonly count: number;
 }
 
-/** An engine's answer after a prompt, followed from the end of the block the prompt's last full block is. */
-interface Answer {
-  /** Where it is filed: that block's key. */
-  readonly at: number;
-  /** The chain's tokens from that block's end: the prompt's partial last block, then the answer's. */
-  readonly tokens: number[];
-  /** Where the answer starts in `tokens`. */
-  readonly opens: number;
-  /** The keys of the blocks followed, in order, and where each ends in `tokens`. */
-  readonly keys: number[];
-  readonly ends: number[];
-}
-
 interface Watching extends WatchSpec {
   /** The messages' ids, each its close included. */
   readonly done: (messages: number[][]) => void;
@@ -79,7 +50,7 @@ interface Watching extends WatchSpec {
   /** The key the chain's next block hangs from (null: not started, listed at each of `starts`). */
   parent: number | null;
   /** Once done: the engine's answer it follows. */
-  answer: Answer | null;
+  answer: FollowedAnswer | null;
 }
 
 export class TurnLearner {
@@ -94,11 +65,8 @@ export class TurnLearner {
   #hot: Watching | null = null;
   /** Answers followed, by `Answer.at`, and the watch following each. */
   readonly #answers = new Map<number, Watching>();
-  /** Watches on their way (`onTheWay`): while any is, stored blocks are kept for them to replay. */
-  #onTheWay = 0;
-  /** Blocks stored lately, by the key they hang from, and those keys in the order stored (one per block). */
-  readonly #recent = new Map<number, Array<{ readonly key: number; readonly tokens: number[] }>>();
-  readonly #recentOrder: number[] = [];
+  /** Blocks kept while a watch is on its way (its head tokenized in the background): it replays them. */
+  readonly kept = new KeptBlocks();
 
   constructor(close: readonly number[], generation: readonly number[], thinkStart: number | null = null) {
     this.#close = close;
@@ -136,23 +104,7 @@ export class TurnLearner {
     };
     this.#all.add(watching);
     for (const start of starts) this.#listAt(start.parent).push(watching);
-    if (this.#recent.size > 0) this.#replay(watching);
-  }
-
-  /**
-   * A watch will come that was asked for before its chain may be stored (its head is being
-   * tokenized): blocks are kept until `arrived` is called, so that it can replay them.
-   */
-  onTheWay(): () => void {
-    this.#onTheWay++;
-    let arrived = false;
-    return () => {
-      if (arrived) return;
-      arrived = true;
-      if (--this.#onTheWay > 0) return;
-      this.#recent.clear();
-      this.#recentOrder.length = 0;
-    };
+    if (!this.kept.empty) this.#replay(watching);
   }
 
   /** Feeds a new watch the kept blocks of its chain, from its starts on, as if they came now. */
@@ -161,7 +113,7 @@ export class TurnLearner {
     while (parents.length > 0) {
       const from = watching.parent;
       for (const parent of parents) {
-        for (const block of this.#recent.get(parent) ?? []) {
+        for (const block of this.kept.children(parent)) {
           this.#deliver(parent, block.key, block.tokens, 0, block.tokens.length, watching);
           if (watching.parent !== from) break;
         }
@@ -174,24 +126,9 @@ export class TurnLearner {
     }
   }
 
-  #keep(parent: number, key: number, tokens: readonly number[], from: number, to: number): void {
-    let children = this.#recent.get(parent);
-    if (children === undefined) {
-      children = [];
-      this.#recent.set(parent, children);
-    }
-    children.push({ key, tokens: tokens.slice(from, to) });
-    this.#recentOrder.push(parent);
-    if (this.#recentOrder.length <= RECENT_BLOCKS) return;
-    const oldest = this.#recentOrder.shift() as number;
-    const siblings = this.#recent.get(oldest);
-    siblings?.shift();
-    if (siblings?.length === 0) this.#recent.delete(oldest);
-  }
-
   /** A block an engine stored (kv-block-map.ts's listener). */
   stored(parent: number, key: number, tokens: readonly number[], from: number, to: number): void {
-    if (this.#onTheWay > 0) this.#keep(parent, key, tokens, from, to);
+    this.kept.stored(parent, key, tokens, from, to);
     this.#deliver(parent, key, tokens, from, to, null);
   }
 
@@ -238,11 +175,8 @@ export class TurnLearner {
     for (const start of spec.starts) {
       const follower = this.#answers.get(start.parent);
       if (follower?.answer == null) continue;
-      const answer = follower.answer;
       this.#drop(follower);
-      const pre = [...Array.from(spec.expect).slice(0, start.at), ...answer.tokens];
-      for (let i = start.at; i < spec.expect.length; i++) if (pre[i] !== spec.expect[i]) return [];
-      return answer.keys.map((parent, i) => ({ parent, at: start.at + answer.ends[i], pre }));
+      return follower.answer.startsFor(start, spec.expect);
     }
     return [];
   }
@@ -251,7 +185,9 @@ export class TurnLearner {
   #advance(watching: Watching, parent: number, key: number, tokens: readonly number[], from: number, to: number): void {
     watching.parent = key;
     if (watching.answer !== null) {
-      this.#follow(watching, watching.answer, key, tokens, from, to);
+      watching.answer.add(key, tokens, from, to);
+      if (watching.answer.worthFollowing(this.#thinkStart)) this.#wait(watching, key);
+      else this.#drop(watching);
       return;
     }
     for (let i = from; i < to; i++) this.#take(watching, tokens[i]);
@@ -273,46 +209,18 @@ export class TurnLearner {
     else this.#listAt(key).push(watching);
   }
 
-  /**
-   * A watch done at a block (`key`, hanging from `previous`) follows the engine's answer, filed under
-   * the key of the block the prompt's last full block is, where the next turn's watch starts.
-   */
+  /** A watch done at a block (`key`, hanging from `previous`) follows the engine's answer, where the next turn's watch starts. */
   #startFollowing(watching: Watching, previous: number, key: number, blockSize: number): void {
-    const { skip, collected } = watching;
-    // The chain starts at a block boundary; the prompt ends after the generation prompt.
-    const promptEnd = skip + watching.ends[watching.count - 1] + this.#generation.length;
-    const chainEnd = skip + collected.length;
-    const boundary = Math.floor(promptEnd / blockSize) * blockSize;
-    // That block is this one, or the one before; a prompt ending earlier in this block is not followed.
-    const at = boundary === chainEnd ? key : boundary === chainEnd - blockSize ? previous : null;
-    if (at === null || boundary < skip) return;
-    const tokens = collected.slice(boundary - skip);
-    const answer: Answer = { at, tokens, opens: promptEnd - boundary, keys: [], ends: [] };
-    if (boundary < chainEnd) {
-      answer.keys.push(key);
-      answer.ends.push(tokens.length);
-    }
-    if (!this.#worthFollowing(answer)) return;
+    const promptEnd = watching.skip + watching.ends[watching.count - 1] + this.#generation.length;
+    const answer = FollowedAnswer.after({ ...watching, promptEnd }, previous, key, blockSize);
+    if (answer === null || !answer.worthFollowing(this.#thinkStart)) return;
+    const { at } = answer;
     const earlier =
       this.#answers.get(at) ?? (this.#answers.size >= MAX_ANSWERS ? this.#answers.values().next().value : undefined);
     if (earlier !== undefined) this.#drop(earlier);
     watching.answer = answer;
     this.#answers.set(at, watching);
     this.#wait(watching, key);
-  }
-
-  #follow(watching: Watching, answer: Answer, key: number, tokens: readonly number[], from: number, to: number): void {
-    for (let i = from; i < to; i++) answer.tokens.push(tokens[i]);
-    answer.keys.push(key);
-    answer.ends.push(answer.tokens.length);
-    if (this.#worthFollowing(answer)) this.#wait(watching, key);
-    else this.#drop(watching);
-  }
-
-  /** An answer that opens with reasoning is dropped from the history (no next turn goes on from it); a long one costs too much. */
-  #worthFollowing(answer: Answer): boolean {
-    const { tokens, opens } = answer;
-    return tokens.length <= MAX_ANSWER_TOKENS && (tokens.length <= opens || tokens[opens] !== this.#thinkStart);
   }
 
   /** Whether `tokens[from..to)`, `at` tokens into the chain, go on as its expected start says. */

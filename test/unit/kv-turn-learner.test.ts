@@ -192,7 +192,7 @@ test("a done watch follows the engine's answer; the next turn's watch takes the 
 test('a watch on its way (its head tokenized in the background) replays the blocks stored before it came', () => {
   const learner = new TurnLearner(CLOSE, GENERATION);
   const learned: number[][] = [];
-  const arrived = learner.onTheWay();
+  const arrived = learner.kept.onTheWay();
   // The engine prefills and answers before the watch is asked for; another prompt's chain too.
   store(learner, 300, [9, 9, 9, 9, 90, 91, 80, 81, 82, 0, 0, 0]);
   store(learner, 300, [1, 2, 3, 4, 5, 6, 90, 91, 80, 81, 82, 33]);
