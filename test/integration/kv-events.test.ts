@@ -17,6 +17,7 @@ import { KvAware } from '../../src/routing/policies/kv-aware.js';
 import type { SimOptions } from '../../src/sim/index.js';
 import { createSims, startGateway } from '../helpers/fleet.js';
 import { freePort } from '../helpers/net.js';
+import { startShipped } from '../helpers/shipped.js';
 import { waitFor } from '../helpers/wait.js';
 
 const MODEL = packagedQwen3Dir();
@@ -227,23 +228,42 @@ describe("kv-aware over the engines' KV events", () => {
   });
 });
 
-test('with the start-up warm-up on (as shipped), /readyz waits for the tokenizer: the first request is keyed', async (t) => {
+test('as shipped with kv-aware opted in (warm-up on): /readyz waits for the tokenizer, the first request is keyed, a third turn waits for none', async (t) => {
   const sims = await createSims(t, [sim(), sim()]);
   for (const s of sims) s.start();
   await Promise.all(sims.map((s) => s.whenReady()));
-  const { url } = await startGateway(t, {
-    backends: sims.map((s) => ({ url: s.url, name: s.name })),
+  const backends = sims.map((s) => ({ url: s.url, name: s.name }));
+  const { gateway, url } = await startShipped(t, 'shipped', backends, {
     model: { dir: MODEL },
     routing: { policy: 'kv-aware' },
-    upstream: { warm_up: true },
   });
+  assert.ok(gateway.config.upstream.warm_up, 'the shipped config warms up');
   await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, { what: 'ready', timeoutMs: 20_000 });
   await waitFor(async () => (await fleetStatus(url)).backends.every((b) => b.kv_events.state === 'live'), {
     what: 'every backend subscribed',
   });
-  await chat(url, [{ role: 'user', content: `The first request: ${'a question about rack power '.repeat(20)}` }]);
+  const messages = [
+    { role: 'system', content: SYSTEM },
+    { role: 'user', content: `The first request: ${'a question about rack power '.repeat(20)}` },
+  ];
+  const first = await chat(url, messages);
   assert.equal(await metric(url, 'fleetgate_kv_unkeyed_total{reason="wait"}'), 0, 'keyed, not past tokenize_wait');
   assert.equal(await metric(url, 'fleetgate_kv_tokenize_wait_seconds_count'), 1);
+  // Its second turn: the answer (without its thinking, as a reasoning parser gives it) and a follow-up,
+  // learned from the engine that prefills it; the third turn needs no tokenizing.
+  const answer = first.content.includes('</think>') ? first.content.split('</think>')[1].trim() : 'Rack 12.';
+  messages.push(
+    { role: 'assistant', content: answer },
+    { role: 'user', content: `And its cooling? ${'Which loop feeds it, at what flow? '.repeat(8)}` },
+  );
+  await chat(url, messages, 32);
+  await waitFor(async () => (await metric(url, 'fleetgate_kv_learned_messages_total')) >= 2, {
+    what: "the second turn's answer and follow-up learned",
+  });
+  const waited = await metric(url, 'fleetgate_kv_tokenize_wait_seconds_count');
+  messages.push({ role: 'assistant', content: 'Loop A.' }, { role: 'user', content: 'Thanks. And rack 14?' });
+  await chat(url, messages);
+  assert.equal(await metric(url, 'fleetgate_kv_tokenize_wait_seconds_count'), waited, 'the third turn waited for none');
 });
 
 test('two replicas subscribed to the same engines pick the same backend for >= 99% of requests', async (t) => {
