@@ -18,6 +18,8 @@ export interface Frame {
   readonly generation: readonly number[];
   /** Token ids of `close`. */
   readonly closeIds: readonly number[];
+  /** The token ids an assistant message in the history opens with that the generation prompt opens with too. */
+  readonly answerOpen: readonly number[];
 }
 
 const MARK = ['\u0001a\u0001', '\u0001b\u0001', '\u0001c\u0001', '\u0001d\u0001', '\u0001e\u0001'];
@@ -49,11 +51,16 @@ export function probe(model: ChatModel): Frame | null {
       if (open.has(role) && open.get(role) !== own) return null;
       open.set(role, own);
     }
+    const generation = model.encode(tail.slice(close.length));
+    const assistantOpen = model.encode(open.get('assistant') ?? '');
+    let shared = 0;
+    while (shared < generation.length && generation[shared] === assistantOpen[shared]) shared++;
     const frame: Frame = {
       open,
       close,
-      generation: model.encode(tail.slice(close.length)),
+      generation,
       closeIds: model.encode(close),
+      answerOpen: generation.slice(0, shared),
     };
     // The cache's premise, checked on a conversation without a system message: the whole prompt's
     // ids are the messages' ids one after the other.

@@ -84,8 +84,6 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
       firstTurns: new TokenCache(Math.min(opts.cacheSize, FIRST_TURNS)),
       prefixes: new PrefixMemo(Math.min(opts.cacheSize, HISTORIES)),
       learner: learns ? new TurnLearner(frame.closeIds, frame.generation, thinkStart(model)) : null,
-      answerOpen:
-        frame === null ? NO_IDS : commonStart(frame.generation, model.encode(frame.open.get('assistant') ?? '')),
     };
   };
   const named = new Map(Object.entries(opts.model.dirs).map(([name, dir]) => [name, readerOf(dir)]));
@@ -169,7 +167,7 @@ function chatKeys(reading: Reading, frame: Frame, messages: ReadonlyArray<{ role
   const turnKeys = (history: Ids[]) => {
     const before = reader.prefixes.of(history, reading.blockSize);
     const keep = (m: { role: string; content: string }) => ({ entry: m, into: reader.cache });
-    watchMessages(reading, before, reader.answerOpen, [keep(messages[answer]), keep(lastMessage)]);
+    watchMessages(reading, before, frame.answerOpen, [keep(messages[answer]), keep(lastMessage)]);
     const answerIds = parts[answer];
     const lead = answerIds === undefined ? before : extend(before, [answerIds], reading.blockSize);
     const through = answerIds === undefined ? answer : last;
@@ -222,11 +220,4 @@ function cached(reader: ModelReader, m: { role: string; content: string }): Ids 
 function thinkStart(model: ChatModel): number | null {
   const ids = model.think === null ? [] : model.encode(model.think.start);
   return ids.length === 1 ? ids[0] : null;
-}
-
-/** The tokens `a` and `b` start with alike. */
-function commonStart(a: Ids, b: Ids): Uint32Array {
-  let n = 0;
-  while (n < a.length && n < b.length && a[n] === b[n]) n++;
-  return Uint32Array.from({ length: n }, (_, i) => a[i]);
 }

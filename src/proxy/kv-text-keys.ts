@@ -39,8 +39,6 @@ export interface ModelReader {
   readonly prefixes: PrefixMemo;
   /** Learns a conversation's new messages from the engine (null: no frame, or tokenizing whole). */
   readonly learner: TurnLearner | null;
-  /** The first tokens of an answer as history renders it that the generation prompt ends with. */
-  readonly answerOpen: Ids;
 }
 
 /**

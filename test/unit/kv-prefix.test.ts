@@ -6,7 +6,7 @@ import { concat, PrefixMemo } from '../../src/proxy/kv-prefix.js';
 const BLOCK = 16;
 const ids = (seed: number, n: number) => Uint32Array.from({ length: n }, (_, i) => (seed * 7919 + i * 31) % 150_000);
 
-test("a conversation's history keys: each turn extends the last one's, exactly the whole history's keys", () => {
+test("a conversation's history keys: each turn extends the last one's, exactly the whole history's keys; the same history again is the memo's", () => {
   const memo = new PrefixMemo(8);
   const system = ids(1, 700);
   const history: Uint32Array[] = [system, ids(2, 90)];
@@ -16,6 +16,7 @@ test("a conversation's history keys: each turn extends the last one's, exactly t
     assert.deepEqual(prefix.keys, blockKeys(whole, BLOCK), `turn ${turn}: the keys`);
     assert.equal(prefix.length, whole.length);
     assert.deepEqual(Array.from(prefix.tail), [...whole.subarray(prefix.keys.length * BLOCK)], 'the tail');
+    assert.equal(memo.of(history, BLOCK), prefix, "the same history again: the memo's own, nothing hashed");
     history.push(ids(10 + turn, 37 + turn * 13), ids(20 + turn, 51 + turn));
   }
   // The same message object at another place (a repeated "Thanks!"): matched by the whole sequence, not the last.
