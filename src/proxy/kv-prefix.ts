@@ -43,15 +43,23 @@ export function extend(prefix: Prefix, more: readonly Ids[], blockSize: number):
   block.set(prefix.tail);
   let fill = prefix.tail.length;
   let parent = keys.length > 0 ? keys[keys.length - 1] : ROOT_KEY;
-  for (const part of more)
-    for (let i = 0; i < part.length; i++) {
-      block[fill++] = part[i];
-      if (fill < blockSize) continue;
-      parent = chainKey(parent, block, 0, blockSize);
+  for (const part of more) {
+    let i = 0;
+    while (i < part.length) {
+      if (fill === 0 && part.length - i >= blockSize) {
+        // A whole block in `part`: hashed where it lies.
+        parent = chainKey(parent, part, i, i + blockSize);
+        i += blockSize;
+      } else {
+        block[fill++] = part[i++];
+        if (fill < blockSize) continue;
+        parent = chainKey(parent, block, 0, blockSize);
+        fill = 0;
+      }
       keys.push(parent);
-      fill = 0;
       if (keys.length >= MAX_BLOCKS) return { keys, tail: NO_IDS, length };
     }
+  }
   return { keys, tail: block.subarray(0, fill), length };
 }
 

@@ -20,6 +20,7 @@ const MAX_WATCHES = 4096;
 const MAX_TOKENS = 32_768;
 /** Answers followed at most (kv-followed-answer.ts), the oldest given up past it. */
 const MAX_ANSWERS = 1024;
+const NO_STARTS: readonly ChainStart[] = [];
 
 /** Where a watch starts and what its chain must look like. */
 export interface WatchSpec {
@@ -38,7 +39,7 @@ export interface WatchSpec {
 
 interface Watching extends WatchSpec {
   /** The messages' ids, each its close included. */
-  readonly done: (messages: number[][]) => void;
+  readonly done: (messages: Uint32Array[]) => void;
   /** The chain's tokens from `skip` on. */
   readonly collected: number[];
   /** Indexes of `collected` just past each close found. */
@@ -85,10 +86,11 @@ export class TurnLearner {
   }
 
   /** Learns `spec.count` messages; `done` gets their ids, each with its close. */
-  watch(spec: WatchSpec, done: (messages: number[][]) => void): void {
+  watch(spec: WatchSpec, done: (messages: Uint32Array[]) => void): void {
     if (this.#all.size >= MAX_WATCHES) this.#drop(this.#all.values().next().value as Watching);
     const { expect, skip, count } = spec;
-    const starts = [...spec.starts, ...this.#takeUpAnswer(spec)];
+    const takenUp = this.#answers.size === 0 ? NO_STARTS : this.#takeUpAnswer(spec);
+    const starts = takenUp.length === 0 ? spec.starts : [...spec.starts, ...takenUp];
     const watching: Watching = {
       starts,
       expect,
@@ -190,7 +192,10 @@ export class TurnLearner {
       else this.#drop(watching);
       return;
     }
-    for (let i = from; i < to; i++) this.#take(watching, tokens[i]);
+    const { collected, skip } = watching;
+    const taken = Math.max(from, from + skip - watching.seen);
+    for (let i = taken; i < to; i++) collected.push(tokens[i]);
+    watching.seen += to - from;
     const outcome = this.#read(watching);
     if (outcome === 'more' && watching.collected.length <= MAX_TOKENS) {
       this.#wait(watching, key);
@@ -198,8 +203,10 @@ export class TurnLearner {
     }
     this.#all.delete(watching);
     if (outcome !== 'done') return;
-    const { collected, ends } = watching;
-    watching.done(ends.map((end, i) => collected.slice(i === 0 ? 0 : ends[i - 1], end)));
+    const { ends } = watching;
+    // One typed array for the messages (as the tokenizer's ids are: the readers of ids see one kind).
+    const ids = Uint32Array.from(collected.slice(0, ends[ends.length - 1]));
+    watching.done(ends.map((end, i) => ids.subarray(i === 0 ? 0 : ends[i - 1], end)));
     this.#startFollowing(watching, parent, key, to - from);
   }
 
@@ -212,7 +219,8 @@ export class TurnLearner {
   /** A watch done at a block (`key`, hanging from `previous`) follows the engine's answer, where the next turn's watch starts. */
   #startFollowing(watching: Watching, previous: number, key: number, blockSize: number): void {
     const promptEnd = watching.skip + watching.ends[watching.count - 1] + this.#generation.length;
-    const answer = FollowedAnswer.after({ ...watching, promptEnd }, previous, key, blockSize);
+    const { skip, collected } = watching;
+    const answer = FollowedAnswer.after({ skip, collected, promptEnd }, previous, key, blockSize);
     if (answer === null || !answer.worthFollowing(this.#thinkStart)) return;
     const { at } = answer;
     const earlier =

@@ -148,7 +148,7 @@ test("a done watch follows the engine's answer; the next turn's watch takes the 
   const THINK = 77;
   const learner = new TurnLearner(CLOSE, GENERATION, THINK);
   const learned: number[][][] = [];
-  const keep = (messages: number[][]) => learned.push(messages.map((ids) => [...ids]));
+  const keep = (messages: Uint32Array[]) => learned.push(messages.map((ids) => [...ids]));
   // A turn's prompt [1, 2, close | generation], then the engine's answer 40..48 as it generated it.
   learner.watch({ starts: [{ parent: 500, at: 0 }], expect: [1], skip: 0, count: 1 }, keep);
   const prompt = [1, 2, 90, 91, 80, 81, 82];
