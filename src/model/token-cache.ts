@@ -24,6 +24,17 @@ export class TokenCache {
     return hit.ids;
   }
 
+  /**
+   * The ids kept for `content`: those held already (other ids of the same text, an object the
+   * histories' memo knows by identity), else `ids`, kept from now on.
+   */
+  keep(role: string, content: string, ids: Ids): Ids {
+    const held = this.get(role, content);
+    if (held !== undefined) return held;
+    this.set(role, content, ids);
+    return ids;
+  }
+
   set(role: string, content: string, ids: Ids): void {
     if (this.#size === 0) return;
     this.#entries.delete(content);

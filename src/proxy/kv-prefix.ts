@@ -63,6 +63,19 @@ export function extend(prefix: Prefix, more: readonly Ids[], blockSize: number):
   return { keys, tail: block.subarray(0, fill), length };
 }
 
+/**
+ * `lead` followed by `more`, the keys of whose blocks (from the lead's last full block on) an
+ * engine's events gave already (kv-turn-learner.ts): nothing is hashed. Null past `MAX_BLOCKS` or
+ * when the keys fall short.
+ */
+export function extendKnown(lead: Prefix, more: readonly Ids[], chainKeys: Keys, blockSize: number): Prefix | null {
+  const chain = concat(lead.tail, ...more);
+  const full = Math.floor(chain.length / blockSize);
+  if (chainKeys.length < full || lead.keys.length + full > MAX_BLOCKS) return null;
+  const keys = lead.keys.concat(chainKeys.slice(0, full));
+  return { keys, tail: chain.subarray(full * blockSize), length: lead.length - lead.tail.length + chain.length };
+}
+
 export function concat(...parts: Ids[]): Uint32Array {
   let length = 0;
   for (const part of parts) length += part.length;
@@ -102,9 +115,14 @@ export class PrefixMemo {
       prefix = from === messages.length ? memo.prefix : extend(memo.prefix, messages.slice(from), blockSize);
     }
     prefix ??= prefixOf(concat(...messages), blockSize);
-    if (this.#size > 0 && messages.length > 0)
-      this.#remember(messages[messages.length - 1], { messages: messages.slice(), blockSize, prefix });
+    this.remember(messages.slice(), blockSize, prefix);
     return prefix;
+  }
+
+  /** `prefix` as the keys of `messages` (ids, in order, not changed after): their `of` takes it as it is. */
+  remember(messages: readonly Ids[], blockSize: number, prefix: Prefix): void {
+    if (this.#size > 0 && messages.length > 0)
+      this.#remember(messages[messages.length - 1], { messages, blockSize, prefix });
   }
 
   #remember(last: Ids, memo: Memo): void {

@@ -167,7 +167,7 @@ function chatKeys(reading: Reading, frame: Frame, messages: ReadonlyArray<{ role
   const turnKeys = (history: Ids[]) => {
     const before = reader.prefixes.of(history, reading.blockSize);
     const keep = (m: { role: string; content: string }) => ({ entry: m, into: reader.cache });
-    watchMessages(reading, before, frame.answerOpen, [keep(messages[answer]), keep(lastMessage)]);
+    watchMessages(reading, before, frame.answerOpen, [keep(messages[answer]), keep(lastMessage)], history);
     const answerIds = parts[answer];
     const lead = answerIds === undefined ? before : extend(before, [answerIds], reading.blockSize);
     const through = answerIds === undefined ? answer : last;

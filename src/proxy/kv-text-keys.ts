@@ -13,6 +13,7 @@ import type { ChatModel } from '../model/chat-model.js';
 import type { TokenCache } from '../model/token-cache.js';
 import {
   concat,
+  extendKnown,
   type Ids,
   type Keys,
   MAX_BLOCKS,
@@ -133,19 +134,27 @@ export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opt
 
 /**
  * Watches for the engine's blocks of `messages`, which follow `lead` (ids known) and begin with
- * `then` (an answer's opening, a head); keeps each message's ids once seen.
+ * `then` (an answer's opening, a head); keeps each message's ids once seen, and, given the
+ * `history` whose keys `lead` is, the keys through them from the engine's blocks (the next turn
+ * hashes none of it).
  */
-export function watchMessages(reading: Reading, lead: Prefix, then: Ids, messages: readonly Keep[]): void {
+export function watchMessages(
+  reading: Reading,
+  lead: Prefix,
+  then: Ids,
+  messages: readonly Keep[],
+  history?: readonly Ids[],
+): void {
   const { reader, blockSize } = reading;
   const whole = lead.keys.length * blockSize + lead.tail.length === lead.length;
   if (reader.learner === null || lead.keys.length === 0 || !whole) return;
   // The chain hangs from the lead's last full block or, where an engine held more of what the
   // messages begin with (an answer's opening, a head other prompts share), from a block further in.
-  const expect = [...Array.from(lead.tail), ...Array.from(then)];
+  const expect = concat(lead.tail, then);
   const starts = [{ parent: lead.keys[lead.keys.length - 1], at: 0 }];
   for (let at = blockSize; at <= expect.length; at += blockSize)
     starts.push({ parent: chainKey(starts[starts.length - 1].parent, expect, at - blockSize, at), at });
-  reader.learner.watch({ starts, expect, skip: lead.tail.length, count: messages.length }, (ids) => {
+  reader.learner.watch({ starts, expect, skip: lead.tail.length, count: messages.length }, (ids, chainKeys) => {
     // Another prompt on the same lead (a retried turn, edited) could give other messages: each is
     // kept only at a plausible 1.5 to 12 characters per token.
     const plausible = (i: number) => {
@@ -153,8 +162,11 @@ export function watchMessages(reading: Reading, lead: Prefix, then: Ids, message
       return ids[i].length * 1.5 <= chars && ids[i].length * 12 >= chars;
     };
     if (!ids.every((_, i) => plausible(i))) return;
-    for (const [i, { entry, into }] of messages.entries()) into.set(entry.role, entry.content, ids[i]);
+    const kept = messages.map(({ entry, into }, i) => into.keep(entry.role, entry.content, ids[i]));
     reading.learned(ids.length);
+    if (history === undefined || chainKeys === null) return;
+    const known = extendKnown(lead, ids, chainKeys, blockSize);
+    if (known !== null) reader.prefixes.remember([...history, ...kept], blockSize, known);
   });
 }
 

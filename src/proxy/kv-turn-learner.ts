@@ -38,14 +38,15 @@ export interface WatchSpec {
 }
 
 interface Watching extends WatchSpec {
-  /** The messages' ids, each its close included. */
-  readonly done: (messages: Uint32Array[]) => void;
+  readonly done: LearnedMessages;
   /** The chain's tokens from `skip` on. */
   readonly collected: number[];
   /** Indexes of `collected` just past each close found. */
   readonly ends: number[];
   /** Chain tokens seen (`expect` is checked against them). */
   seen: number;
+  /** The keys of the chain's blocks in order from its start (null: it began after blocks not its own, an answer's). */
+  keys: number[] | null;
   /** Where the search for the next close resumes. */
   scanned: number;
   /** The key the chain's next block hangs from (null: not started, listed at each of `starts`). */
@@ -53,6 +54,13 @@ interface Watching extends WatchSpec {
   /** Once done: the engine's answer it follows. */
   answer: FollowedAnswer | null;
 }
+
+/**
+ * A watch's messages' ids (each its close included), and the keys of its chain's blocks from the
+ * first one after the lead's last full block, as the engine's events gave them (null when its chain
+ * began inside an answer followed).
+ */
+export type LearnedMessages = (messages: Uint32Array[], chainKeys: readonly number[] | null) => void;
 
 export class TurnLearner {
   readonly #close: readonly number[];
@@ -86,7 +94,7 @@ export class TurnLearner {
   }
 
   /** Learns `spec.count` messages; `done` gets their ids, each with its close. */
-  watch(spec: WatchSpec, done: (messages: Uint32Array[]) => void): void {
+  watch(spec: WatchSpec, done: LearnedMessages): void {
     if (this.#all.size >= MAX_WATCHES) this.#drop(this.#all.values().next().value as Watching);
     const { expect, skip, count } = spec;
     const takenUp = this.#answers.size === 0 ? NO_STARTS : this.#takeUpAnswer(spec);
@@ -100,6 +108,7 @@ export class TurnLearner {
       collected: [],
       ends: [],
       seen: 0,
+      keys: [],
       scanned: 0,
       parent: null,
       answer: null,
@@ -162,8 +171,14 @@ export class TurnLearner {
       const at = watching.parent === null ? start?.at : watching.seen;
       if (at === undefined || !this.#continues(watching, at, tokens, from, to)) continue;
       this.#unlist(watching);
-      // Started further in: the tokens before this block are the expected ones, or the answer's.
+      // Started further in: the tokens before this block are the expected ones (their blocks' keys
+      // those of the starts before), or the answer's.
       const pre = start?.pre ?? watching.expect;
+      if (start?.pre !== undefined) watching.keys = null;
+      else if (start !== undefined)
+        for (const earlier of watching.starts)
+          if (earlier.pre === undefined && earlier.at > 0 && earlier.at <= start.at)
+            watching.keys?.push(earlier.parent);
       while (watching.seen < at) this.#take(watching, pre[watching.seen]);
       this.#advance(watching, parent, key, tokens, from, to);
     }
@@ -193,6 +208,7 @@ export class TurnLearner {
       return;
     }
     const { collected, skip } = watching;
+    watching.keys?.push(key);
     const taken = Math.max(from, from + skip - watching.seen);
     for (let i = taken; i < to; i++) collected.push(tokens[i]);
     watching.seen += to - from;
@@ -206,7 +222,10 @@ export class TurnLearner {
     const { ends } = watching;
     // One typed array for the messages (as the tokenizer's ids are: the readers of ids see one kind).
     const ids = Uint32Array.from(collected.slice(0, ends[ends.length - 1]));
-    watching.done(ends.map((end, i) => ids.subarray(i === 0 ? 0 : ends[i - 1], end)));
+    watching.done(
+      ends.map((end, i) => ids.subarray(i === 0 ? 0 : ends[i - 1], end)),
+      watching.keys,
+    );
     this.#startFollowing(watching, parent, key, to - from);
   }
 

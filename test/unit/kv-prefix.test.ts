@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { blockKeys } from '../../src/fleet/kv-events/block-keys.js';
-import { concat, PrefixMemo } from '../../src/proxy/kv-prefix.js';
+import { concat, extend, extendKnown, PrefixMemo, prefixOf } from '../../src/proxy/kv-prefix.js';
 
 const BLOCK = 16;
 const ids = (seed: number, n: number) => Uint32Array.from({ length: n }, (_, i) => (seed * 7919 + i * 31) % 150_000);
@@ -28,4 +28,21 @@ test("a conversation's history keys: each turn extends the last one's, exactly t
   assert.deepEqual(memo.of([...b, ids(4, 60)], BLOCK).keys, blockKeys(concat(...b, ids(4, 60)), BLOCK));
   // Another block size: not the memo's keys.
   assert.deepEqual(memo.of(b, 8).keys, blockKeys(concat(...b), 8));
+});
+
+test("a history whose new messages' block keys the engine's events gave: the same keys, nothing hashed, and the memo's at the next turn", () => {
+  const lead = prefixOf(ids(1, 700), BLOCK);
+  const learned = [ids(2, 61), ids(3, 150)];
+  const whole = concat(ids(1, 700), ...learned);
+  // The chain's keys from the lead's last full block on, as far as the engine stored (past the messages: its answer).
+  const chainKeys = blockKeys(concat(whole, ids(4, 40)), BLOCK).slice(lead.keys.length);
+  const known = extendKnown(lead, learned, chainKeys, BLOCK);
+  assert.ok(known !== null);
+  assert.deepEqual(known, extend(lead, learned, BLOCK), "extend's keys, tail and length");
+  assert.deepEqual(known.keys, blockKeys(whole, BLOCK));
+  assert.equal(extendKnown(lead, learned, chainKeys.slice(0, 3), BLOCK), null, 'keys short of the messages: none');
+  const memo = new PrefixMemo(8);
+  const history = [ids(1, 700), ...learned];
+  memo.remember(history, BLOCK, known);
+  assert.equal(memo.of([...history], BLOCK), known, "the next turn's history: the remembered prefix as it is");
 });

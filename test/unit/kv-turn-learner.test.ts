@@ -103,9 +103,17 @@ test('where the engine held more of the expected start (a head other prompts sha
     { parent: 50, at: 0 },
     { parent: shared, at: 4 },
   ];
-  learner.watch({ starts, expect: [1, 2, 3, 4, 5, 6, 7, 8], skip: 2, count: 1 }, ([ids]) => learned.push([...ids]));
-  store(learner, shared, [5, 6, 7, 8, 9, 90, 91, 80, 81, 82, 0, 0]);
+  let keys: readonly number[] | null = null;
+  learner.watch({ starts, expect: [1, 2, 3, 4, 5, 6, 7, 8], skip: 2, count: 1 }, ([ids], chainKeys) => {
+    learned.push([...ids]);
+    keys = chainKeys;
+  });
+  const last = store(learner, shared, [5, 6, 7, 8, 9, 90, 91, 80, 81, 82, 0, 0]);
   assert.deepEqual(learned, [[3, 4, 5, 6, 7, 8, 9, 90, 91]], "the held block's tokens are the expected ones");
+  // The chain's keys from the lead on: the held block's (a start's), then the blocks stored, as the engine's events gave them.
+  const chain = [1, 2, 3, 4, 5, 6, 7, 8, 9, 90, 91, 80, 81, 82, 0, 0];
+  const expected = [shared, chainKey(shared, chain, 4, 8), chainKey(chainKey(shared, chain, 4, 8), chain, 8, 12)];
+  assert.deepEqual(keys, [...expected, last]);
   assert.equal(learner.watching, 0);
   // A block hanging from the shared key that does not go on as expected is not the chain.
   learner.watch({ starts, expect: [1, 2, 3, 4, 5, 6, 7, 8], skip: 2, count: 1 }, () => assert.fail());
