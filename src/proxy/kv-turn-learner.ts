@@ -221,7 +221,8 @@ export class TurnLearner {
     if (outcome !== 'done') return;
     const { ends } = watching;
     // One typed array for the messages (as the tokenizer's ids are: the readers of ids see one kind).
-    const ids = Uint32Array.from(collected.slice(0, ends[ends.length - 1]));
+    const ids = new Uint32Array(ends[ends.length - 1]);
+    for (let i = 0; i < ids.length; i++) ids[i] = collected[i];
     watching.done(
       ends.map((end, i) => ids.subarray(i === 0 ? 0 : ends[i - 1], end)),
       watching.keys,
