@@ -69,11 +69,24 @@ export function extend(prefix: Prefix, more: readonly Ids[], blockSize: number):
  * when the keys fall short.
  */
 export function extendKnown(lead: Prefix, more: readonly Ids[], chainKeys: Keys, blockSize: number): Prefix | null {
-  const chain = concat(lead.tail, ...more);
-  const full = Math.floor(chain.length / blockSize);
-  if (chainKeys.length < full || lead.keys.length + full > MAX_BLOCKS) return null;
-  const keys = lead.keys.concat(chainKeys.slice(0, full));
-  return { keys, tail: chain.subarray(full * blockSize), length: lead.length - lead.tail.length + chain.length };
+  let chain = lead.tail.length;
+  for (const part of more) chain += part.length;
+  const full = Math.floor(chain / blockSize);
+  const before = lead.keys.length;
+  if (chainKeys.length < full || before + full > MAX_BLOCKS) return null;
+  const keys = new Array<number>(before + full);
+  for (let i = 0; i < before; i++) keys[i] = lead.keys[i];
+  for (let i = 0; i < full; i++) keys[before + i] = chainKeys[i];
+  // The tail: the chain's tokens after its last full block, the end of `more` (or of the lead's tail too).
+  const tail = new Uint32Array(chain - full * blockSize);
+  let at = tail.length;
+  for (let p = more.length - 1; p >= -1 && at > 0; p--) {
+    const part = p < 0 ? lead.tail : more[p];
+    const take = Math.min(at, part.length);
+    for (let i = 0; i < take; i++) tail[at - take + i] = part[part.length - take + i];
+    at -= take;
+  }
+  return { keys, tail, length: lead.length - lead.tail.length + chain };
 }
 
 export function concat(...parts: Ids[]): Uint32Array {

@@ -41,6 +41,19 @@ test("a history whose new messages' block keys the engine's events gave: the sam
   assert.deepEqual(known, extend(lead, learned, BLOCK), "extend's keys, tail and length");
   assert.deepEqual(known.keys, blockKeys(whole, BLOCK));
   assert.equal(extendKnown(lead, learned, chainKeys.slice(0, 3), BLOCK), null, 'keys short of the messages: none');
+  // Short messages: a tail across the lead's tail and both, or across the two.
+  for (const short of [
+    [ids(5, 2), ids(6, 1)],
+    [ids(5, 3), ids(6, 2)],
+    [ids(5, 9), ids(6, 9)],
+  ]) {
+    const keysAfter = blockKeys(concat(ids(1, 700), ...short, ids(4, 40)), BLOCK).slice(lead.keys.length);
+    assert.deepEqual(
+      extendKnown(lead, short, keysAfter, BLOCK),
+      extend(lead, short, BLOCK),
+      `${short.map((m) => m.length)}`,
+    );
+  }
   const memo = new PrefixMemo(8);
   const history = [ids(1, 700), ...learned];
   memo.remember(history, BLOCK, known);
