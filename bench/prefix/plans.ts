@@ -28,7 +28,8 @@ export interface WorkloadPlan {
   limit: number | null;
 }
 
-export function prefixPlans(quick: boolean, scale: number, seed: number): WorkloadPlan[] {
+/** `usersPerPrompt`: kv-multi-turn's conversations per system prompt (default: one system prompt for all). */
+export function prefixPlans(quick: boolean, scale: number, seed: number, usersPerPrompt?: number): WorkloadPlan[] {
   const n = (full: number, small: number) => Math.max(1, Math.round((quick ? small : full) * scale));
   const slots = engineOptions({ quick: false }).maxRunningRequests * SERVERS;
   return [
@@ -83,6 +84,7 @@ export function prefixPlans(quick: boolean, scale: number, seed: number): Worklo
         replyMedian: 60,
         maxTokens: 600,
         thinkMs: [200, 600],
+        usersPerPrompt,
         name: 'shared-prefix multi-turn',
       }),
       concurrency: Math.round(slots / 2),

@@ -44,6 +44,8 @@ const usage = `usage: npm run bench:prefix -- [options]
   --no-warmup       start the clock on a cold proxy (default: multi-turn first warms it, see plans.ts)
   --no-session-header  send no X-Session-Id: routing sees the prompts alone (prefix-aware then routes on
                     its record of sends, the approximate routing llm-d compared precise routing with)
+  --users-per-prompt N  kv-multi-turn: N conversations share each system prompt (llm-d's shared_prefix
+                    shape, e.g. 5), each group its own; default one system prompt for all
   --replicas N      also run fleetgate prefix-aware as N processes over the same servers, the client
                     spreading requests round-robin over them, and compare it with one (issue #29)
 `;
@@ -64,6 +66,7 @@ function parse(argv: string[]) {
       seed: { type: 'string' },
       'no-warmup': { type: 'boolean' },
       'no-session-header': { type: 'boolean' },
+      'users-per-prompt': { type: 'string' },
       replicas: { type: 'string' },
     },
   });
@@ -71,7 +74,9 @@ function parse(argv: string[]) {
   const common = commonSettings(values, 'prefix');
   const scale = numberFlag(values.scale, 'scale', 1, 0.01, true);
   const wanted = (values.workloads ?? 'group,multi-turn,unique').split(',').map((s) => s.trim());
-  const all = prefixPlans(common.quick, scale, numberFlag(values.seed, 'seed', 7, 0));
+  const users = values['users-per-prompt'];
+  const usersPerPrompt = users === undefined ? undefined : numberFlag(users, 'users-per-prompt', 1, 1);
+  const all = prefixPlans(common.quick, scale, numberFlag(values.seed, 'seed', 7, 0), usersPerPrompt);
   for (const w of wanted) if (!all.some((p) => p.id === w)) throw new Error(`--workloads: unknown workload '${w}'`);
   const ids = (values.targets ?? DEFAULT_TARGET_IDS.join(',')).split(',').map((s) => s.trim());
   for (const id of ids)

@@ -80,15 +80,26 @@ export interface ConversationSpec {
   thinkMs: [number, number];
   /** The workload's name in reports (default `multi-turn chat`). */
   name?: string;
+  /**
+   * Conversations per system prompt, each group's its own (inference-perf's `shared_prefix` with
+   * multi-turn chat, as llm-d benchmarks precise routing: `num_prompts_per_group` users share each
+   * of `num_groups` system prompts); default: all share one.
+   */
+  usersPerPrompt?: number;
 }
 
 export function multiTurn(spec: ConversationSpec): PrefixWorkload {
   const random = rng(spec.seed);
-  const system = { role: 'system', content: prose(random, spec.systemChars, 'You are a travel guide') };
+  const shared = { role: 'system', content: prose(random, spec.systemChars, 'You are a travel guide') };
+  const users = spec.usersPerPrompt;
+  const groups = Array.from({ length: users === undefined ? 0 : Math.ceil(spec.conversations / users) }, (_, g) => ({
+    role: 'system',
+    content: prose(rng(spec.seed * 1000 + g), spec.systemChars, `You are travel guide ${g}`),
+  }));
   const conversations: PrefixRequest[][] = [];
   for (let c = 0; c < spec.conversations; c++) {
     const turns = spec.minTurns + Math.floor(random() * (spec.maxTurns - spec.minTurns + 1));
-    const messages = [system];
+    const messages = [users === undefined ? shared : groups[Math.floor(c / users)]];
     const requests: PrefixRequest[] = [];
     for (let t = 0; t < turns; t++) {
       const [lo, hi] = spec.userChars;

@@ -13,67 +13,26 @@
 
 import { type ChainStart, FollowedAnswer } from './kv-followed-answer.js';
 import { KeptBlocks } from './kv-kept-blocks.js';
+import { type LearnedMessages, Watch, type WatchSpec } from './kv-watch.js';
 
 /** Watches held at most; past it the oldest goes (its messages are tokenized instead). */
 const MAX_WATCHES = 4096;
-/** A chain longer than this many tokens without the end mark is given up. */
-const MAX_TOKENS = 32_768;
 /** Answers followed at most (kv-followed-answer.ts), the oldest given up past it. */
 const MAX_ANSWERS = 1024;
 const NO_STARTS: readonly ChainStart[] = [];
-
-/** Where a watch starts and what its chain must look like. */
-export interface WatchSpec {
-  /**
-   * Where the chain's first stored block may hang from: after the lead's last full block, or further
-   * into `expect` where the engine held more of it already (a prefix other prompts share).
-   */
-  readonly starts: readonly ChainStart[];
-  /** The tokens the chain must start with: the lead's partial last block, then any head known of the messages. */
-  readonly expect: ArrayLike<number>;
-  /** Tokens the chain starts with that precede the messages (the lead's partial last block). */
-  readonly skip: number;
-  /** Messages to learn: the chain ends at the close of the last, followed by the generation prompt. */
-  readonly count: number;
-}
-
-interface Watching extends WatchSpec {
-  readonly done: LearnedMessages;
-  /** The chain's tokens from `skip` on. */
-  readonly collected: number[];
-  /** Indexes of `collected` just past each close found. */
-  readonly ends: number[];
-  /** Chain tokens seen (`expect` is checked against them). */
-  seen: number;
-  /** The keys of the chain's blocks in order from its start (null: it began after blocks not its own, an answer's). */
-  keys: number[] | null;
-  /** Where the search for the next close resumes. */
-  scanned: number;
-  /** The key the chain's next block hangs from (null: not started, listed at each of `starts`). */
-  parent: number | null;
-  /** Once done: the engine's answer it follows. */
-  answer: FollowedAnswer | null;
-}
-
-/**
- * A watch's messages' ids (each its close included), and the keys of its chain's blocks from the
- * first one after the lead's last full block, as the engine's events gave them (null when its chain
- * began inside an answer followed).
- */
-export type LearnedMessages = (messages: Uint32Array[], chainKeys: readonly number[] | null) => void;
 
 export class TurnLearner {
   readonly #close: readonly number[];
   readonly #generation: readonly number[];
   /** The token an answer that reasons opens with (`<think>`), null when the model has none. */
   readonly #thinkStart: number | null;
-  readonly #byParent = new Map<number, Watching[]>();
+  readonly #byParent = new Map<number, Watch[]>();
   /** Insertion order, for the bound. */
-  readonly #all = new Set<Watching>();
+  readonly #all = new Set<Watch>();
   /** The watch the last block went on, waiting at its `parent`: kept out of `#byParent` while its chain's blocks come. */
-  #hot: Watching | null = null;
+  #hot: Watch | null = null;
   /** Answers followed, by `Answer.at`, and the watch following each. */
-  readonly #answers = new Map<number, Watching>();
+  readonly #answers = new Map<number, Watch>();
   /** Blocks kept while a watch is on its way (its head tokenized in the background): it replays them. */
   readonly kept = new KeptBlocks();
 
@@ -95,31 +54,18 @@ export class TurnLearner {
 
   /** Learns `spec.count` messages; `done` gets their ids, each with its close. */
   watch(spec: WatchSpec, done: LearnedMessages): void {
-    if (this.#all.size >= MAX_WATCHES) this.#drop(this.#all.values().next().value as Watching);
+    if (this.#all.size >= MAX_WATCHES) this.#drop(this.#all.values().next().value as Watch);
     const { expect, skip, count } = spec;
     const takenUp = this.#answers.size === 0 ? NO_STARTS : this.#takeUpAnswer(spec);
     const starts = takenUp.length === 0 ? spec.starts : [...spec.starts, ...takenUp];
-    const watching: Watching = {
-      starts,
-      expect,
-      skip,
-      count,
-      done,
-      collected: [],
-      ends: [],
-      seen: 0,
-      keys: [],
-      scanned: 0,
-      parent: null,
-      answer: null,
-    };
+    const watching = new Watch({ starts, expect, skip, count }, done);
     this.#all.add(watching);
     for (const start of starts) this.#listAt(start.parent).push(watching);
     if (!this.kept.empty) this.#replay(watching);
   }
 
   /** Feeds a new watch the kept blocks of its chain, from its starts on, as if they came now. */
-  #replay(watching: Watching): void {
+  #replay(watching: Watch): void {
     let parents = watching.starts.map((start) => start.parent);
     while (parents.length > 0) {
       const from = watching.parent;
@@ -144,14 +90,7 @@ export class TurnLearner {
   }
 
   /** Gives the block to the watches waiting at `parent` (`only`: to that one alone, a replay). */
-  #deliver(
-    parent: number,
-    key: number,
-    tokens: readonly number[],
-    from: number,
-    to: number,
-    only: Watching | null,
-  ): void {
+  #deliver(parent: number, key: number, tokens: readonly number[], from: number, to: number, only: Watch | null): void {
     const hot = this.#hot;
     if (hot !== null && hot.parent !== parent) {
       this.#hot = null;
@@ -160,7 +99,7 @@ export class TurnLearner {
     const list = this.#byParent.get(parent);
     if (hot !== null && hot.parent === parent && (only === null || only === hot)) {
       this.#hot = null;
-      if (this.#continues(hot, hot.seen, tokens, from, to)) this.#advance(hot, parent, key, tokens, from, to);
+      if (hot.continues(hot.seen, tokens, from, to)) this.#advance(hot, parent, key, tokens, from, to);
       else this.#listAt(parent).push(hot);
     }
     if (list === undefined) return;
@@ -169,17 +108,9 @@ export class TurnLearner {
       if (only !== null && watching !== only) continue;
       const start = watching.parent === null ? watching.starts.find((s) => s.parent === parent) : undefined;
       const at = watching.parent === null ? start?.at : watching.seen;
-      if (at === undefined || !this.#continues(watching, at, tokens, from, to)) continue;
+      if (at === undefined || !watching.continues(at, tokens, from, to)) continue;
       this.#unlist(watching);
-      // Started further in: the tokens before this block are the expected ones (their blocks' keys
-      // those of the starts before), or the answer's.
-      const pre = start?.pre ?? watching.expect;
-      if (start?.pre !== undefined) watching.keys = null;
-      else if (start !== undefined)
-        for (const earlier of watching.starts)
-          if (earlier.pre === undefined && earlier.at > 0 && earlier.at <= start.at)
-            watching.keys?.push(earlier.parent);
-      while (watching.seen < at) this.#take(watching, pre[watching.seen]);
+      if (start !== undefined) watching.begin(start);
       this.#advance(watching, parent, key, tokens, from, to);
     }
   }
@@ -199,7 +130,7 @@ export class TurnLearner {
   }
 
   /** Takes the block (hanging from `parent`) into the watch; it then waits at `key`, or is done (and follows the engine's answer). */
-  #advance(watching: Watching, parent: number, key: number, tokens: readonly number[], from: number, to: number): void {
+  #advance(watching: Watch, parent: number, key: number, tokens: readonly number[], from: number, to: number): void {
     watching.parent = key;
     if (watching.answer !== null) {
       watching.answer.add(key, tokens, from, to);
@@ -207,37 +138,25 @@ export class TurnLearner {
       else this.#drop(watching);
       return;
     }
-    const { collected, skip } = watching;
-    watching.keys?.push(key);
-    const taken = Math.max(from, from + skip - watching.seen);
-    for (let i = taken; i < to; i++) collected.push(tokens[i]);
-    watching.seen += to - from;
-    const outcome = this.#read(watching);
-    if (outcome === 'more' && watching.collected.length <= MAX_TOKENS) {
+    const outcome = watching.take(key, tokens, from, to, this.#close, this.#generation);
+    if (outcome === 'more') {
       this.#wait(watching, key);
       return;
     }
     this.#all.delete(watching);
     if (outcome !== 'done') return;
-    const { ends } = watching;
-    // One typed array for the messages (as the tokenizer's ids are: the readers of ids see one kind).
-    const ids = new Uint32Array(ends[ends.length - 1]);
-    for (let i = 0; i < ids.length; i++) ids[i] = collected[i];
-    watching.done(
-      ends.map((end, i) => ids.subarray(i === 0 ? 0 : ends[i - 1], end)),
-      watching.keys,
-    );
+    watching.finish();
     this.#startFollowing(watching, parent, key, to - from);
   }
 
   /** A chain's blocks come one after another: the watch waits outside the map until another's come. */
-  #wait(watching: Watching, key: number): void {
+  #wait(watching: Watch, key: number): void {
     if (this.#hot === null) this.#hot = watching;
     else this.#listAt(key).push(watching);
   }
 
   /** A watch done at a block (`key`, hanging from `previous`) follows the engine's answer, where the next turn's watch starts. */
-  #startFollowing(watching: Watching, previous: number, key: number, blockSize: number): void {
+  #startFollowing(watching: Watch, previous: number, key: number, blockSize: number): void {
     const promptEnd = watching.skip + watching.ends[watching.count - 1] + this.#generation.length;
     const { skip, collected } = watching;
     const answer = FollowedAnswer.after({ skip, collected, promptEnd }, previous, key, blockSize);
@@ -251,44 +170,7 @@ export class TurnLearner {
     this.#wait(watching, key);
   }
 
-  /** Whether `tokens[from..to)`, `at` tokens into the chain, go on as its expected start says. */
-  #continues(watching: Watching, at: number, tokens: readonly number[], from: number, to: number): boolean {
-    const { expect } = watching;
-    for (let i = from; i < to && at + i - from < expect.length; i++)
-      if (tokens[i] !== expect[at + i - from]) return false;
-    return true;
-  }
-
-  #take(watching: Watching, token: number): void {
-    if (watching.seen++ >= watching.skip) watching.collected.push(token);
-  }
-
-  /** Finds the closes collected so far: `done` once the last message's close and the generation prompt are in. */
-  #read(watching: Watching): 'more' | 'done' | 'wrong' {
-    const { collected, ends, count } = watching;
-    const close = this.#close;
-    while (ends.length < count) {
-      let found = -1;
-      for (let i = watching.scanned; i + close.length <= collected.length && found < 0; i++) {
-        let j = 0;
-        while (j < close.length && collected[i + j] === close[j]) j++;
-        if (j === close.length) found = i;
-      }
-      if (found < 0) {
-        watching.scanned = Math.max(watching.scanned, collected.length - close.length + 1);
-        return 'more';
-      }
-      ends.push(found + close.length);
-      watching.scanned = found + close.length;
-    }
-    const last = ends[count - 1];
-    const generation = this.#generation;
-    if (collected.length < last + generation.length) return 'more';
-    for (let j = 0; j < generation.length; j++) if (collected[last + j] !== generation[j]) return 'wrong';
-    return 'done';
-  }
-
-  #listAt(parent: number): Watching[] {
+  #listAt(parent: number): Watch[] {
     let list = this.#byParent.get(parent);
     if (list === undefined) {
       list = [];
@@ -297,12 +179,12 @@ export class TurnLearner {
     return list;
   }
 
-  #unlist(watching: Watching): void {
+  #unlist(watching: Watch): void {
     if (watching.parent !== null) this.#unlistAt(watching, watching.parent);
     else for (const start of watching.starts) this.#unlistAt(watching, start.parent);
   }
 
-  #unlistAt(watching: Watching, parent: number): void {
+  #unlistAt(watching: Watch, parent: number): void {
     const list = this.#byParent.get(parent);
     if (list === undefined) return;
     if (list.length === 1 && list[0] === watching) {
@@ -313,7 +195,7 @@ export class TurnLearner {
     if (index >= 0) list.splice(index, 1);
   }
 
-  #drop(watching: Watching): void {
+  #drop(watching: Watch): void {
     if (this.#hot === watching) this.#hot = null;
     else this.#unlist(watching);
     this.#all.delete(watching);
