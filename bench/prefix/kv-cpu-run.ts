@@ -123,6 +123,8 @@ interface Share {
   eventsUs: number;
   /** The process's, the tokenizer's worker thread included. */
   processUs: number;
+  /** Of the other threads', the tokenizer's worker (its thread busy, as it reports it). */
+  tokenizerUs: number;
   /** Requests whose keys waited for the worker (some text new to the cache). */
   waitedShare: number;
 }
@@ -187,8 +189,13 @@ for (let round = -1; round < rounds; round++) {
     store(request);
     eventsMs[phase] += performance.now() - t0;
   };
-  const marks: Array<{ cpu: NodeJS.CpuUsage; loop: EventLoopUtilization }> = [];
-  const mark = () => marks.push({ cpu: process.cpuUsage(), loop: performance.eventLoopUtilization() });
+  const marks: Array<{ cpu: NodeJS.CpuUsage; loop: EventLoopUtilization; tokenizerMs: number }> = [];
+  const mark = () =>
+    marks.push({
+      cpu: process.cpuUsage(),
+      loop: performance.eventLoopUtilization(),
+      tokenizerMs: keys.tokenizerBusyMs(),
+    });
   mark();
   for (let i = 0; i < bodies.length; i++) {
     if (i === laterFrom) mark();
@@ -212,6 +219,7 @@ for (let round = -1; round < rounds; round++) {
     loopUs: ((marks[to].loop.active - marks[from].loop.active) * 1000) / Math.max(1, requests),
     eventsUs: (events * 1000) / Math.max(1, requests),
     processUs: cpuBetween(marks[from].cpu, marks[to].cpu) / Math.max(1, requests),
+    tokenizerUs: ((marks[to].tokenizerMs - marks[from].tokenizerMs) * 1000) / Math.max(1, requests),
     waitedShare: waits / Math.max(1, requests),
   });
   if (round < 0) continue;
@@ -230,6 +238,7 @@ const medianShare = (pick: (r: Round) => Share): Share => ({
   loopUs: m((r) => pick(r).loopUs),
   eventsUs: m((r) => pick(r).eventsUs),
   processUs: m((r) => pick(r).processUs),
+  tokenizerUs: m((r) => pick(r).tokenizerUs),
   waitedShare: m((r) => pick(r).waitedShare),
 });
 const summary = {
@@ -245,13 +254,13 @@ const summary = {
   runs: results,
 };
 const row = (name: string, share: Share) =>
-  `| ${name} | ${share.requests} | ${share.processUs.toFixed(1)} | ${share.loopUs.toFixed(1)} | ${share.eventsUs.toFixed(1)} | ${(share.processUs - share.loopUs).toFixed(1)} | ${(100 * share.waitedShare).toFixed(0)} % |`;
+  `| ${name} | ${share.requests} | ${share.processUs.toFixed(1)} | ${share.loopUs.toFixed(1)} | ${share.eventsUs.toFixed(1)} | ${(share.processUs - share.loopUs).toFixed(1)} | ${share.tokenizerUs.toFixed(1)} | ${(100 * share.waitedShare).toFixed(0)} % |`;
 process.stdout.write(
   [
     `## kv-aware's block keys per request (${label}, ${answers} answers, medians of ${rounds} rounds)`,
     '',
-    "| requests | count | process CPU µs | event loop µs | of which the engines' events µs | other threads µs (tokenizer worker, V8 compiler and collector) | waited for the worker |",
-    '|---|---|---|---|---|---|---|',
+    "| requests | count | process CPU µs | event loop µs | of which the engines' events µs | other threads µs (tokenizer worker, V8 compiler and collector) | of which the tokenizer worker µs | waited for the worker |",
+    '|---|---|---|---|---|---|---|---|',
     row('all', summary.all),
     row('first turns (text seen first)', summary.firstTurns),
     ...(summary.laterTurns.requests > 0 ? [row('later turns', summary.laterTurns)] : []),

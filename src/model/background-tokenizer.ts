@@ -77,6 +77,11 @@ export class BackgroundTokenizer {
     return this.#pending.size;
   }
 
+  /** ms the worker's thread has been busy (its event loop active: loading, tokenizing), as it reports it. */
+  get busyMs(): number {
+    return this.#worker.performance.eventLoopUtilization().active;
+  }
+
   async close(): Promise<void> {
     await this.#worker.terminate();
   }

@@ -61,6 +61,8 @@ export interface KvKeysReader {
   ready(): Promise<void>;
   /** Every block the engines store (the map's listener): conversations' newest messages are learned from them. */
   stored: StoredListener;
+  /** ms the tokenizer workers have been busy, in all. */
+  tokenizerBusyMs(): number;
 }
 
 /** Single-turn chats whose messages are learned, at most: about as many conversations as are opened at once. */
@@ -109,6 +111,7 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
     close: async () => void (await Promise.all(readers.map((r) => r.worker.close()))),
     ready: async () => void (await Promise.all(readers.map((r) => r.worker.loaded))),
     stored,
+    tokenizerBusyMs: () => readers.reduce((sum, r) => sum + r.worker.busyMs, 0),
   });
 }
 
