@@ -51,6 +51,8 @@ export interface KvKeysOptions {
   readonly untokenized?: (blocks: number) => void;
   /** `messages` of a chat were learned from an engine's blocks. */
   readonly learned?: (messages: number) => void;
+  /** New text's keys wait for the tokenizer's worker (default); false: keyed on what is known (kv-text-keys.ts). */
+  readonly waits?: boolean;
 }
 
 export interface KvKeysReader {
@@ -95,13 +97,14 @@ export function createKvKeys(opts: KvKeysOptions): KvKeysReader | null {
   const longestHeld = opts.tokenizeWhole === true ? (keys: readonly number[]) => keys.length : opts.longestHeld;
   const untokenized = opts.untokenized ?? (() => {});
   const learned = opts.learned ?? (() => {});
+  const waits = opts.waits ?? true;
   const read = (path: string, json: unknown): KvKeys => {
     const blockSize = opts.blockSize();
     if (blockSize === null || json === null || typeof json !== 'object' || Array.isArray(json)) return undefined;
     const body = json as Body;
     const reader = (typeof body.model === 'string' ? named.get(body.model) : undefined) ?? single;
     if (reader === null) return undefined;
-    return promptKeys({ reader, blockSize, longestHeld, untokenized, learned }, path, body);
+    return promptKeys({ reader, blockSize, longestHeld, untokenized, learned, waits }, path, body);
   };
   const readers = [...named.values(), ...(single === null ? [] : [single])];
   const stored: StoredListener = (parent, key, tokens, from, to) => {
@@ -198,16 +201,29 @@ function chatKeys(reading: Reading, frame: Frame, messages: ReadonlyArray<{ role
   // learned on its own, after the answer.
   const lead = concat(...(parts.slice(0, known) as Ids[]));
   const leadKeys = blockKeys(lead, reading.blockSize, MAX_BLOCKS);
-  if (reading.longestHeld(leadKeys) < leadKeys.length) {
-    const rest = chars(known, messages.length) * perChar(lead.length, known);
-    return padded(reading, leadKeys, lead.length + rest + frame.generation.length);
-  }
-  const history = messages
-    .slice(0, last)
-    .map(
-      (m, i) => parts[i] ?? encodeInto(reader, messageText(frame, m.role, m.content), { entry: m, into: reader.cache }),
+  const held = reading.longestHeld(leadKeys) === leadKeys.length;
+  const tokenized = () =>
+    Promise.all(
+      messages
+        .slice(0, last)
+        .map(
+          (m, i) =>
+            parts[i] ?? encodeInto(reader, messageText(frame, m.role, m.content), { entry: m, into: reader.cache }),
+        ),
     );
-  return Promise.all(history).then(newest);
+  if (held && reading.waits) return tokenized().then(newest);
+  // Keyed on what is known; where more could be held, the history is tokenized (and the newest
+  // message learned) for the next turn meanwhile.
+  if (held) {
+    // The engine may store the turn before the worker is done: its blocks are kept for the watch.
+    const arrived = reader.learner?.kept.onTheWay();
+    tokenized()
+      .then(newest)
+      .catch(() => {})
+      .finally(() => arrived?.());
+  }
+  const rest = chars(known, messages.length) * perChar(lead.length, known);
+  return padded(reading, leadKeys, lead.length + rest + frame.generation.length);
 }
 
 /** A message's ids from the cache, or from the first turns' (then kept in the cache: its conversation goes on). */

@@ -54,6 +54,7 @@ export function createKvRouting(
     blockSize: () => (events?.anyLive === true ? events.blockSize : null),
     cacheSize: kv.token_cache,
     tokenizeWhole: kv.tokenize_whole,
+    waits: kv.tokenize_wait > 0,
     // Through `routing`, whose counters the metrics set once it exists.
     untokenized: (blocks) => routing.untokenized(blocks),
     learned: (messages) => routing.learned(messages),

@@ -56,6 +56,11 @@ export interface Reading {
   readonly untokenized: (blocks: number) => void;
   /** `messages` of a conversation were learned from an engine's blocks. */
   readonly learned: (messages: number) => void;
+  /**
+   * Whether new text's keys wait for the worker (`routing.kv_events.tokenize_wait` > 0); if not, a
+   * request is keyed on the text known already and the rest is tokenized (or learned) meanwhile.
+   */
+  readonly waits: boolean;
 }
 
 /** The token cache's entry a text's ids are kept under: a message's role and content. */
@@ -107,11 +112,14 @@ export function keysAfter(reading: Reading, lead: Uint32Array, text: string, opt
   // in the whole text too); the head's last token is dropped all the same.
   const need = blockSize - (lead.length % blockSize) + blockSize;
   const cut = opts.mode === 'whole' ? -1 : text.indexOf(' ', need * HEAD_CHARS_PER_TOKEN);
-  if (longestHeld(leadKeys) < leadKeys.length) {
+  const held = longestHeld(leadKeys) === leadKeys.length;
+  if (!held || !reading.waits) {
     // No engine holds the lead whole (a conversation's last answer as the history renders it), so
-    // nothing after it matches now, but the engine that prefills this prompt will hold the newest
-    // message for the next turn.
+    // nothing after it matches now; or the request goes on with what is known. The engine that
+    // prefills this prompt will hold the newest message for the next turn; other text held after
+    // the lead is tokenized for the next request that brings it.
     if (opts.mode === 'learn' && keep !== null) learnLater(reading, prefixOf(lead, blockSize, leadKeys), text, keep);
+    else if (held && keep !== null) encodeInto(reader, text, keep).catch(() => {});
     const perChar = opts.leadTokensPerChar > 0 ? opts.leadTokensPerChar : 1 / CHARS_PER_TOKEN;
     return padded(reading, leadKeys, lead.length + text.length * perChar + after.length);
   }

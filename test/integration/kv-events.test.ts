@@ -93,53 +93,65 @@ async function untilKeyed(url: string): Promise<void> {
 }
 
 describe("kv-aware over the engines' KV events", () => {
-  test("a conversation's next turn goes where its blocks are; /fleet/status shows each stream live with its blocks", async (t) => {
-    const { url } = await startFleet(t, [sim(), sim({ encoding: 'map' }), sim()]);
-    await untilKeyed(url);
-    let followed = 0;
-    const conversations: Array<Array<{ role: string; content: string }>> = [];
-    for (let c = 0; c < 6; c++) {
-      const messages: Array<{ role: string; content: string }> = [
-        { role: 'system', content: SYSTEM },
-        { role: 'user', content: `Conversation ${c}: ${'describe the rack layout in detail '.repeat(6)}` },
-      ];
-      const first = await chat(url, messages);
-      await waitFor(
-        async () => (await fleetStatus(url)).backends.find((b) => b.name === first.engine)?.kv_events.blocks,
-        {
-          what: "the first turn's blocks in the map",
-        },
-      );
-      const followUp = `And the cooling of ${c}? ${'Which loop feeds which row, and at what flow? '.repeat(8)}`;
-      // The client keeps the answer without its thinking, as with a reasoning parser (a <think> block
-      // in a message makes the chat one text to the reader).
-      const answer = first.content.includes('</think>')
-        ? first.content.split('</think>')[1].trim()
-        : 'Rows one to four.';
-      messages.push({ role: 'assistant', content: answer }, { role: 'user', content: followUp });
-      // An answer long enough to fill the page the prompt ends in: the engine publishes it with the answer.
-      const second = await chat(url, messages, 32);
-      if (second.engine === first.engine) followed++;
-      messages.push({ role: 'assistant', content: 'Loop A feeds rows one and two.' });
-      conversations.push(messages);
-    }
-    assert.equal(followed, 6, "every second turn went where its first turn's blocks are");
-    // Each second turn's last answer and newest message are learned from the engine that prefilled
-    // it (its thinking answer is not in the history, so the prefill stores the history anew from
-    // the answer on): the third turns need no tokenizing, so none waits for the tokenizer's worker.
-    await waitFor(async () => (await metric(url, 'fleetgate_kv_learned_messages_total')) >= 12, {
-      what: "the second turns' answers and follow-ups learned",
+  for (const [how, kvEvents] of [
+    ['', {}],
+    [', keyed on what is known (tokenize_wait 0: nothing waits, new text learned meanwhile)', { tokenize_wait: 0 }],
+  ] as const)
+    test(`a conversation's next turn goes where its blocks are; /fleet/status shows each stream live with its blocks${how}`, async (t) => {
+      const { url } = await startFleet(t, [sim(), sim({ encoding: 'map' }), sim()], kvEvents);
+      await untilKeyed(url);
+      let followed = 0;
+      const conversations: Array<Array<{ role: string; content: string }>> = [];
+      for (let c = 0; c < 6; c++) {
+        const messages: Array<{ role: string; content: string }> = [
+          { role: 'system', content: SYSTEM },
+          { role: 'user', content: `Conversation ${c}: ${'describe the rack layout in detail '.repeat(6)}` },
+        ];
+        const first = await chat(url, messages);
+        await waitFor(
+          async () => (await fleetStatus(url)).backends.find((b) => b.name === first.engine)?.kv_events.blocks,
+          {
+            what: "the first turn's blocks in the map",
+          },
+        );
+        const followUp = `And the cooling of ${c}? ${'Which loop feeds which row, and at what flow? '.repeat(8)}`;
+        // The client keeps the answer without its thinking, as with a reasoning parser (a <think> block
+        // in a message makes the chat one text to the reader).
+        const answer = first.content.includes('</think>')
+          ? first.content.split('</think>')[1].trim()
+          : 'Rows one to four.';
+        messages.push({ role: 'assistant', content: answer }, { role: 'user', content: followUp });
+        // An answer long enough to fill the page the prompt ends in: the engine publishes it with the answer.
+        const second = await chat(url, messages, 32);
+        if (second.engine === first.engine) followed++;
+        messages.push({ role: 'assistant', content: 'Loop A feeds rows one and two.' });
+        conversations.push(messages);
+      }
+      assert.equal(followed, 6, "every second turn went where its first turn's blocks are");
+      // Each second turn's last answer and newest message are learned from the engine that prefilled
+      // it (its thinking answer is not in the history, so the prefill stores the history anew from
+      // the answer on): the third turns need no tokenizing, so none waits for the tokenizer's worker.
+      await waitFor(async () => (await metric(url, 'fleetgate_kv_learned_messages_total')) >= 12, {
+        what: "the second turns' answers and follow-ups learned",
+      });
+      const waits = () => metric(url, 'fleetgate_kv_tokenize_wait_seconds_count');
+      const waitedBefore = await waits();
+      for (const [c, messages] of conversations.entries()) {
+        messages.push({ role: 'user', content: `Thanks. What about row ${c}?` });
+        await chat(url, messages);
+      }
+      assert.equal(await waits(), waitedBefore, 'no third turn waited for the tokenizer');
+      if ('tokenize_wait' in kvEvents) {
+        assert.equal(await waits(), 0, 'no request waited');
+        // Keyed on the messages known (the system prompt, the first turn's message learned meanwhile),
+        // not sent on without keys: every turn, the first ones with no block held, went through the map.
+        assert.equal(await metric(url, 'fleetgate_kv_unkeyed_total{reason="wait"}'), 0, 'none went on unkeyed');
+        const keyed = async (decision: string) => metric(url, `fleetgate_kv_hit_tokens_count{decision="${decision}"}`);
+        assert.ok((await keyed('none')) + (await keyed('cache')) >= 18, 'every turn keyed, the first ones too');
+      }
+      assert.ok((await metric(url, 'fleetgate_kv_events_total')) > 0);
+      assert.ok((await metric(url, 'fleetgate_kv_map_blocks')) > 0);
     });
-    const waits = () => metric(url, 'fleetgate_kv_tokenize_wait_seconds_count');
-    const waitedBefore = await waits();
-    for (const [c, messages] of conversations.entries()) {
-      messages.push({ role: 'user', content: `Thanks. What about row ${c}?` });
-      await chat(url, messages);
-    }
-    assert.equal(await waits(), waitedBefore, 'no third turn waited for the tokenizer');
-    assert.ok((await metric(url, 'fleetgate_kv_events_total')) > 0);
-    assert.ok((await metric(url, 'fleetgate_kv_map_blocks')) > 0);
-  });
 
   test("a batch job's unique prompts and a repeated long prompt: each repeat goes where the first one's blocks are", async (t) => {
     const { url } = await startFleet(t, [sim(), sim(), sim()]);

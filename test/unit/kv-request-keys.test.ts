@@ -9,6 +9,7 @@ import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { withKvKeys } from '../../src/proxy/kv-prompt-traits.js';
 import { createKvKeys } from '../../src/proxy/kv-request-blocks.js';
 import type { KvRouting } from '../../src/proxy/kv-routing.js';
+import { waitFor } from '../helpers/wait.js';
 
 const dir = packagedQwen3Dir();
 const qwen3 = loadChatModel(dir);
@@ -86,6 +87,42 @@ test("a chat's keys: new text waits for the worker, never the event loop's token
     2,
     'only the two checks above called the event loop tokenizer (the probe ran at start-up)',
   );
+});
+
+test('not waiting (tokenize_wait 0): keys at once on the text known, the rest tokenized meanwhile for the next request', async (t) => {
+  const keys = createKvKeys({
+    model: { dir, dirs: {} },
+    blockSize: () => BLOCK,
+    cacheSize: 100,
+    longestHeld: (blocks) => blocks.length,
+    waits: false,
+  });
+  assert.ok(keys !== null);
+  t.after(() => keys.close());
+  await keys.ready();
+  const messages = [
+    { role: 'system', content: SYSTEM },
+    { role: 'user', content: 'How many kW does rack 12 draw at peak? Give the figure for each of its phases.' },
+  ];
+  const whole = blockKeys(qwen3.encode(qwen3.render(messages, { addGenerationPrompt: true })), BLOCK);
+  const first = keys('/v1/chat/completions', { model: 'qwen3', messages });
+  assert.ok(Array.isArray(first), 'nothing known yet: keys at once');
+  assert.ok(Math.abs(first.length - whole.length) <= whole.length * 0.3, 'about as many blocks as the prompt has');
+  assert.ok(
+    first.every((key) => key === 0),
+    'none known: every block keyed 0',
+  );
+  // The system prompt is tokenized meanwhile; then a new question after it is keyed on it at once.
+  await waitFor(() => {
+    const next = keys('/v1/chat/completions', { model: 'qwen3', messages });
+    return Array.isArray(next) && next[0] !== 0;
+  });
+  const other = [messages[0], { role: 'user', content: 'And rack 14, at night?' }];
+  const otherWhole = blockKeys(qwen3.encode(qwen3.render(other, { addGenerationPrompt: true })), BLOCK);
+  const second = keys('/v1/chat/completions', { model: 'qwen3', messages: other });
+  assert.ok(Array.isArray(second), 'a new message after a known system prompt: keys at once');
+  const systemBlocks = Math.floor(qwen3.encode(qwen3.render([messages[0]], {})).length / BLOCK);
+  assert.deepEqual(second.slice(0, systemBlocks), otherWhole.slice(0, systemBlocks), "the system prompt's blocks");
 });
 
 test('a tokenizer worker that cannot load its model rejects, and the reader routes without keys', async (t) => {
