@@ -114,6 +114,8 @@ export function fleetgateConfig(
     warmUp?: boolean;
     balanceFactor?: number;
     routingReplicas?: number;
+    /** `routing.kv_events.tokenize_wait`. */
+    kvTokenizeWait?: string;
   },
 ): string {
   const backends = input.backends.map((b, i) => `  - url: ${b}\n    name: gpu${i}`).join('\n');
@@ -125,6 +127,7 @@ export function fleetgateConfig(
     input.capSlowStart === undefined ? '' : `  cap_slow_start: ${input.capSlowStart}\n`,
     input.routingReplicas === undefined ? '' : `  replicas: ${input.routingReplicas}\n`,
     input.balanceFactor === undefined ? '' : `  prefix:\n    balance_factor: ${input.balanceFactor}\n`,
+    input.kvTokenizeWait === undefined ? '' : `  kv_events:\n    tokenize_wait: ${input.kvTokenizeWait}\n`,
   ].join('');
   // Off unless a target asks: each bench warms every proxy alike before its clock starts.
   const upstream = `upstream:\n  warm_up: ${input.warmUp ?? false}\n`;

@@ -45,6 +45,8 @@ export interface TargetSpec {
   balanceFactor?: number;
   /** fleetgate only: `routing.replicas` (default: fleetgate's own). */
   routingReplicas?: number;
+  /** `routing.kv_events.tokenize_wait` (fleetgate's default when unset). */
+  kvTokenizeWait?: string;
   /** fleetgate only: top-level YAML sections added to its config (e.g. `tracing:`), keys the build knows. */
   extraYaml?: string;
   /** fleetgate only: the build's CLI to run (another commit's `dist/cli/index.js`); default FLEETGATE_CLI. */
@@ -192,6 +194,7 @@ export async function startTarget(spec: TargetSpec, opts: StartOptions): Promise
         warmUp: spec.warmUp,
         balanceFactor: spec.balanceFactor,
         routingReplicas: spec.routingReplicas,
+        kvTokenizeWait: spec.kvTokenizeWait,
       }) + (spec.extraYaml ?? ''),
     );
     proc = spawnPinned(

@@ -33,7 +33,8 @@ const usage = `usage: npm run bench:prefix -- [options]
   --quick           small sizes, for a smoke run
   --scale X         multiply every workload's request count (default 1)
   --workloads LIST  group,multi-turn,kv-multi-turn,unique (default group,multi-turn,unique)
-  --targets LIST    prefix,least,nginx,haproxy,affinity,kv (default all but kv); with kv (kv-aware over
+  --targets LIST    prefix,least,nginx,haproxy,affinity,kv,kv-nowait (default all but the kv ones); kv-nowait:
+                    kv-aware with routing.kv_events.tokenize_wait 0; with kv (kv-aware over
                     the engines' KV events, issue #55) every target's servers load the packaged Qwen3
                     tokenizer and template and publish KV events, e.g.
                     --targets kv,prefix,least --workloads kv-multi-turn,group
@@ -96,7 +97,7 @@ function parse(argv: string[]) {
     .filter((p) => wanted.includes(p.id))
     .map((p) => (values['no-warmup'] ? { ...p, warmup: 0 } : p));
   const sessionHeader = values['no-session-header'] !== true;
-  return { ...common, workloads, targets, replicas, kv: ids.includes(KV_TARGET), sessionHeader };
+  return { ...common, workloads, targets, replicas, kv: ids.some((id) => id.startsWith(KV_TARGET)), sessionHeader };
 }
 
 interface RunTarget {

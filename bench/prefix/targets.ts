@@ -20,8 +20,16 @@ export const PREFIX_TARGETS: readonly TargetSpec[] = [
     // As shipped: /readyz waits for its tokenizer to load (~1 s), which the others do not have to.
     warmUp: true,
   },
+  {
+    name: 'fleetgate kv-aware, tokenize_wait 0',
+    kind: 'fleetgate',
+    balance: 'kv-aware',
+    extraYaml: `model:\n  dir: ${JSON.stringify(packagedQwen3Dir())}\n`,
+    warmUp: true,
+    kvTokenizeWait: '0ms',
+  },
 ];
-export const TARGET_IDS = ['prefix', 'least', 'nginx', 'haproxy', 'affinity', 'kv'] as const;
-/** Targets run by default: `kv` changes the servers (a real tokenizer and events), so it is asked for by name. */
-export const DEFAULT_TARGET_IDS = TARGET_IDS.filter((id) => id !== 'kv');
+export const TARGET_IDS = ['prefix', 'least', 'nginx', 'haproxy', 'affinity', 'kv', 'kv-nowait'] as const;
+/** Targets run by default: the `kv` ones change the servers (a real tokenizer and events), so they are asked for by name. */
+export const DEFAULT_TARGET_IDS = TARGET_IDS.filter((id) => !id.startsWith('kv'));
 export const KV_TARGET = 'kv';
