@@ -85,15 +85,22 @@ export class KvBlockMap {
    */
   leadingRuns(keys: readonly number[]): Map<string, number> {
     const runs = new Map<string, number>();
-    if (keys.length === 0) return runs;
-    let alive: string[] = [...new Set(this.#holders.get(keys[0]) ?? [])];
-    for (const holder of alive) runs.set(holder, 1);
-    for (let i = 1; i < keys.length && alive.length > 0; i++) {
+    const first = keys.length === 0 ? undefined : this.#holders.get(keys[0]);
+    if (first === undefined) return runs;
+    // The holders of every key so far, narrowed in place; each one's run is recorded once, where it ends.
+    const alive = first.length === 1 ? [first[0]] : [...new Set(first)];
+    let i = 1;
+    for (; i < keys.length && alive.length > 0; i++) {
       const here = this.#holders.get(keys[i]);
       if (here === undefined) break;
-      alive = alive.filter((holder) => here.includes(holder));
-      for (const holder of alive) runs.set(holder, i + 1);
+      let kept = 0;
+      for (const holder of alive) {
+        if (here.includes(holder)) alive[kept++] = holder;
+        else runs.set(holder, i);
+      }
+      alive.length = kept;
     }
+    for (const holder of alive) runs.set(holder, i);
     return runs;
   }
 
