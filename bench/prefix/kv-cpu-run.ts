@@ -10,9 +10,10 @@
  *   turns (every conversation's turn t before any turn t + 1);
  * - `batch`: a batch job, one shared system prompt (3,000 characters) and a unique user prompt of
  *   1,000-4,000 characters per request.
- * The engines' caches are simulated as kv-events' map would report them: a few requests after a
- * request is keyed, its prompt and answer are held, and the blocks new to the engine are told to the
- * reader as the map tells it of every block stored (hashing them is counted). `--answers thinking`
+ * The engines' caches: a few requests after a request is keyed, its prompt and answer are held by its
+ * engine (a conversation's, one of 7), whose `BlockStored` events for the blocks new to it go to the
+ * fleet's real map (fleet/kv-events/kv-block-map.ts: recorded, hashed, told to the reader's learner;
+ * counted, their decoding not), and the policy's pick reads the map for each request's keys (counted). `--answers thinking`
  * (default; the real job: Qwen3 reasoning first, which the next turn's history drops) or `plain`
  * (the answer as the history renders it: the engine holds it, and the learned messages' chain starts
  * inside it, so each turn's new messages are tokenized instead).
@@ -25,7 +26,9 @@
 import { writeFileSync } from 'node:fs';
 import { type EventLoopUtilization, performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { blockKeys, chainKey, ROOT_KEY } from '../../src/fleet/kv-events/block-keys.js';
+import { blockKeys } from '../../src/fleet/kv-events/block-keys.js';
+import { KvBlockMap } from '../../src/fleet/kv-events/kv-block-map.js';
+import type { KvEvent } from '../../src/fleet/kv-events/kv-decode.js';
 import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { createKvKeys } from '../../src/proxy/kv-request-blocks.js';
 import { rng } from '../balance/workload.js';
@@ -46,6 +49,8 @@ const workload = values.workload ?? 'kv-multi-turn';
 const answers = values.answers ?? 'thinking';
 if (answers !== 'thinking' && answers !== 'plain') throw new Error(`--answers: thinking or plain, not ${answers}`);
 const BLOCK = 16;
+/** Engines, as bench:prefix's fleet: a conversation stays on one (its turns' blocks chain there). */
+const ENGINES = 7;
 const dir = packagedQwen3Dir();
 
 type Message = { role: string; content: string };
@@ -55,7 +60,7 @@ interface Body {
 }
 
 /** The request bodies in the order a fleet sees them, and for each the request whose prompt its answer extends. */
-function load(): { bodies: Body[]; next: Array<number | null>; label: string } {
+function load(): { bodies: Body[]; next: Array<number | null>; engines: number[]; label: string } {
   if (workload === 'batch') {
     const random = rng(7);
     const system = { role: 'system', content: prose(random, 3000, 'You are a careful data labeller') };
@@ -63,7 +68,8 @@ function load(): { bodies: Body[]; next: Array<number | null>; label: string } {
       model: 'qwen3',
       messages: [system, { role: 'user', content: prose(random, 1000 + Math.floor(random() * 3000), `Item ${i}`) }],
     }));
-    return { bodies, next: bodies.map(() => null), label: '1,000 requests of a batch job' };
+    const engines = bodies.map((_, i) => i % ENGINES);
+    return { bodies, next: bodies.map(() => null), engines, label: '1,000 requests of a batch job' };
   }
   if (workload !== 'kv-multi-turn') throw new Error(`--workload: kv-multi-turn or batch, not ${workload}`);
   const plan = prefixPlans(false, 1, 7).find((p) => p.id === 'kv-multi-turn');
@@ -76,10 +82,11 @@ function load(): { bodies: Body[]; next: Array<number | null>; label: string } {
   const index = new Map(order.map(({ c, t }, i) => [`${c}/${t}`, i]));
   const bodies = order.map(({ c, t }) => JSON.parse(conversations[c][t].body.toString()) as Body);
   const next = order.map(({ c, t }) => index.get(`${c}/${t + 1}`) ?? null);
-  return { bodies, next, label: `${bodies.length} requests of ${conversations.length} conversations` };
+  const engines = order.map(({ c }) => c % ENGINES);
+  return { bodies, next, engines, label: `${bodies.length} requests of ${conversations.length} conversations` };
 }
 
-const { bodies, next, label } = load();
+const { bodies, next, engines, label } = load();
 // What the engines store once a request has been served (outside the figures: the engines' work):
 // its prompt, then its answer as the engine generated it. `thinking` (the real job: Qwen3 in thinking
 // mode): reasoning first, which the next turn's history drops, so that turn's prefill stores its
@@ -95,13 +102,24 @@ const served = next.map((after, i) => {
 });
 /** Each served chain's block keys, computed before the clock starts (the engines' work, not the reader's). */
 const servedKeys = served.map((ids) => blockKeys(ids, BLOCK));
-/** The blocks of each served chain the engines did not hold yet: what their events report, in the order served. */
-const newBlocks = (() => {
-  const seen = new Set<number>();
-  return servedKeys.map((keys) => {
-    const fresh = keys.flatMap((key, block) => (seen.has(key) ? [] : [block]));
-    for (const key of keys) seen.add(key);
-    return fresh;
+/**
+ * Each served chain's `BlockStored` events (as kv-decode.ts gives them; fleetgate's key stands in for
+ * the engine's hash): the blocks its engine did not hold yet, in the order served.
+ */
+const storedEvents = (() => {
+  const seen = Array.from({ length: ENGINES }, () => new Set<number>());
+  return servedKeys.map((keys, request): KvEvent[] => {
+    const held = seen[engines[request]];
+    const fresh = keys.flatMap((key, block) => (held.has(key) ? [] : [block]));
+    for (const key of keys) held.add(key);
+    return fresh.map((block) => ({
+      type: 'stored',
+      hashes: [keys[block]],
+      parent: block === 0 ? null : keys[block - 1],
+      tokens: served[request].slice(block * BLOCK, (block + 1) * BLOCK),
+      blockSize: BLOCK,
+      unkeyable: null,
+    }));
   });
 })();
 
@@ -150,12 +168,9 @@ const results: Round[] = [];
 // One round first, not counted: a fleetgate that has run a while has its code compiled (V8's
 // background compiler and its first collections cost ~2x a warm round's CPU on this load).
 for (let round = -1; round < rounds; round++) {
-  const held = new Set<number>();
-  const longestHeld = (keys: readonly number[]) => {
-    let run = 0;
-    while (run < keys.length && held.has(keys[run])) run++;
-    return run;
-  };
+  // The fleet's map, as kv-events keeps it: every engine's blocks, and the learner told of each.
+  const map = new KvBlockMap(1_000_000);
+  const longestHeld = (keys: readonly number[]) => Math.max(0, ...map.leadingRuns(keys).values());
   // A fresh reader per round (its caches and worker new), as a fleetgate just started.
   let learned = 0;
   const keys = createKvKeys({
@@ -170,17 +185,10 @@ for (let round = -1; round < rounds; round++) {
   if (keys === null) throw new Error('no kv keys reader');
   // The worker loads its tokenizer on start: one request waits for it, outside the figures, as start-up is.
   await keys('/v1/chat/completions', { model: 'qwen3', messages: [{ role: 'user', content: 'warm' }] });
-  // The map hashes each block an engine reports storing: that is counted; which blocks an engine had
-  // not held (its radix tree's work) is worked out before the clock starts.
-  const store = (request: number) => {
-    const ids = served[request];
-    for (const block of newBlocks[request]) {
-      const parent = block === 0 ? ROOT_KEY : servedKeys[request][block - 1];
-      const key = chainKey(parent, ids, block * BLOCK, (block + 1) * BLOCK);
-      keys.stored(parent, key, ids, block * BLOCK, (block + 1) * BLOCK);
-      held.add(key);
-    }
-  };
+  map.onStored(keys.stored);
+  // The map records (and hashes) each block an engine reports storing: that is counted; which blocks
+  // an engine had not held (its radix tree's work) and the events' decoding are not.
+  const store = (request: number) => map.apply(`gpu${engines[request]}`, storedEvents[request]);
   let first = 0;
   const waited = [0, 0];
   const eventsMs = [0, 0];
@@ -200,11 +208,13 @@ for (let round = -1; round < rounds; round++) {
   for (let i = 0; i < bodies.length; i++) {
     if (i === laterFrom) mark();
     const r0 = i === 0 ? process.cpuUsage() : undefined;
-    const answer = keys('/v1/chat/completions', bodies[i]);
+    let answer = keys('/v1/chat/completions', bodies[i]);
     if (answer instanceof Promise) {
       waited[i < laterFrom ? 0 : 1]++;
-      await answer;
+      answer = await answer;
     }
+    // The policy's pick: the runs of the keys each engine holds.
+    if (answer !== undefined) map.leadingRuns(answer);
     if (r0 !== undefined) first = cpuUs(r0);
     // The engine's BlockStored events for a request, as kv-events' map hears them, once it has been
     // prefilled and has answered: a few requests later (an engine takes ms, the reader µs).

@@ -8,6 +8,7 @@
  * reach it through its leading blocks. Pure: no clock, no I/O.
  */
 import { chainKey, ROOT_KEY } from './block-keys.js';
+import { KeyTable } from './key-table.js';
 import type { EngineHash, KvEvent } from './kv-decode.js';
 
 export interface KvApplied {
@@ -24,7 +25,7 @@ export type StoredListener = (parent: number, key: number, tokens: readonly numb
 export class KvBlockMap {
   readonly #maxBlocks: number;
   /** Block key -> its holders (a holder twice when two of its engine hashes name the key). */
-  readonly #holders = new Map<number, string[]>();
+  readonly #holders = new KeyTable<string[]>();
   /** Per holder: engine hash -> block key; insertion order is store order. */
   readonly #byHolder = new Map<string, Map<EngineHash, number>>();
   /** Store order across holders, for eviction; entries already gone are skipped lazily. */
@@ -89,18 +90,20 @@ export class KvBlockMap {
     if (first === undefined) return runs;
     // The holders of every key so far, narrowed in place; each one's run is recorded once, where it ends.
     const alive = first.length === 1 ? [first[0]] : [...new Set(first)];
+    let count = alive.length;
     let i = 1;
-    for (; i < keys.length && alive.length > 0; i++) {
+    for (; i < keys.length && count > 0; i++) {
       const here = this.#holders.get(keys[i]);
       if (here === undefined) break;
       let kept = 0;
-      for (const holder of alive) {
-        if (here.includes(holder)) alive[kept++] = holder;
+      for (let j = 0; j < count; j++) {
+        const holder = alive[j];
+        if (here.length === 1 ? here[0] === holder : here.includes(holder)) alive[kept++] = holder;
         else runs.set(holder, i);
       }
-      alive.length = kept;
+      count = kept;
     }
-    for (const holder of alive) runs.set(holder, i);
+    for (let j = 0; j < count; j++) runs.set(alive[j], i);
     return runs;
   }
 
