@@ -95,6 +95,10 @@ export class KvBlockMap {
     for (; i < keys.length && count > 0; i++) {
       const here = this.#holders.get(keys[i]);
       if (here === undefined) break;
+      // Most often the same holders as the key before, in the same order (they stored the chain alike).
+      let same = here.length >= count;
+      for (let j = 0; same && j < count; j++) same = here[j] === alive[j];
+      if (same) continue;
       let kept = 0;
       for (let j = 0; j < count; j++) {
         const holder = alive[j];
