@@ -75,7 +75,6 @@ export class KeyTable<V> {
     this.#values = new Array(keys.length * 2);
     this.#mask = keys.length * 2 - 1;
     this.#size = 0;
-    for (let slot = 0; slot < keys.length; slot++)
-      if (keys[slot] !== EMPTY) this.set(keys[slot], values[slot] as V);
+    for (let slot = 0; slot < keys.length; slot++) if (keys[slot] !== EMPTY) this.set(keys[slot], values[slot] as V);
   }
 }
