@@ -138,6 +138,17 @@ describe('the block map', () => {
   test('a block whose parent the map does not hold is not recorded', () => {
     const map = new KvBlockMap(1000);
     assert.deepEqual(map.apply('a', [stored(2, 1, page(2))]), { stored: 0, removed: 0, skipped: 1 });
+    // Nor one whose parent was the block stored last but is gone since (removed, or its holder cleared).
+    map.apply('a', [
+      stored(1, null, page(1)),
+      stored(2, 1, page(2)),
+      { type: 'removed', hashes: [2], unkeyable: null },
+    ]);
+    assert.deepEqual(map.apply('a', [stored(3, 2, page(3))]), { stored: 0, removed: 0, skipped: 1 });
+    map.apply('b', [stored(1, null, page(1))]);
+    map.clear('b');
+    assert.deepEqual(map.apply('b', [stored(2, 1, page(2))]), { stored: 0, removed: 0, skipped: 1 });
+    assert.deepEqual(map.apply('a', [stored(2, 1, page(2))]), { stored: 1, removed: 0, skipped: 0 }, 'held: recorded');
   });
 
   test('memory held at max_blocks under 1M stored blocks; the least recently stored go first', () => {

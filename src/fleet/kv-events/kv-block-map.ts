@@ -34,6 +34,10 @@ export class KvBlockMap {
   #fifoHead = 0;
   #size = 0;
   #onStored: StoredListener | null = null;
+  /** The block stored last (forgotten at any removal): the parent of the next, most often. */
+  #lastHolder = '';
+  #lastHash: EngineHash | null = null;
+  #lastKey = ROOT_KEY;
 
   constructor(maxBlocks: number) {
     this.#maxBlocks = maxBlocks;
@@ -121,7 +125,8 @@ export class KvBlockMap {
     let own = this.#byHolder.get(holder);
     let parentKey = ROOT_KEY;
     if (parent !== null) {
-      const known = own?.get(parent);
+      // A chain's blocks come one an event, each the parent of the next: the last one stored is looked up once.
+      const known = this.#lastHash === parent && this.#lastHolder === holder ? this.#lastKey : own?.get(parent);
       if (known === undefined) return 0;
       parentKey = known;
     }
@@ -150,6 +155,9 @@ export class KvBlockMap {
       this.#size++;
       added++;
       parentKey = key;
+      this.#lastHolder = holder;
+      this.#lastHash = hash;
+      this.#lastKey = key;
     }
     return added;
   }
@@ -170,6 +178,7 @@ export class KvBlockMap {
   }
 
   #unhold(key: number, holder: string): void {
+    this.#lastHash = null;
     const list = this.#holders.get(key);
     if (list === undefined) return;
     const at = list.indexOf(holder);
