@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { blockKeys, chainKey } from '../../src/fleet/kv-events/block-keys.js';
 import { BackgroundTokenizer, TokenizerBusy } from '../../src/model/background-tokenizer.js';
 import { loadChatModel, packagedQwen3Dir } from '../../src/model/chat-model.js';
 import { withKvKeys } from '../../src/proxy/kv-prompt-traits.js';
-import { createKvKeys } from '../../src/proxy/kv-request-blocks.js';
+import { createKvKeys, type KvKeysOptions, type KvKeysReader } from '../../src/proxy/kv-request-blocks.js';
 import type { KvRouting } from '../../src/proxy/kv-routing.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -15,6 +15,20 @@ const dir = packagedQwen3Dir();
 const qwen3 = loadChatModel(dir);
 const BLOCK = 16;
 const SYSTEM = `You are a careful assistant for a data-centre team. ${'Answer with numbers and units. '.repeat(20)}`;
+
+/** A reader over the packaged Qwen3 model (blocks of `BLOCK`, a cache of 100 messages), closed after the test. */
+function readerFor(t: TestContext, opts: Partial<KvKeysOptions> = {}): KvKeysReader {
+  const keys = createKvKeys({
+    model: { dir, dirs: {} },
+    blockSize: () => BLOCK,
+    cacheSize: 100,
+    longestHeld: (blocks) => blocks.length,
+    ...opts,
+  });
+  assert.ok(keys !== null);
+  t.after(() => keys.close());
+  return keys;
+}
 
 /** The longest leading run of keys in `held`: the engines' map, as `longestHeld` reads it. */
 function runIn(held: ReadonlySet<number>): (keys: readonly number[]) => number {
@@ -50,14 +64,7 @@ test('the worker tokenizes as the model does; the same text asked twice at once 
 });
 
 test("a chat's keys: new text waits for the worker, never the event loop's tokenizer; then the cache answers at once", async (t) => {
-  const keys = createKvKeys({
-    model: { dir, dirs: {} },
-    blockSize: () => BLOCK,
-    cacheSize: 100,
-    longestHeld: (blocks) => blocks.length,
-  });
-  assert.ok(keys !== null);
-  t.after(() => keys.close());
+  const keys = readerFor(t);
   const messages = [
     { role: 'system', content: SYSTEM },
     { role: 'user', content: 'How many kW does rack 12 draw at peak?' },
@@ -90,15 +97,7 @@ test("a chat's keys: new text waits for the worker, never the event loop's token
 });
 
 test('not waiting (tokenize_wait 0): keys at once on the text known, the rest tokenized meanwhile for the next request', async (t) => {
-  const keys = createKvKeys({
-    model: { dir, dirs: {} },
-    blockSize: () => BLOCK,
-    cacheSize: 100,
-    longestHeld: (blocks) => blocks.length,
-    waits: false,
-  });
-  assert.ok(keys !== null);
-  t.after(() => keys.close());
+  const keys = readerFor(t, { waits: false });
   await keys.ready();
   const messages = [
     { role: 'system', content: SYSTEM },
@@ -196,17 +195,12 @@ test('new text is tokenized only as far as a backend could hold it; the blocks p
   const held = new Set<number>();
   const longestHeld = runIn(held);
   let untokenized = 0;
-  const keys = createKvKeys({
-    model: { dir, dirs: {} },
-    blockSize: () => BLOCK,
-    cacheSize: 100,
+  const keys = readerFor(t, {
     longestHeld,
     untokenized: (blocks) => {
       untokenized += blocks;
     },
   });
-  assert.ok(keys !== null);
-  t.after(() => keys.close());
   const wholeKeys = (messages: Array<{ role: string; content: string }>) =>
     blockKeys(qwen3.encode(qwen3.render(messages, { addGenerationPrompt: true })), BLOCK);
   const words = 'rack power budget cooling loop sensor breaker feed phase load peak idle'.split(' ');
@@ -234,15 +228,7 @@ test('new text is tokenized only as far as a backend could hold it; the blocks p
   assert.equal(untokenized, read.length - known, 'the untokenized blocks counted');
 
   // routing.kv_events.tokenize_whole: every prompt whole, held or not.
-  const wholeReader = createKvKeys({
-    model: { dir, dirs: {} },
-    blockSize: () => BLOCK,
-    cacheSize: 100,
-    longestHeld,
-    tokenizeWhole: true,
-  });
-  assert.ok(wholeReader !== null);
-  t.after(() => wholeReader.close());
+  const wholeReader = readerFor(t, { longestHeld, tokenizeWhole: true });
   assert.deepEqual(await wholeReader('/v1/chat/completions', { messages: job }), whole, 'tokenize_whole: the whole');
 
   // Once an engine holds the whole prompt (a second sample of it, a retry), it is tokenized whole.
@@ -280,9 +266,7 @@ test('new text is tokenized only as far as a backend could hold it; the blocks p
 test("a conversation's newest message: a head read for routing, the rest learned from the engine's blocks", async (t) => {
   const held = new Set<number>();
   const longestHeld = runIn(held);
-  const keys = createKvKeys({ model: { dir, dirs: {} }, blockSize: () => BLOCK, cacheSize: 100, longestHeld });
-  assert.ok(keys !== null);
-  t.after(() => keys.close());
+  const keys = readerFor(t, { longestHeld });
   const idsOf = (messages: Array<{ role: string; content: string }>) =>
     qwen3.encode(qwen3.render(messages, { addGenerationPrompt: true }));
   /** An engine prefills `ids`: what kv-events' map hears of it, blocks hanging from the root. */
@@ -329,17 +313,12 @@ for (const reasoning of [true, false])
     const held = new Set<number>();
     const longestHeld = runIn(held);
     let learned = 0;
-    const keys = createKvKeys({
-      model: { dir, dirs: {} },
-      blockSize: () => BLOCK,
-      cacheSize: 100,
+    const keys = readerFor(t, {
       longestHeld,
       learned: (messages) => {
         learned += messages;
       },
     });
-    assert.ok(keys !== null);
-    t.after(() => keys.close());
     const idsOf = (messages: Array<{ role: string; content: string }>) =>
       qwen3.encode(qwen3.render(messages, { addGenerationPrompt: true }));
     /**
