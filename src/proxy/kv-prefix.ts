@@ -2,7 +2,9 @@
  * Known tokens as block keys see them (issue #55): the keys of their full blocks, the tokens after
  * those, and a memo of recent chats' histories by their messages' token ids (the token cache's
  * objects, compared by identity): a conversation's turn is its previous turn's history and two more
- * messages, so only those are hashed, not the whole history again. Pure, but for the memo's bound.
+ * messages, whose keys the engine's blocks gave already (`extendKnown`, remembered when they are
+ * learned) or, failing that, are hashed on their own, never the whole history again. Pure, but for
+ * the memo's bound.
  */
 import { blockKeys, chainKey, ROOT_KEY } from '../fleet/kv-events/block-keys.js';
 
